@@ -1,0 +1,32 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from console import api, views
+
+router = DefaultRouter(trailing_slash="/?")
+router.register("tasks", api.TaskViewSet, basename="task")
+router.register("datasources", api.DataSourceViewSet, basename="datasource")
+
+console_patterns = [
+    path("", views.tasks_page, name="tasks"),
+    path("tasks/submit", views.task_submit, name="task-submit"),
+    path("tasks/<str:task_id>", views.task_page, name="task"),
+    path("tasks/<str:task_id>/cancel", views.task_cancel, name="task-cancel"),
+    path("locks", views.locks_page, name="locks"),
+    path("datasources", views.datasources_page, name="datasources"),
+    path("datasources/<str:name>", views.datasource_page, name="datasource"),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("api/v1/locks", api.LockListView.as_view(), name="api-locks"),
+    path("api/v1/", include(router.urls)),
+    path("", include((console_patterns, "console"))),
+]

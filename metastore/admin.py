@@ -1,0 +1,103 @@
+"""The Django admin. Everything is read-only except what goes through services:
+segment used flag / location / shard spec edits, mark used/unused, task cancel."""
+
+from django.contrib import admin, messages
+
+from metastore import services
+from metastore.models import CommitLogEntry, DataSource, PendingSegment, Segment, Task, TaskLock
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(DataSource)
+class DataSourceAdmin(ReadOnlyAdmin):
+    list_display = ["name", "created_at", "last_version"]
+    search_fields = ["name"]
+
+
+@admin.register(Segment)
+class SegmentAdmin(admin.ModelAdmin):
+    list_display = ["id", "datasource", "start", "end", "version", "partition", "minor_version",
+                    "num_rows", "size_bytes", "used", "tombstone"]
+    list_filter = ["used", "tombstone", "datasource"]
+    search_fields = ["id"]
+    editable_fields = ("used", "location", "shard_spec")
+    actions = ["mark_unused", "mark_used"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields if f.name not in self.editable_fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # segments are removed by kill tasks, never deleted by hand
+
+    def save_model(self, request, obj, form, change):
+        changed = {name: form.cleaned_data[name] for name in form.changed_data if name in self.editable_fields}
+        if changed:
+            services.segment_admin_update(segment=obj, fields=changed, user=request.user)
+
+    def _mark(self, request, queryset, used: bool):
+        count = 0
+        by_ds: dict[str, list[str]] = {}
+        for seg_id, ds in queryset.values_list("id", "datasource__name"):
+            by_ds.setdefault(ds, []).append(seg_id)
+        for ds, ids in by_ds.items():
+            entry = services.segments_mark_used(datasource=ds, used=used, segment_ids=ids, user=request.user)
+            count += len((entry.added if used else entry.removed) if entry else [])
+        self.message_user(request, f"{count} segments marked {'used' if used else 'unused'}")
+
+    @admin.action(description="Mark selected segments unused")
+    def mark_unused(self, request, queryset):
+        self._mark(request, queryset, used=False)
+
+    @admin.action(description="Mark selected segments used")
+    def mark_used(self, request, queryset):
+        self._mark(request, queryset, used=True)
+
+
+@admin.register(Task)
+class TaskAdmin(ReadOnlyAdmin):
+    list_display = ["id", "type", "datasource", "status", "priority", "created_at", "ended_at"]
+    list_filter = ["status", "type"]
+    search_fields = ["id", "datasource"]
+    actions = ["cancel"]
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None  # the list (and its actions) but no edit form
+
+    @admin.action(description="Cancel selected tasks")
+    def cancel(self, request, queryset):
+        for task in queryset:
+            try:
+                services.task_cancel(task_id=task.id, user=request.user)
+            except services.ServiceError as exc:
+                self.message_user(request, str(exc), level=messages.WARNING)
+
+
+@admin.register(TaskLock)
+class TaskLockAdmin(ReadOnlyAdmin):
+    list_display = ["datasource", "start", "end", "type", "granularity", "version", "priority",
+                    "task", "revoked", "revoked_by"]
+    list_filter = ["type", "revoked", "datasource"]
+
+
+@admin.register(CommitLogEntry)
+class CommitLogEntryAdmin(ReadOnlyAdmin):
+    list_display = ["seq", "datasource", "kind", "task", "user", "created_at"]
+    list_filter = ["kind", "datasource"]
+
+
+@admin.register(PendingSegment)
+class PendingSegmentAdmin(ReadOnlyAdmin):
+    list_display = ["datasource", "start", "end", "version", "partition", "task", "sequence_name"]

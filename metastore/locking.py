@@ -1,0 +1,292 @@
+"""Lock compatibility and lock decisions (SPEC §4), free of Django and Spark.
+
+The lock box in ``metastore.services`` owns the database side: it loads the
+locks held on a dataSource (under ``select_for_update``), asks :func:`decide`
+what to do with a request, and then grants, revokes or queues. Everything here
+is a pure function of the locks it is given, so the rules can be tested alone.
+
+Vocabulary:
+
+- A *group* is one logical task family (e.g. the subtasks of one parallel
+  ingestion, or the tasks of one supervisor). Locks of the same group never
+  conflict with each other.
+- A *time-chunk* lock covers every segment of its interval; a *segment* lock
+  names one segment ``(interval, version, partition)``.
+- Revoked locks stay recorded until their task ends, but conflict with nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from metastore.intervals import Interval
+
+# Lock types.
+EXCLUSIVE = "EXCLUSIVE"
+SHARED = "SHARED"
+APPEND = "APPEND"
+REPLACE = "REPLACE"
+LOCK_TYPES = (EXCLUSIVE, SHARED, APPEND, REPLACE)
+# APPEND and REPLACE only make sense for a whole time chunk.
+SEGMENT_LOCK_TYPES = (EXCLUSIVE, SHARED)
+
+# Lock granularities.
+TIME_CHUNK = "TIME_CHUNK"
+SEGMENT = "SEGMENT"
+GRANULARITIES = (TIME_CHUNK, SEGMENT)
+
+# Decision kinds.
+GRANT = "grant"
+WAIT = "wait"
+REVOKE = "revoke"
+DECISION_KINDS = (GRANT, WAIT, REVOKE)
+
+DEFAULT_PRIORITIES: dict[str, int] = {
+    "index_realtime": 75,
+    "index_parallel": 50,
+    "index": 50,
+    "compact": 25,
+    "kill": 0,
+}
+# Task types not listed above ("kill and others").
+OTHER_TASK_PRIORITY = 0
+
+
+@dataclass(frozen=True)
+class LockSpec:
+    """A lock, held or requested, on one interval of one dataSource.
+
+    ``partition`` and ``version`` identify the locked segment of a SEGMENT
+    lock; ``partition`` is required for SEGMENT locks and refused for
+    TIME_CHUNK locks. A TIME_CHUNK lock may carry the version it was granted
+    with (the lock box records it); compatibility ignores it. The interval
+    must not be empty.
+    """
+
+    group_id: str
+    datasource: str
+    interval: Interval
+    type: str  # "EXCLUSIVE" | "SHARED" | "APPEND" | "REPLACE"
+    priority: int
+    granularity: str = TIME_CHUNK  # or SEGMENT
+    partition: int | None = None  # SEGMENT only
+    version: str | None = None  # SEGMENT only: the locked segment's version
+    revoked: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.group_id, str) or not self.group_id:
+            raise ValueError(f"lock group_id must be a non-empty string, got {self.group_id!r}")
+        if not isinstance(self.datasource, str) or not self.datasource:
+            raise ValueError(f"lock datasource must be a non-empty string, got {self.datasource!r}")
+        if not isinstance(self.interval, Interval):
+            raise ValueError(f"lock interval must be an Interval, got {self.interval!r}")
+        if self.interval.start >= self.interval.end:
+            raise ValueError(
+                f"lock interval {self.interval} is empty; a lock must cover at least one instant"
+            )
+        if self.type not in LOCK_TYPES:
+            raise ValueError(f"lock type must be one of {', '.join(LOCK_TYPES)}, got {self.type!r}")
+        if self.granularity not in GRANULARITIES:
+            raise ValueError(
+                f"lock granularity must be one of {', '.join(GRANULARITIES)}, "
+                f"got {self.granularity!r}"
+            )
+        if not _is_int(self.priority):
+            raise ValueError(f"lock priority must be an integer, got {self.priority!r}")
+        if self.granularity == SEGMENT:
+            if self.type not in SEGMENT_LOCK_TYPES:
+                raise ValueError(
+                    f"{self.type} locks are time-chunk only; a SEGMENT lock must be "
+                    f"{' or '.join(SEGMENT_LOCK_TYPES)}"
+                )
+            if not _is_int(self.partition) or self.partition < 0:
+                raise ValueError(
+                    f"a SEGMENT lock needs the locked segment's partition number "
+                    f"(an integer >= 0), got {self.partition!r}"
+                )
+        elif self.partition is not None:
+            raise ValueError(
+                "only SEGMENT locks name a partition; a TIME_CHUNK lock covers them all"
+            )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the lock box must do with a request.
+
+    - ``grant``: take the lock (or reuse the group's lock, see
+      :func:`find_reusable`); nothing is revoked.
+    - ``revoke``: revoke every lock in ``revoke``, then take the lock.
+    - ``wait``: do nothing now; ``blocking`` is what the request waits on.
+    """
+
+    kind: str  # "grant" | "wait" | "revoke"
+    revoke: tuple[LockSpec, ...] = ()
+    blocking: tuple[LockSpec, ...] = ()  # what a waiting request waits on
+
+    def __post_init__(self) -> None:
+        if self.kind not in DECISION_KINDS:
+            raise ValueError(
+                f"decision kind must be one of {', '.join(DECISION_KINDS)}, got {self.kind!r}"
+            )
+
+
+def compatible(request: LockSpec, held: LockSpec) -> bool:
+    """Whether ``request`` may be held at the same time as ``held`` (SPEC §4).
+
+    The rule is meant for locks of different groups; locks of the same group
+    never conflict, so this returns True for them. It also returns True when
+    either lock is revoked, when the dataSources differ, and when the
+    intervals do not overlap. Otherwise:
+
+    - Two TIME_CHUNK locks follow the matrix: only SHARED+SHARED, APPEND+APPEND,
+      and REPLACE+APPEND where the REPLACE interval contains the APPEND
+      interval, may coexist.
+    - A SEGMENT lock conflicts with any TIME_CHUNK lock.
+    - Two SEGMENT locks conflict if their intervals overlap but differ, or if
+      they are on the same interval and partition unless both are SHARED.
+      Versions are not compared: two segments with one interval and one
+      partition number are treated as the same slot.
+
+    The relation is symmetric.
+    """
+    if request.group_id == held.group_id:
+        return True
+    if request.revoked or held.revoked:
+        return True
+    if request.datasource != held.datasource:
+        return True
+    if not request.interval.overlaps(held.interval):
+        return True
+
+    if request.granularity == SEGMENT or held.granularity == SEGMENT:
+        if request.granularity != held.granularity:
+            return False
+        if request.interval != held.interval:
+            return False
+        if request.partition != held.partition:
+            return True
+        return request.type == SHARED and held.type == SHARED
+
+    pair = (request.type, held.type)
+    if pair in ((SHARED, SHARED), (APPEND, APPEND)):
+        return True
+    if pair == (REPLACE, APPEND):
+        return request.interval.contains(held.interval)
+    if pair == (APPEND, REPLACE):
+        return held.interval.contains(request.interval)
+    return False
+
+
+def conflicts(request: LockSpec, held: Iterable[LockSpec]) -> list[LockSpec]:
+    """The locks of ``held`` that ``request`` is not :func:`compatible` with.
+
+    Same-group and revoked locks are never in the result. Order is kept.
+    """
+    return [lock for lock in held if not compatible(request, lock)]
+
+
+def find_reusable(request: LockSpec, held: Iterable[LockSpec]) -> LockSpec | None:
+    """The lock of ``request``'s own group that already grants it, if any.
+
+    A TIME_CHUNK lock is reusable if it is of the same group, dataSource, type
+    and granularity, is not revoked, and its interval contains the requested
+    one. A SEGMENT lock names one segment, so reuse needs the same segment:
+    the same interval (not merely a containing one, which would be another
+    segment), partition and version, and the same type. Returns the first
+    match in the order given, or None.
+    """
+    for lock in held:
+        if (
+            lock.group_id != request.group_id
+            or lock.datasource != request.datasource
+            or lock.type != request.type
+            or lock.granularity != request.granularity
+            or lock.revoked
+        ):
+            continue
+        if request.granularity == SEGMENT:
+            if (
+                lock.interval == request.interval
+                and lock.partition == request.partition
+                and lock.version == request.version
+            ):
+                return lock
+        elif lock.interval.contains(request.interval):
+            return lock
+    return None
+
+
+def decide(
+    request: LockSpec,
+    held: Iterable[LockSpec],
+    queued_before: Iterable[LockSpec] = (),
+) -> Decision:
+    """Decide whether ``request`` is granted, preempts, or waits (SPEC §4).
+
+    ``held`` are the locks recorded on the dataSource (revoked ones may be
+    included; they are ignored). In order:
+
+    1. A reusable lock of the request's own group (:func:`find_reusable`) →
+       ``grant``; the caller reuses that lock and its version.
+    2. Any request in ``queued_before`` that conflicts with ``request`` and
+       has equal or higher priority makes it ``wait``. ``queued_before`` are
+       the pending requests of other groups that arrived earlier and are still
+       waiting; without this rule a stream of equal-priority requests could
+       slip in between the locks a waiting request needs, and starve it
+       (first come, first served among equals). An earlier request of strictly
+       lower priority does not hold ``request`` back, just as its lock would
+       not: it is preempted.
+    3. No conflicting held lock → ``grant``.
+    4. Every conflicting held lock has strictly lower priority → ``revoke``
+       with all of them.
+    5. Otherwise → ``wait``, revoking nothing (all-or-nothing).
+
+    For ``wait``, ``blocking`` lists what the request waits on: the
+    conflicting held locks whose priority is equal or higher (the lower ones
+    would be revoked once those are gone, so they are not what it waits on),
+    then the earlier queued requests it waits behind, each in the order given.
+    """
+    if request.revoked:
+        raise ValueError("a lock request cannot be revoked")
+    held = list(held)
+
+    if find_reusable(request, held) is not None:
+        return Decision(GRANT)
+
+    # Same-group and revoked entries are excluded by compatible().
+    queue_blockers = [
+        pending
+        for pending in queued_before
+        if pending.priority >= request.priority and not compatible(request, pending)
+    ]
+    conflicting = conflicts(request, held)
+    held_blockers = [lock for lock in conflicting if lock.priority >= request.priority]
+
+    if queue_blockers or held_blockers:
+        return Decision(WAIT, blocking=tuple(held_blockers + queue_blockers))
+    if conflicting:
+        return Decision(REVOKE, revoke=tuple(conflicting))
+    return Decision(GRANT)
+
+
+def default_priority(task_type: str, context: Mapping[str, Any] | None = None) -> int:
+    """The lock priority of a task: ``context["priority"]`` if given, else
+    the default of its type (realtime 75, batch index 50, compaction 25, kill
+    and any other type 0).
+
+    Raises ValueError if ``context["priority"]`` is present but not an integer.
+    """
+    if context is not None and "priority" in context:
+        priority = context["priority"]
+        if not _is_int(priority):
+            raise ValueError(f"context.priority must be an integer, got {priority!r}")
+        return priority
+    return DEFAULT_PRIORITIES.get(task_type, OTHER_TASK_PRIORITY)
+
+
+def _is_int(value: object) -> bool:
+    # bool is an int subclass, but True is not a priority or a partition.
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,266 @@
+"""The metastore: dataSources, segments, tasks, locks and the commit log.
+
+Every write goes through `metastore.services`; nothing else calls `.save()` here.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from metastore.intervals import Interval, format_ts
+
+EPOCH_VERSION = "1970-01-01T00:00:00.000Z"
+
+
+class DataSource(models.Model):
+    """A named table of time-partitioned data. Its row is the lock box's mutex."""
+
+    name = models.CharField(max_length=255, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Highest major version ever handed out for this dataSource: new versions
+    # always sort above it, even when the clock goes backwards.
+    last_version = models.CharField(max_length=32, default=EPOCH_VERSION)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("console:datasource", args=[self.name])
+
+
+class TaskStatus(models.TextChoices):
+    PENDING = "PENDING"
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+
+
+ACTIVE_STATUSES = (TaskStatus.PENDING, TaskStatus.WAITING, TaskStatus.RUNNING)
+FINAL_STATUSES = (TaskStatus.SUCCESS, TaskStatus.FAILED, TaskStatus.CANCELED)
+
+
+class TaskType(models.TextChoices):
+    INDEX_PARALLEL = "index_parallel"
+    COMPACT = "compact"
+    KILL = "kill"
+
+
+class Task(models.Model):
+    id = models.CharField(primary_key=True, max_length=255)
+    type = models.CharField(max_length=32, choices=TaskType.choices)
+    datasource = models.CharField(max_length=255, db_index=True)
+    spec = models.JSONField()
+    status = models.CharField(
+        max_length=16, choices=TaskStatus.choices, default=TaskStatus.PENDING, db_index=True
+    )
+    priority = models.IntegerField(default=0)
+    group_id = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    report = models.JSONField(default=dict, blank=True)
+    phase = models.CharField(max_length=64, blank=True, default="")
+    progress = models.FloatField(default=0.0)
+    # What a WAITING task waits on: [{"lock": id, "task": id, "type": ..., "interval": ...}]
+    waiting_on = models.JSONField(default=list, blank=True)
+    # The lock request a WAITING task is queued with (first come, first served).
+    waiting_request = models.JSONField(null=True, blank=True)
+    waiting_since = models.DateTimeField(null=True, blank=True)
+    # Set by a cancel request; the worker notices it within a heartbeat.
+    cancel_requested = models.BooleanField(default=False)
+    worker = models.CharField(max_length=255, blank=True, default="")
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["datasource", "status"])]
+
+    def __str__(self) -> str:
+        return self.id
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("console:task", args=[self.id])
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if not self.started_at:
+            return None
+        end = self.ended_at
+        if end is None:
+            from django.utils import timezone
+
+            end = timezone.now()
+        return (end - self.started_at).total_seconds()
+
+
+class Segment(models.Model):
+    """One immutable Parquet file covering an interval, at a version and partition."""
+
+    id = models.CharField(primary_key=True, max_length=512)
+    datasource = models.ForeignKey(DataSource, on_delete=models.PROTECT, related_name="segments")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    version = models.CharField(max_length=32)
+    partition = models.IntegerField()
+    minor_version = models.IntegerField(default=0)
+    root_partitions = models.JSONField(default=list)
+    atomic_update_group = models.JSONField(default=list)
+    core_partitions = models.IntegerField(default=0)
+    tombstone = models.BooleanField(default=False)
+    shard_spec = models.JSONField(default=dict, blank=True)
+    size_bytes = models.BigIntegerField(default=0)
+    num_rows = models.BigIntegerField(default=0)
+    location = models.TextField(blank=True, default="")
+    used = models.BooleanField(default=True, db_index=True)
+    used_status_updated_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="segments"
+    )
+    upgraded_from = models.CharField(max_length=512, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["start", "version", "partition"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["datasource", "start", "end", "version", "partition"],
+                name="segment_identity",
+            )
+        ]
+        indexes = [models.Index(fields=["datasource", "used", "start", "end"])]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def interval(self) -> Interval:
+        return Interval(self.start, self.end)
+
+    @staticmethod
+    def make_id(datasource: str, interval: Interval, version: str, partition: int) -> str:
+        """Druid-style segment id: `<ds>_<start>_<end>_<version>[_<partition>]`."""
+        base = f"{datasource}_{format_ts(interval.start)}_{format_ts(interval.end)}_{version}"
+        return base if partition == 0 else f"{base}_{partition}"
+
+
+class LockGranularity(models.TextChoices):
+    TIME_CHUNK = "TIME_CHUNK"
+    SEGMENT = "SEGMENT"
+
+
+class LockType(models.TextChoices):
+    EXCLUSIVE = "EXCLUSIVE"
+    SHARED = "SHARED"
+    APPEND = "APPEND"
+    REPLACE = "REPLACE"
+
+
+class TaskLock(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="locks")
+    group_id = models.CharField(max_length=255)
+    datasource = models.CharField(max_length=255, db_index=True)
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    granularity = models.CharField(
+        max_length=16, choices=LockGranularity.choices, default=LockGranularity.TIME_CHUNK
+    )
+    type = models.CharField(max_length=16, choices=LockType.choices)
+    version = models.CharField(max_length=32)
+    priority = models.IntegerField(default=0)
+    partition = models.IntegerField(null=True, blank=True)
+    revoked = models.BooleanField(default=False)
+    revoked_by = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="revoked_locks"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["datasource", "start", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.datasource} {self.interval} v{self.version} ({self.task_id})"
+
+    @property
+    def interval(self) -> Interval:
+        return Interval(self.start, self.end)
+
+
+class PendingSegment(models.Model):
+    """A segment identity handed out by allocation. Kept after publish (and after
+    kill) so partition numbers of a chunk are never reused."""
+
+    datasource = models.CharField(max_length=255)
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    version = models.CharField(max_length=32)
+    partition = models.IntegerField()
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL)
+    sequence_name = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["datasource", "start", "end", "version", "partition"],
+                name="pending_segment_identity",
+            )
+        ]
+        indexes = [models.Index(fields=["datasource", "start", "end"])]
+
+    def __str__(self) -> str:
+        return f"{self.datasource} {self.start}/{self.end} v{self.version} p{self.partition}"
+
+
+class CommitKind(models.TextChoices):
+    PUBLISH = "publish"
+    MARK_USED = "mark_used"
+    MARK_UNUSED = "mark_unused"
+    KILL = "kill"
+    ADMIN_EDIT = "admin_edit"
+
+
+class CommitLogEntry(models.Model):
+    """One change set: what a publish, mark-used/unused, kill or admin edit did."""
+
+    seq = models.BigAutoField(primary_key=True)
+    datasource = models.CharField(max_length=255, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    kind = models.CharField(max_length=16, choices=CommitKind.choices)
+    added = models.JSONField(default=list)
+    removed = models.JSONField(default=list)
+    note = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["seq"]
+        verbose_name_plural = "commit log entries"
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.kind} {self.datasource}"
+
+    @property
+    def actor(self) -> str:
+        if self.task_id:
+            return self.task_id
+        return self.user.get_username() if self.user_id else "system"

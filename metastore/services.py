@@ -1,0 +1,770 @@
+"""Every write to the metastore goes through a function here.
+
+Each service owns its transaction. Lock decisions, allocation and publish for
+one dataSource are serialized on that dataSource's row (`select_for_update`;
+on SQLite, IMMEDIATE transactions serialize writers), so two workers can never
+both be granted incompatible locks, and a lock cannot be revoked while its task
+publishes. The pure rules live in `metastore.locking` and `metastore.timeline`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from metastore import locking
+from metastore.intervals import Interval, format_ts, parse_ts
+from metastore.models import (
+    ACTIVE_STATUSES,
+    EPOCH_VERSION,
+    FINAL_STATUSES,
+    CommitKind,
+    CommitLogEntry,
+    DataSource,
+    PendingSegment,
+    Segment,
+    Task,
+    TaskLock,
+    TaskStatus,
+)
+from metastore.specs import SpecError, TaskSpec, validate_task_spec
+
+log = logging.getLogger(__name__)
+
+# Partition numbers of segments written by a SEGMENT-lock overwrite start here.
+NON_ROOT_PARTITION_START = 32768
+LOCK_POLL_SECONDS = 0.2
+
+
+class ServiceError(Exception):
+    """A write was refused; the message is for people."""
+
+
+class LockTimeout(ServiceError):
+    pass
+
+
+class LockRevoked(ServiceError):
+    pass
+
+
+class TaskCanceled(ServiceError):
+    pass
+
+
+class PublishError(ServiceError):
+    pass
+
+
+# --- helpers ------------------------------------------------------------------
+
+
+def _datasource_for_update(name: str) -> DataSource:
+    """The dataSource's row, locked until the surrounding transaction ends."""
+    with contextlib.suppress(IntegrityError):  # created concurrently
+        DataSource.objects.get_or_create(name=name)
+    return DataSource.objects.select_for_update().get(name=name)
+
+
+def _new_version(ds: DataSource) -> str:
+    """A major version above every version ever handed out on this dataSource."""
+    candidate = format_ts(timezone.now())
+    if candidate <= ds.last_version:
+        candidate = format_ts(parse_ts(ds.last_version) + timedelta(milliseconds=1))
+    ds.last_version = candidate
+    ds.save(update_fields=["last_version"])
+    return candidate
+
+
+def _lock_spec(lock: TaskLock) -> locking.LockSpec:
+    return locking.LockSpec(
+        group_id=lock.group_id,
+        datasource=lock.datasource,
+        interval=Interval(lock.start, lock.end),
+        type=lock.type,
+        priority=lock.priority,
+        granularity=lock.granularity,
+        partition=lock.partition,
+        version=lock.version if lock.granularity == locking.SEGMENT else None,
+        revoked=lock.revoked,
+    )
+
+
+def _request_json(request: locking.LockSpec) -> dict:
+    return {
+        "interval": str(request.interval),
+        "type": request.type,
+        "granularity": request.granularity,
+        "priority": request.priority,
+        "partition": request.partition,
+        "version": request.version,
+    }
+
+
+def _request_from_json(task: Task, data: dict) -> locking.LockSpec:
+    return locking.LockSpec(
+        group_id=task.group_id,
+        datasource=task.datasource,
+        interval=Interval.parse(data["interval"]),
+        type=data["type"],
+        priority=data["priority"],
+        granularity=data["granularity"],
+        partition=data.get("partition"),
+        version=data.get("version"),
+    )
+
+
+def _revoked_reason(task_id: str) -> str | None:
+    lock = (
+        TaskLock.objects.filter(task_id=task_id, revoked=True)
+        .select_related("revoked_by")
+        .first()
+    )
+    if lock is None:
+        return None
+    by = lock.revoked_by
+    who = f"task {by.id} (priority {by.priority})" if by else "a higher-priority task"
+    return f"{lock.type} lock on {lock.interval} was revoked by {who}"
+
+
+def new_task_id(task_type: str, datasource: str) -> str:
+    """Druid-like id: `<type>_<dataSource>_<timestamp>_<random>`."""
+    stamp = timezone.now().strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return f"{task_type}_{datasource}_{stamp}_{secrets.token_hex(4)}"
+
+
+# --- tasks --------------------------------------------------------------------
+
+SUPPORTED_TASK_TYPES = ("index_parallel",)
+
+
+def task_validate(*, spec: dict) -> TaskSpec:
+    """Validate a spec against this installation (input roots, supported types)."""
+    validated = validate_task_spec(spec, input_roots=settings.STRATA_INPUT_ROOTS)
+    if validated.type not in SUPPORTED_TASK_TYPES:
+        raise SpecError(
+            "type",
+            f"{validated.type} tasks are not available yet; accepted: "
+            f"{', '.join(SUPPORTED_TASK_TYPES)} (alias index)",
+        )
+    return validated
+
+
+def task_submit(*, spec: dict, user=None) -> Task:
+    """Validate a spec, record the task as PENDING and queue it once committed.
+
+    Raises `SpecError` (nothing is created) for an invalid spec.
+    """
+    validated = task_validate(spec=spec)
+    try:
+        priority = locking.default_priority(validated.type, spec.get("context") or {})
+    except ValueError as exc:
+        raise SpecError("context.priority", str(exc)) from None
+    task_id = spec.get("id") or new_task_id(validated.type, validated.datasource)
+    if not isinstance(task_id, str) or Task.objects.filter(id=task_id).exists():
+        raise SpecError("id", f"task id {task_id!r} is taken or invalid")
+    with transaction.atomic():
+        task = Task.objects.create(
+            id=task_id,
+            type=validated.type,
+            datasource=validated.datasource,
+            spec=spec,
+            priority=priority,
+            group_id=spec.get("groupId") or task_id,
+            submitted_by=user if (user is not None and user.is_authenticated) else None,
+        )
+        transaction.on_commit(lambda: _enqueue(task.id))
+    return task
+
+
+def _enqueue(task_id: str) -> None:
+    from workers.tasks import run_task
+
+    run_task.delay(task_id)
+
+
+def task_claim(*, task_id: str, worker: str) -> bool:
+    """Move a PENDING task to RUNNING. False if another delivery got it first."""
+    now = timezone.now()
+    claimed = Task.objects.filter(id=task_id, status=TaskStatus.PENDING).update(
+        status=TaskStatus.RUNNING, started_at=now, heartbeat_at=now, worker=worker, phase="starting"
+    )
+    return claimed == 1
+
+
+@dataclass(frozen=True)
+class TaskSignals:
+    """What a running task must react to."""
+
+    cancel_requested: bool = False
+    revoked_reason: str | None = None
+
+
+def task_heartbeat(
+    *, task_id: str, phase: str | None = None, progress: float | None = None
+) -> TaskSignals:
+    """Record that the task is alive (and its phase/progress); say if it must stop."""
+    updates: dict = {"heartbeat_at": timezone.now()}
+    if phase is not None:
+        updates["phase"] = phase
+    if progress is not None:
+        updates["progress"] = max(0.0, min(1.0, float(progress)))
+    Task.objects.filter(id=task_id, status__in=ACTIVE_STATUSES).update(**updates)
+    row = Task.objects.filter(id=task_id).values("cancel_requested").first()
+    return TaskSignals(
+        cancel_requested=bool(row and row["cancel_requested"]),
+        revoked_reason=_revoked_reason(task_id),
+    )
+
+
+def task_report_update(*, task_id: str, report: dict) -> None:
+    Task.objects.filter(id=task_id).update(report=report)
+
+
+def task_finish(
+    *, task_id: str, status: str, error: str = "", report: dict | None = None
+) -> Task:
+    """End a task: record its status and reason, and release every lock it holds."""
+    if status not in FINAL_STATUSES:
+        raise ValueError(f"{status} is not a final status")
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(id=task_id)
+        TaskLock.objects.filter(task=task).delete()
+        if task.status not in FINAL_STATUSES:
+            task.status = status
+            task.error = error
+            task.ended_at = timezone.now()
+            task.waiting_on = []
+            task.waiting_request = None
+            task.waiting_since = None
+            if status == TaskStatus.SUCCESS:
+                task.progress = 1.0
+            if report is not None:
+                task.report = report
+            task.save()
+    return task
+
+
+def task_cancel(*, task_id: str, user=None) -> Task:
+    """Cancel a task: a PENDING one ends now; a running one is told to stop."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(id=task_id)
+        if task.status in FINAL_STATUSES:
+            raise ServiceError(f"task {task_id} already ended ({task.status})")
+        who = user.get_username() if user is not None and user.is_authenticated else "system"
+        if task.status == TaskStatus.PENDING:
+            task.status = TaskStatus.CANCELED
+            task.error = f"canceled by {who} before it started"
+            task.ended_at = timezone.now()
+            task.cancel_requested = True
+            task.save()
+            TaskLock.objects.filter(task=task).delete()
+        else:
+            task.cancel_requested = True
+            task.save(update_fields=["cancel_requested"])
+    return task
+
+
+# --- locks --------------------------------------------------------------------
+
+
+def lock_acquire(
+    *,
+    task: Task,
+    interval: Interval,
+    lock_type: str = locking.EXCLUSIVE,
+    granularity: str = locking.TIME_CHUNK,
+    partition: int | None = None,
+    version: str | None = None,
+    timeout_ms: int | None = None,
+) -> TaskLock:
+    """Take a lock for `task`, preempting strictly lower priorities, or wait.
+
+    While it waits the task is WAITING with `waiting_on` naming the blocking
+    locks and their tasks; after `timeout_ms` (default: the spec's
+    `context.taskLockTimeout`, 300000) it raises `LockTimeout`. Raises
+    `LockRevoked` if the task was preempted and `TaskCanceled` if canceled.
+    """
+    if timeout_ms is None:
+        timeout_ms = int(
+            (task.spec.get("context") or {}).get("taskLockTimeout", 300_000)
+            if isinstance(task.spec, dict)
+            else 300_000
+        )
+    request = locking.LockSpec(
+        group_id=task.group_id,
+        datasource=task.datasource,
+        interval=interval,
+        type=lock_type,
+        priority=task.priority,
+        granularity=granularity,
+        partition=partition,
+        version=version,
+    )
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    blocking_text = ""
+    while True:
+        lock = _lock_attempt(task.id, request)
+        if isinstance(lock, TaskLock):
+            return lock
+        blocking_text = lock
+        if time.monotonic() >= deadline:
+            _clear_waiting(task.id)
+            raise LockTimeout(
+                f"timed out after {timeout_ms} ms waiting for a {lock_type} lock on "
+                f"{interval}; blocked by {blocking_text}"
+            )
+        time.sleep(LOCK_POLL_SECONDS)
+
+
+def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
+    """One decision inside the dataSource's critical section.
+
+    Returns the granted lock, or a description of what blocks the request.
+    """
+    with transaction.atomic():
+        _datasource_for_update(request.datasource)
+        task = Task.objects.select_for_update().get(id=task_id)
+        if task.cancel_requested:
+            raise TaskCanceled(f"task {task_id} was canceled")
+        reason = _revoked_reason(task_id)
+        if reason:
+            raise LockRevoked(reason)
+        held = list(
+            TaskLock.objects.filter(
+                datasource=request.datasource,
+                start__lt=request.interval.end,
+                end__gt=request.interval.start,
+            )
+        )
+        pairs = [(_lock_spec(lock), lock) for lock in held]
+        queued = _queued_before(task, request)
+        decision = locking.decide(request, [spec for spec, _ in pairs], queued)
+        if decision.kind == locking.WAIT:
+            blockers = []
+            for blocking in decision.blocking:
+                match = next((lock for spec, lock in pairs if spec is blocking), None)
+                blockers.append(
+                    {
+                        "lock": match.id if match else None,
+                        "task": match.task_id if match else _queued_task(blocking),
+                        "type": blocking.type,
+                        "granularity": blocking.granularity,
+                        "interval": str(blocking.interval),
+                        "priority": blocking.priority,
+                        "queued": match is None,
+                    }
+                )
+            task.status = TaskStatus.WAITING
+            task.waiting_on = blockers
+            task.waiting_request = _request_json(request)
+            task.waiting_since = task.waiting_since or timezone.now()
+            task.save(
+                update_fields=["status", "waiting_on", "waiting_request", "waiting_since"]
+            )
+            return ", ".join(
+                f"{b['type']} {b['interval']} of {b['task']} (priority {b['priority']})"
+                for b in blockers
+            )
+        if decision.kind == locking.REVOKE:
+            victims = [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)]
+            TaskLock.objects.filter(id__in=[v.id for v in victims]).update(
+                revoked=True, revoked_by=task
+            )
+            log.info(
+                "task %s (priority %s) revoked locks of %s",
+                task.id,
+                task.priority,
+                sorted({v.task_id for v in victims}),
+            )
+        reusable = locking.find_reusable(request, [spec for spec, _ in pairs])
+        if reusable is not None:
+            lock = next(lock for spec, lock in pairs if spec is reusable)
+        else:
+            if request.granularity == locking.SEGMENT:
+                lock_version = request.version or ""
+            else:
+                ds = DataSource.objects.get(name=request.datasource)
+                lock_version = _new_version(ds)
+            lock = TaskLock.objects.create(
+                task=task,
+                group_id=request.group_id,
+                datasource=request.datasource,
+                start=request.interval.start,
+                end=request.interval.end,
+                granularity=request.granularity,
+                type=request.type,
+                version=lock_version,
+                priority=request.priority,
+                partition=request.partition,
+            )
+        if task.status == TaskStatus.WAITING or task.waiting_request is not None:
+            task.status = TaskStatus.RUNNING
+            task.waiting_on = []
+            task.waiting_request = None
+            task.waiting_since = None
+            task.save(update_fields=["status", "waiting_on", "waiting_request", "waiting_since"])
+        return lock
+
+
+def _queued_before(task: Task, request: locking.LockSpec) -> list[locking.LockSpec]:
+    waiting = Task.objects.filter(
+        datasource=task.datasource, status=TaskStatus.WAITING, waiting_request__isnull=False
+    ).exclude(group_id=task.group_id)
+    if task.waiting_since is not None:
+        waiting = waiting.filter(waiting_since__lt=task.waiting_since)
+    out = []
+    for other in waiting:
+        spec = _request_from_json(other, other.waiting_request)
+        if spec.interval.overlaps(request.interval):
+            out.append(spec)
+    return out
+
+
+def _queued_task(spec: locking.LockSpec) -> str | None:
+    return (
+        Task.objects.filter(group_id=spec.group_id, status=TaskStatus.WAITING)
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+def _clear_waiting(task_id: str) -> None:
+    Task.objects.filter(id=task_id, status=TaskStatus.WAITING).update(
+        status=TaskStatus.RUNNING, waiting_on=[], waiting_request=None, waiting_since=None
+    )
+
+
+def lock_release(*, lock_id: int) -> None:
+    TaskLock.objects.filter(id=lock_id).delete()
+
+
+def locks_release_all(*, task_id: str) -> int:
+    deleted, _ = TaskLock.objects.filter(task_id=task_id).delete()
+    return deleted
+
+
+# --- allocation ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Allocation:
+    interval: Interval
+    version: str
+    partitions: tuple[int, ...]
+    core_partitions: int
+    append: bool
+
+
+def segments_allocate(
+    *, task: Task, interval: Interval, count: int, append: bool, sequence_name: str = ""
+) -> Allocation:
+    """Hand out `count` segment identities in `interval` for `task`.
+
+    Overwrite (append=False): the version of the task's time-chunk lock and
+    partitions 0..count-1, which form the chunk's core set. Append: the chunk's
+    current version (EPOCH for an empty chunk) and partition numbers after the
+    highest ever allocated there; the core set is unchanged. Idempotent per
+    (task, sequence_name, interval).
+    """
+    with transaction.atomic():
+        _datasource_for_update(task.datasource)
+        reason = _revoked_reason(task.id)
+        if reason:
+            raise LockRevoked(reason)
+        lock = _covering_lock(task, interval)
+        existing = list(
+            PendingSegment.objects.filter(
+                task=task,
+                sequence_name=sequence_name,
+                datasource=task.datasource,
+                start=interval.start,
+                end=interval.end,
+            ).order_by("partition")
+        )
+        if existing:
+            version = existing[0].version
+            partitions = tuple(p.partition for p in existing)
+            core = _chunk_core(task.datasource, interval, version)
+            if not append:
+                core = len(partitions)
+            return Allocation(interval, version, partitions, core, append)
+        if not append:
+            version = lock.version
+            partitions = tuple(range(count))
+            core = count
+        else:
+            version, core, next_partition = _append_target(task.datasource, interval)
+            partitions = tuple(range(next_partition, next_partition + count))
+        PendingSegment.objects.bulk_create(
+            [
+                PendingSegment(
+                    datasource=task.datasource,
+                    start=interval.start,
+                    end=interval.end,
+                    version=version,
+                    partition=p,
+                    task=task,
+                    sequence_name=sequence_name,
+                )
+                for p in partitions
+            ]
+        )
+        return Allocation(interval, version, partitions, core, append)
+
+
+def _covering_lock(task: Task, interval: Interval) -> TaskLock:
+    lock = (
+        TaskLock.objects.filter(
+            task=task,
+            granularity=locking.TIME_CHUNK,
+            revoked=False,
+            start__lte=interval.start,
+            end__gte=interval.end,
+        )
+        .order_by("created_at")
+        .first()
+    )
+    if lock is None:
+        raise PublishError(f"task {task.id} holds no lock covering {interval}")
+    return lock
+
+
+def _chunk_core(datasource: str, interval: Interval, version: str) -> int:
+    value = Segment.objects.filter(
+        datasource__name=datasource, start=interval.start, end=interval.end, version=version
+    ).aggregate(m=Max("core_partitions"))["m"]
+    return value or 0
+
+
+def _append_target(datasource: str, interval: Interval) -> tuple[str, int, int]:
+    """(version, core partitions, next partition number) for an append into interval."""
+    used = Segment.objects.filter(
+        datasource__name=datasource,
+        used=True,
+        start__lt=interval.end,
+        end__gt=interval.start,
+    )
+    foreign = used.exclude(start=interval.start, end=interval.end).first()
+    if foreign is not None:
+        raise ServiceError(
+            f"cannot append {interval}: the dataSource holds segment {foreign.id} over "
+            f"{foreign.interval} at another segment granularity; append with that granularity"
+        )
+    version = used.aggregate(v=Max("version"))["v"]
+    if version is None:
+        epoch_leftovers = PendingSegment.objects.filter(
+            datasource=datasource, start=interval.start, end=interval.end, version=EPOCH_VERSION
+        ).exclude(task__status__in=ACTIVE_STATUSES)
+        if epoch_leftovers.exists():
+            # A killed or failed EPOCH chunk: start a fresh version, never reuse numbers.
+            ds = DataSource.objects.get(name=datasource)
+            version = _new_version(ds)
+        else:
+            version = EPOCH_VERSION
+    core = _chunk_core(datasource, interval, version)
+    highest = [
+        Segment.objects.filter(
+            datasource__name=datasource,
+            start=interval.start,
+            end=interval.end,
+            version=version,
+            partition__lt=NON_ROOT_PARTITION_START,
+        ).aggregate(m=Max("partition"))["m"],
+        PendingSegment.objects.filter(
+            datasource=datasource,
+            start=interval.start,
+            end=interval.end,
+            version=version,
+            partition__lt=NON_ROOT_PARTITION_START,
+        ).aggregate(m=Max("partition"))["m"],
+    ]
+    top = max((h for h in highest if h is not None), default=-1)
+    return version, core, max(top + 1, core)
+
+
+# --- publish ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewSegment:
+    """A segment a task wrote and wants published."""
+
+    interval: Interval
+    version: str
+    partition: int
+    core_partitions: int
+    location: str = ""
+    num_rows: int = 0
+    size_bytes: int = 0
+    shard_spec: dict = field(default_factory=dict)
+    minor_version: int = 0
+    root_partitions: tuple[int, ...] | None = None
+    atomic_update_group: tuple[int, ...] | None = None
+    tombstone: bool = False
+
+
+def segments_publish(
+    *, task: Task, segments: Sequence[NewSegment], note: str = ""
+) -> CommitLogEntry:
+    """Publish a task's segments atomically and release its locks.
+
+    One transaction: every lock of the task must be held and unrevoked and
+    every segment must lie inside one of its time-chunk locks, at a version the
+    task was given; the segments are inserted, one commit-log entry records
+    them, and the task's locks are released. Any failure publishes nothing.
+    """
+    with transaction.atomic():
+        ds = _datasource_for_update(task.datasource)
+        reason = _revoked_reason(task.id)
+        if reason:
+            raise LockRevoked(f"cannot publish: {reason}")
+        locks = list(TaskLock.objects.filter(task=task, revoked=False))
+        allocated = set(
+            PendingSegment.objects.filter(task=task).values_list(
+                "start", "end", "version", "partition"
+            )
+        )
+        rows = []
+        for seg in segments:
+            covering = [
+                lock
+                for lock in locks
+                if lock.start <= seg.interval.start and lock.end >= seg.interval.end
+            ]
+            if not covering:
+                raise PublishError(
+                    f"cannot publish {seg.interval} v{seg.version} p{seg.partition}: "
+                    f"task {task.id} holds no lock covering it"
+                )
+            key = (seg.interval.start, seg.interval.end, seg.version, seg.partition)
+            if key not in allocated and not any(lock.version == seg.version for lock in covering):
+                raise PublishError(
+                    f"cannot publish {seg.interval} v{seg.version} p{seg.partition}: "
+                    "that version and partition were not allocated to this task"
+                )
+            roots = list(seg.root_partitions or (seg.partition,))
+            aug = list(seg.atomic_update_group or (seg.partition,))
+            rows.append(
+                Segment(
+                    id=Segment.make_id(ds.name, seg.interval, seg.version, seg.partition),
+                    datasource=ds,
+                    start=seg.interval.start,
+                    end=seg.interval.end,
+                    version=seg.version,
+                    partition=seg.partition,
+                    minor_version=seg.minor_version,
+                    root_partitions=sorted(roots),
+                    atomic_update_group=sorted(aug),
+                    core_partitions=seg.core_partitions,
+                    tombstone=seg.tombstone,
+                    shard_spec=seg.shard_spec,
+                    size_bytes=seg.size_bytes,
+                    num_rows=seg.num_rows,
+                    location=seg.location,
+                    used=True,
+                    created_by=task,
+                )
+            )
+        try:
+            Segment.objects.bulk_create(rows)
+        except IntegrityError as exc:
+            raise PublishError(f"cannot publish: a segment id already exists ({exc})") from None
+        entry = CommitLogEntry.objects.create(
+            datasource=ds.name,
+            task=task,
+            kind=CommitKind.PUBLISH,
+            added=[r.id for r in rows],
+            removed=[],
+            note=note,
+        )
+        TaskLock.objects.filter(task=task).delete()
+        return entry
+
+
+# --- mark used / unused ---------------------------------------------------------
+
+
+def _segments_matching(datasource: str, interval: Interval | None, segment_ids: Iterable[str] | None):
+    qs = Segment.objects.filter(datasource__name=datasource)
+    if segment_ids is not None:
+        qs = qs.filter(id__in=list(segment_ids))
+    if interval is not None:
+        qs = qs.filter(start__gte=interval.start, end__lte=interval.end)
+    return qs
+
+
+def segments_mark_used(
+    *,
+    datasource: str,
+    used: bool,
+    interval: Interval | None = None,
+    segment_ids: Iterable[str] | None = None,
+    user=None,
+) -> CommitLogEntry | None:
+    """Mark segments (in an interval, or by id) used or unused; one commit entry."""
+    if interval is None and segment_ids is None:
+        raise ServiceError("give an interval or segment_ids")
+    with transaction.atomic():
+        ds = _datasource_for_update(datasource)
+        ids = list(
+            _segments_matching(ds.name, interval, segment_ids)
+            .filter(used=not used)
+            .values_list("id", flat=True)
+        )
+        if not ids:
+            return None
+        Segment.objects.filter(id__in=ids).update(
+            used=used, used_status_updated_at=timezone.now()
+        )
+        return CommitLogEntry.objects.create(
+            datasource=ds.name,
+            user=user if user is not None and getattr(user, "is_authenticated", False) else None,
+            kind=CommitKind.MARK_USED if used else CommitKind.MARK_UNUSED,
+            added=ids if used else [],
+            removed=[] if used else ids,
+        )
+
+
+def segment_admin_update(*, segment: Segment, fields: dict, user=None) -> CommitLogEntry:
+    """An admin edit of a segment's metadata, recorded in the commit log."""
+    editable = {"used", "shard_spec", "location"}
+    unknown = set(fields) - editable
+    if unknown:
+        raise ServiceError(f"fields {sorted(unknown)} cannot be edited; editable: {sorted(editable)}")
+    with transaction.atomic():
+        ds = _datasource_for_update(segment.datasource.name)
+        before = Segment.objects.get(id=segment.id)
+        for name, value in fields.items():
+            setattr(before, name, value)
+        if "used" in fields:
+            before.used_status_updated_at = timezone.now()
+        before.save()
+        added, removed = [], []
+        if "used" in fields:
+            (added if fields["used"] else removed).append(segment.id)
+        return CommitLogEntry.objects.create(
+            datasource=ds.name,
+            user=user if user is not None and getattr(user, "is_authenticated", False) else None,
+            kind=CommitKind.ADMIN_EDIT,
+            added=added,
+            removed=removed,
+            note=f"admin edit of {segment.id}: {', '.join(sorted(fields))}",
+        )
+
+
+def stale_active_tasks(*, older_than: datetime) -> Q:
+    """Filter for active tasks whose heartbeat stopped before `older_than`."""
+    return Q(status__in=ACTIVE_STATUSES) & (
+        Q(heartbeat_at__lt=older_than) | Q(heartbeat_at__isnull=True, created_at__lt=older_than)
+    )

@@ -1,0 +1,331 @@
+"""Running a claimed task: locks, the Spark job, deep storage, publish, cleanup.
+
+The Spark jobs in `workers.jobs` know nothing of the metastore; everything that
+writes to it goes through `metastore.services`. Whatever happens, a task ends
+with a final status, its locks released and its intermediary directory removed;
+files it moved into deep storage but did not publish are deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from metastore import locking, services
+from metastore.intervals import Granularity, Interval, format_ts
+from metastore.models import Task, TaskStatus
+from metastore.specs import SpecError
+from workers.jobs.ingest import ParseExceptionsExceeded, run_ingest
+from workers.spark import get_spark
+
+log = logging.getLogger(__name__)
+
+
+class TaskStopped(Exception):
+    """The task was canceled or preempted while running."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def intermediary_dir(task_id: str) -> Path:
+    return settings.STRATA_INTERMEDIARY_DIR / task_id
+
+
+def _path_ts(value: str) -> str:
+    # Deep-storage paths avoid ':' so Hadoop-style readers accept them.
+    return value.replace(":", "").replace("-", "")
+
+
+def deep_storage_dir(datasource: str, interval: Interval, version: str, partition: int) -> Path:
+    """`<data>/deep/<dataSource>/<start>_<end>/<version>/<partition>/`."""
+    return (
+        settings.STRATA_DEEP_STORAGE
+        / datasource
+        / f"{_path_ts(format_ts(interval.start))}_{_path_ts(format_ts(interval.end))}"
+        / _path_ts(version)
+        / str(partition)
+    )
+
+
+@dataclass
+class Monitor:
+    """Heartbeats the task and watches for cancel/revocation from a side thread.
+
+    On either it cancels the task's Spark jobs (by job group) so the main thread
+    stops within about one heartbeat.
+    """
+
+    task_id: str
+    interval_s: float = 1.0
+    phase: str = "starting"
+    base_progress: float = 0.0
+    span: float = 0.0
+    stop_status: str | None = None
+    stop_reason: str = ""
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"monitor-{self.task_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def set_phase(self, phase: str, base: float, span: float) -> None:
+        self.phase, self.base_progress, self.span = phase, base, span
+        self.check()
+
+    def check(self) -> None:
+        if self.stop_status:
+            raise TaskStopped(self.stop_status, self.stop_reason)
+
+    def _spark_fraction(self) -> float:
+        try:
+            from workers import spark as spark_mod
+
+            session = spark_mod._session
+            if session is None:
+                return 0.0
+            tracker = session.sparkContext.statusTracker()
+            done = total = 0
+            for job_id in tracker.getJobIdsForGroup(self.task_id):
+                job = tracker.getJobInfo(job_id)
+                if job is None:
+                    continue
+                for stage_id in job.stageIds:
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage is not None:
+                        done += stage.numCompletedTasks
+                        total += stage.numTasks
+            return done / total if total else 0.0
+        except Exception:  # progress is best effort; never let it kill the task
+            return 0.0
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                progress = self.base_progress + self.span * self._spark_fraction()
+                try:
+                    signals = services.task_heartbeat(
+                        task_id=self.task_id, phase=self.phase, progress=progress
+                    )
+                except Exception:
+                    log.exception("heartbeat of %s failed", self.task_id)
+                    signals = services.TaskSignals()
+                if not self.stop_status:
+                    if signals.revoked_reason:
+                        self.stop_status = TaskStatus.FAILED
+                        self.stop_reason = f"preempted: {signals.revoked_reason}"
+                    elif signals.cancel_requested:
+                        self.stop_status = TaskStatus.CANCELED
+                        self.stop_reason = "canceled on request"
+                    if self.stop_status:
+                        _cancel_spark(self.task_id)
+                self._stop.wait(self.interval_s)
+        finally:
+            connection.close()
+
+
+def _cancel_spark(group: str) -> None:
+    from workers import spark as spark_mod
+
+    if spark_mod._session is not None:
+        sc = spark_mod._session.sparkContext
+        sc.cancelJobGroup(group)
+        sc.cancelJobsWithTag(group)
+
+
+def run_task(task_id: str) -> None:
+    """Run a claimed task to its end (any outcome is recorded on the task)."""
+    task = Task.objects.get(id=task_id)
+    monitor = Monitor(task_id, interval_s=settings.STRATA_HEARTBEAT_SECONDS)
+    monitor.start()
+    moved: list[Path] = []
+    report: dict = {"phases": {}}
+    started = time.monotonic()
+    try:
+        if task.type == "index_parallel":
+            report = _run_index(task, monitor, moved)
+        else:
+            raise SpecError("type", f"{task.type} tasks cannot run yet")
+        report["ingest/task/time"] = round(time.monotonic() - started, 3)
+        monitor.stop()
+        services.task_finish(task_id=task_id, status=TaskStatus.SUCCESS, report=report)
+    except BaseException as exc:  # noqa: BLE001 - every failure must end the task
+        monitor.stop()
+        status, reason = _failure(exc, monitor)
+        _remove(moved)
+        report = dict(report)
+        report["ingest/task/time"] = round(time.monotonic() - started, 3)
+        try:
+            close_old_connections()
+            services.task_finish(task_id=task_id, status=status, error=reason, report=report)
+        except Exception:
+            log.exception("could not record the end of %s", task_id)
+        if not isinstance(exc, Exception):
+            raise
+    finally:
+        shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)
+
+
+def _failure(exc: BaseException, monitor: Monitor) -> tuple[str, str]:
+    if monitor.stop_status:  # a Spark error caused by our own cancel
+        return monitor.stop_status, monitor.stop_reason
+    if isinstance(exc, TaskStopped):
+        return exc.status, exc.reason
+    if isinstance(exc, services.TaskCanceled):
+        return TaskStatus.CANCELED, str(exc)
+    if isinstance(exc, services.LockRevoked):
+        return TaskStatus.FAILED, f"preempted: {exc}"
+    if isinstance(exc, SpecError):
+        return TaskStatus.FAILED, f"invalid spec: {exc}"
+    if isinstance(exc, (services.ServiceError, ParseExceptionsExceeded)):
+        return TaskStatus.FAILED, str(exc)
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        return TaskStatus.FAILED, "worker stopped while the task ran"
+    log.exception("task failed")
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return TaskStatus.FAILED, f"{type(exc).__name__}: {first_line}"[:2000]
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+        # prune empty parents up to the dataSource directory
+        for parent in list(path.parents)[:3]:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+
+
+def _lock_intervals(intervals: list[Interval], granularity: str) -> list[Interval]:
+    """Intervals widened to segment-granularity boundaries and merged when they touch."""
+    gran = Granularity.from_name(granularity)
+    widened = []
+    for iv in intervals:
+        buckets = list(gran.iter_buckets(iv))
+        widened.append(Interval(buckets[0].start, buckets[-1].end))
+    widened.sort(key=lambda iv: iv.start)
+    merged: list[Interval] = []
+    for iv in widened:
+        if merged and iv.start <= merged[-1].end:
+            merged[-1] = Interval(merged[-1].start, max(merged[-1].end, iv.end))
+        else:
+            merged.append(iv)
+    return merged
+
+
+def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
+    validated = services.task_validate(spec=task.spec)
+    spec = validated.ingestion
+    context = validated.context
+    timeout = context.task_lock_timeout_ms
+    lock_type = locking.EXCLUSIVE
+    timings: dict[str, float] = {}
+
+    t0 = time.monotonic()
+    if spec.intervals:
+        monitor.set_phase("locking", 0.0, 0.0)
+        for iv in _lock_intervals(list(spec.intervals), spec.segment_granularity):
+            services.lock_acquire(task=task, interval=iv, lock_type=lock_type, timeout_ms=timeout)
+    timings["lock"] = round(time.monotonic() - t0, 3)
+
+    monitor.set_phase("phase 1: read, parse, roll up, write", 0.02, 0.85)
+    t1 = time.monotonic()
+    spark = get_spark()
+    result = run_ingest(
+        spark,
+        spec,
+        scratch_dir=intermediary_dir(task.id),
+        job_group=task.id,
+        on_phase=lambda phase: monitor.check(),
+    )
+    timings["ingest"] = round(time.monotonic() - t1, 3)
+    monitor.check()
+
+    if not spec.intervals and result.chunks_with_rows:
+        monitor.set_phase("locking", 0.87, 0.0)
+        t2 = time.monotonic()
+        runs = _lock_intervals(result.chunks_with_rows, spec.segment_granularity)
+        for iv in runs:
+            services.lock_acquire(task=task, interval=iv, lock_type=lock_type, timeout_ms=timeout)
+        timings["lock"] += round(time.monotonic() - t2, 3)
+
+    monitor.set_phase("publishing", 0.9, 0.0)
+    t3 = time.monotonic()
+    by_chunk: dict[Interval, list] = {}
+    for staged in result.segments:
+        by_chunk.setdefault(staged.chunk, []).append(staged)
+    new_segments: list[services.NewSegment] = []
+    for chunk in sorted(by_chunk, key=lambda iv: iv.start):
+        staged = sorted(by_chunk[chunk], key=lambda s: s.index)
+        alloc = services.segments_allocate(
+            task=task, interval=chunk, count=len(staged), append=spec.append_to_existing
+        )
+        for seg, partition in zip(staged, alloc.partitions, strict=True):
+            target_dir = deep_storage_dir(task.datasource, chunk, alloc.version, partition)
+            target_dir.mkdir(parents=True, exist_ok=True)
+            target = target_dir / "data.parquet"
+            shutil.move(seg.path, target)
+            moved.append(target_dir)
+            new_segments.append(
+                services.NewSegment(
+                    interval=chunk,
+                    version=alloc.version,
+                    partition=partition,
+                    core_partitions=alloc.core_partitions,
+                    location=str(target),
+                    num_rows=seg.num_rows,
+                    size_bytes=seg.size_bytes,
+                    shard_spec={"type": "numbered", "partitionNum": partition,
+                                "partitions": alloc.core_partitions},
+                )
+            )
+    if spec.drop_existing:
+        new_segments += _tombstones(task, spec, set(by_chunk))
+    monitor.check()
+    entry = services.segments_publish(task=task, segments=new_segments) if new_segments else None
+    timings["publish"] = round(time.monotonic() - t3, 3)
+
+    report = dict(result.report)
+    report["phases"] = {**report.get("phases", {}), **timings}
+    report["segmentsPublished"] = len(new_segments)
+    report["commit"] = entry.seq if entry else None
+    return report
+
+
+def _tombstones(task: Task, spec, chunks_with_rows: set[Interval]) -> list[services.NewSegment]:
+    gran = Granularity.from_name(spec.segment_granularity)
+    out = []
+    for iv in spec.intervals:
+        for chunk in gran.iter_buckets(iv):
+            if chunk in chunks_with_rows:
+                continue
+            alloc = services.segments_allocate(
+                task=task, interval=chunk, count=1, append=False, sequence_name="tombstone"
+            )
+            out.append(
+                services.NewSegment(
+                    interval=chunk,
+                    version=alloc.version,
+                    partition=alloc.partitions[0],
+                    core_partitions=0,
+                    tombstone=True,
+                    shard_spec={"type": "tombstone"},
+                )
+            )
+    return out

@@ -1,0 +1,63 @@
+"""One SparkSession per worker process, created on first use and reused.
+
+Never created in `worker_process_init` (that hook must not block); the first
+task a worker process runs pays the JVM start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+_lock = threading.Lock()
+_session = None
+
+
+def get_spark(*, master: str | None = None, shuffle_partitions: int | None = None,
+              driver_memory: str | None = None):
+    """The process's SparkSession (settings from `console.settings` when Django is set up)."""
+    global _session
+    with _lock:
+        if _session is not None:
+            return _session
+        from pyspark.sql import SparkSession
+
+        if master is None or shuffle_partitions is None or driver_memory is None:
+            try:
+                from django.conf import settings
+
+                master = master or settings.SPARK_MASTER
+                shuffle_partitions = shuffle_partitions or settings.SPARK_SHUFFLE_PARTITIONS
+                driver_memory = driver_memory or settings.SPARK_DRIVER_MEMORY
+            except Exception:  # used outside Django (benchmarks): sane local defaults
+                master = master or os.environ.get("SPARK_MASTER", "local[2]")
+                shuffle_partitions = shuffle_partitions or 4
+                driver_memory = driver_memory or "2g"
+        builder = (
+            SparkSession.builder.master(master)
+            .appName(f"strata-worker-{os.getpid()}")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+            .config("spark.default.parallelism", str(shuffle_partitions))
+            .config("spark.driver.memory", driver_memory)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+            .config("spark.sql.parquet.compression.codec", "snappy")
+            .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+            .config("spark.hadoop.parquet.enable.summary-metadata", "false")
+            .config("spark.sql.sources.partitionOverwriteMode", "static")
+            .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
+        )
+        _session = builder.getOrCreate()
+        _session.sparkContext.setLogLevel("WARN")
+        return _session
+
+
+def stop_spark() -> None:
+    global _session
+    with _lock:
+        if _session is not None:
+            _session.stop()
+            _session = None

@@ -1,0 +1,68 @@
+"""Celery tasks: interfaces that take ids, claim work once, and call the runner."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import time
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from metastore import services
+from metastore.models import Task, TaskStatus
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="workers.tasks.run_task", acks_late=True, reject_on_worker_lost=True)
+def run_task(task_id: str) -> None:
+    """Run one Strata task. A redelivered message finds it claimed and does nothing."""
+    if not services.task_claim(task_id=task_id, worker=f"{socket.gethostname()}:{os.getpid()}"):
+        log.info("task %s is not PENDING (already claimed, canceled or unknown): skipping", task_id)
+        return
+    from workers.runner import run_task as run
+
+    run(task_id)
+
+
+@shared_task(name="workers.tasks.intermediary_janitor")
+def intermediary_janitor() -> list[str]:
+    """Remove intermediary directories of tasks that no longer run and sat idle
+    past STRATA_INTERMEDIARY_EXPIRY; fail tasks whose worker stopped heartbeating."""
+    expiry = settings.STRATA_INTERMEDIARY_EXPIRY
+    removed = []
+    stale_before = timezone.now() - timedelta(seconds=max(expiry, 30))
+    for task in Task.objects.filter(
+        services.stale_active_tasks(older_than=stale_before), status=TaskStatus.RUNNING
+    ):
+        services.task_finish(
+            task_id=task.id,
+            status=TaskStatus.FAILED,
+            error=f"worker {task.worker or '?'} stopped heartbeating (lost or killed)",
+        )
+    root = settings.STRATA_INTERMEDIARY_DIR
+    if not root.exists():
+        return removed
+    now = time.time()
+    running = set(
+        Task.objects.filter(status__in=(TaskStatus.RUNNING, TaskStatus.WAITING)).values_list(
+            "id", flat=True
+        )
+    )
+    for entry in root.iterdir():
+        if not entry.is_dir() or entry.name in running:
+            continue
+        newest = max(
+            (p.stat().st_mtime for p in entry.rglob("*")), default=entry.stat().st_mtime
+        )
+        if now - newest >= expiry:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+    if removed:
+        log.info("janitor removed intermediary data of %s", removed)
+    return removed
