@@ -118,6 +118,7 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    STRATA_DATA_DIR.mkdir(parents=True, exist_ok=True)
     # Several processes (web, worker, beat) share the file: wait for locks and
     # take the write lock at BEGIN so select_for_update-style sections serialize.
     DATABASES["default"]["OPTIONS"] = {

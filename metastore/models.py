@@ -190,6 +190,10 @@ class TaskLock(models.Model):
     revoked_by = models.ForeignKey(
         Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="revoked_locks"
     )
+    # The dataSource's last commit sequence when the lock was granted: a REPLACE
+    # task's input is what was committed up to here; appends committed after it
+    # are carried onto the replace's version when the replace publishes.
+    granted_seq = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -76,6 +76,12 @@ def _datasource_for_update(name: str) -> DataSource:
     return DataSource.objects.select_for_update().get(name=name)
 
 
+def _last_seq(datasource: str) -> int:
+    return (
+        CommitLogEntry.objects.filter(datasource=datasource).aggregate(m=Max("seq"))["m"] or 0
+    )
+
+
 def _new_version(ds: DataSource) -> str:
     """A major version above every version ever handed out on this dataSource."""
     candidate = format_ts(timezone.now())
@@ -160,31 +166,41 @@ def task_validate(*, spec: dict) -> TaskSpec:
     return validated
 
 
+def task_create(
+    *, spec: dict, task_type: str, datasource: str, user=None, enqueue: bool = True
+) -> Task:
+    """Record a task as PENDING (and queue it once committed). `spec` is already valid."""
+    try:
+        priority = locking.default_priority(task_type, spec.get("context") or {})
+    except ValueError as exc:
+        raise SpecError("context.priority", str(exc)) from None
+    task_id = spec.get("id") or new_task_id(task_type, datasource)
+    if not isinstance(task_id, str) or Task.objects.filter(id=task_id).exists():
+        raise SpecError("id", f"task id {task_id!r} is taken or invalid")
+    with transaction.atomic():
+        task = Task.objects.create(
+            id=task_id,
+            type=task_type,
+            datasource=datasource,
+            spec=spec,
+            priority=priority,
+            group_id=spec.get("groupId") or task_id,
+            submitted_by=user if (user is not None and user.is_authenticated) else None,
+        )
+        if enqueue:
+            transaction.on_commit(lambda: _enqueue(task.id))
+    return task
+
+
 def task_submit(*, spec: dict, user=None) -> Task:
     """Validate a spec, record the task as PENDING and queue it once committed.
 
     Raises `SpecError` (nothing is created) for an invalid spec.
     """
     validated = task_validate(spec=spec)
-    try:
-        priority = locking.default_priority(validated.type, spec.get("context") or {})
-    except ValueError as exc:
-        raise SpecError("context.priority", str(exc)) from None
-    task_id = spec.get("id") or new_task_id(validated.type, validated.datasource)
-    if not isinstance(task_id, str) or Task.objects.filter(id=task_id).exists():
-        raise SpecError("id", f"task id {task_id!r} is taken or invalid")
-    with transaction.atomic():
-        task = Task.objects.create(
-            id=task_id,
-            type=validated.type,
-            datasource=validated.datasource,
-            spec=spec,
-            priority=priority,
-            group_id=spec.get("groupId") or task_id,
-            submitted_by=user if (user is not None and user.is_authenticated) else None,
-        )
-        transaction.on_commit(lambda: _enqueue(task.id))
-    return task
+    return task_create(
+        spec=spec, task_type=validated.type, datasource=validated.datasource, user=user
+    )
 
 
 def _enqueue(task_id: str) -> None:
@@ -327,6 +343,30 @@ def lock_acquire(
         time.sleep(LOCK_POLL_SECONDS)
 
 
+def lock_try_acquire(
+    *,
+    task: Task,
+    interval: Interval,
+    lock_type: str = locking.EXCLUSIVE,
+    granularity: str = locking.TIME_CHUNK,
+    partition: int | None = None,
+    version: str | None = None,
+) -> TaskLock | None:
+    """One lock decision without waiting: the lock, or None (the task is WAITING)."""
+    request = locking.LockSpec(
+        group_id=task.group_id,
+        datasource=task.datasource,
+        interval=interval,
+        type=lock_type,
+        priority=task.priority,
+        granularity=granularity,
+        partition=partition,
+        version=version,
+    )
+    result = _lock_attempt(task.id, request)
+    return result if isinstance(result, TaskLock) else None
+
+
 def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
     """One decision inside the dataSource's critical section.
 
@@ -407,6 +447,7 @@ def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
                 version=lock_version,
                 priority=request.priority,
                 partition=request.partition,
+                granted_seq=_last_seq(request.datasource),
             )
         if task.status == TaskStatus.WAITING or task.waiting_request is not None:
             task.status = TaskStatus.RUNNING
@@ -464,11 +505,19 @@ class Allocation:
     partitions: tuple[int, ...]
     core_partitions: int
     append: bool
+    minor_version: int = 0
+    root_partitions: tuple[int, ...] | None = None  # overwrite by segment lock: union of inputs
 
 
 def segments_allocate(
-    *, task: Task, interval: Interval, count: int, append: bool, sequence_name: str = ""
-) -> Allocation:
+    *,
+    task: Task,
+    interval: Interval,
+    count: int,
+    append: bool,
+    sequence_name: str = "",
+    lock_granularity: str = locking.TIME_CHUNK,
+) -> Allocation | None:
     """Hand out `count` segment identities in `interval` for `task`.
 
     Overwrite (append=False): the version of the task's time-chunk lock and
@@ -476,13 +525,19 @@ def segments_allocate(
     current version (EPOCH for an empty chunk) and partition numbers after the
     highest ever allocated there; the core set is unchanged. Idempotent per
     (task, sequence_name, interval).
+
+    With `lock_granularity=SEGMENT` (appends under `forceTimeChunkLock: false`)
+    the task needs no time-chunk lock: each allocated segment is locked with an
+    EXCLUSIVE segment lock in the same transaction; if that must wait for
+    another task's time-chunk lock, nothing is allocated and None is returned
+    (the task is WAITING).
     """
     with transaction.atomic():
         _datasource_for_update(task.datasource)
+        task = Task.objects.select_for_update().get(id=task.id)
         reason = _revoked_reason(task.id)
         if reason:
             raise LockRevoked(reason)
-        lock = _covering_lock(task, interval)
         existing = list(
             PendingSegment.objects.filter(
                 task=task,
@@ -495,32 +550,175 @@ def segments_allocate(
         if existing:
             version = existing[0].version
             partitions = tuple(p.partition for p in existing)
-            core = _chunk_core(task.datasource, interval, version)
-            if not append:
-                core = len(partitions)
+            core = len(partitions) if not append else _chunk_core(task.datasource, interval, version)
             return Allocation(interval, version, partitions, core, append)
-        if not append:
-            version = lock.version
-            partitions = tuple(range(count))
-            core = count
-        else:
+        if lock_granularity == locking.SEGMENT:
+            if not append:
+                raise ServiceError("segment-locked overwrites use segments_allocate_overwrite")
             version, core, next_partition = _append_target(task.datasource, interval)
             partitions = tuple(range(next_partition, next_partition + count))
-        PendingSegment.objects.bulk_create(
-            [
-                PendingSegment(
-                    datasource=task.datasource,
-                    start=interval.start,
-                    end=interval.end,
-                    version=version,
-                    partition=p,
-                    task=task,
-                    sequence_name=sequence_name,
-                )
-                for p in partitions
-            ]
-        )
+            if not _segment_locks_for_new(task, interval, version, partitions):
+                return None
+        else:
+            lock = _covering_lock(task, interval)
+            if not append:
+                version = lock.version
+                partitions = tuple(range(count))
+                core = count
+            else:
+                version, core, next_partition = _append_target(task.datasource, interval)
+                partitions = tuple(range(next_partition, next_partition + count))
+        _record_pending(task, interval, version, partitions, sequence_name)
         return Allocation(interval, version, partitions, core, append)
+
+
+def _record_pending(task, interval, version, partitions, sequence_name) -> None:
+    PendingSegment.objects.bulk_create(
+        [
+            PendingSegment(
+                datasource=task.datasource,
+                start=interval.start,
+                end=interval.end,
+                version=version,
+                partition=p,
+                task=task,
+                sequence_name=sequence_name,
+            )
+            for p in partitions
+        ]
+    )
+
+
+def _segment_locks_for_new(task: Task, interval: Interval, version: str, partitions) -> bool:
+    """Lock freshly allocated segments (inside the caller's critical section)."""
+    held = list(
+        TaskLock.objects.filter(
+            datasource=task.datasource, start__lt=interval.end, end__gt=interval.start
+        )
+    )
+    pairs = [(_lock_spec(lock), lock) for lock in held]
+    to_revoke: list[TaskLock] = []
+    requests = []
+    for p in partitions:
+        request = locking.LockSpec(
+            group_id=task.group_id,
+            datasource=task.datasource,
+            interval=interval,
+            type=locking.EXCLUSIVE,
+            priority=task.priority,
+            granularity=locking.SEGMENT,
+            partition=p,
+            version=version,
+        )
+        decision = locking.decide(request, [spec for spec, _ in pairs])
+        if decision.kind == locking.WAIT:
+            task.status = TaskStatus.WAITING
+            task.waiting_on = [
+                {
+                    "lock": lock.id,
+                    "task": lock.task_id,
+                    "type": lock.type,
+                    "granularity": lock.granularity,
+                    "interval": str(lock.interval),
+                    "priority": lock.priority,
+                    "queued": False,
+                }
+                for spec, lock in pairs
+                if any(spec is b for b in decision.blocking)
+            ]
+            task.waiting_since = task.waiting_since or timezone.now()
+            task.save(update_fields=["status", "waiting_on", "waiting_since"])
+            return False
+        to_revoke += [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)]
+        requests.append(request)
+    if to_revoke:
+        TaskLock.objects.filter(id__in=[v.id for v in to_revoke]).update(
+            revoked=True, revoked_by=task
+        )
+    seq = _last_seq(task.datasource)
+    TaskLock.objects.bulk_create(
+        [
+            TaskLock(
+                task=task,
+                group_id=r.group_id,
+                datasource=r.datasource,
+                start=interval.start,
+                end=interval.end,
+                granularity=locking.SEGMENT,
+                type=locking.EXCLUSIVE,
+                version=version,
+                priority=r.priority,
+                partition=r.partition,
+                granted_seq=seq,
+            )
+            for r in requests
+        ]
+    )
+    if task.status == TaskStatus.WAITING:
+        task.status = TaskStatus.RUNNING
+        task.waiting_on = []
+        task.waiting_since = None
+        task.save(update_fields=["status", "waiting_on", "waiting_since"])
+    return True
+
+
+def segments_allocate_overwrite(
+    *, task: Task, input_segment_ids: Sequence[str], count: int, sequence_name: str = ""
+) -> Allocation:
+    """Identities for segments that overwrite `input_segment_ids` inside their chunk
+    (segment locks, `forceTimeChunkLock: false`): same major version, the next
+    minor version, partition numbers from 32768, roots = union of the inputs' roots.
+    The task must hold segment locks on every input."""
+    with transaction.atomic():
+        _datasource_for_update(task.datasource)
+        reason = _revoked_reason(task.id)
+        if reason:
+            raise LockRevoked(reason)
+        inputs = list(Segment.objects.filter(id__in=list(input_segment_ids), used=True))
+        if len(inputs) != len(set(input_segment_ids)):
+            raise ServiceError("some input segments are not used segments of this dataSource")
+        chunks = {(s.start, s.end, s.version) for s in inputs}
+        if len(chunks) != 1:
+            raise ServiceError(
+                "a segment-locked overwrite works inside one chunk (interval and version); "
+                "changing granularity or versions needs time-chunk locks"
+            )
+        start, end, version = chunks.pop()
+        locked = set(
+            TaskLock.objects.filter(
+                task=task, granularity=locking.SEGMENT, revoked=False, start=start, end=end
+            ).values_list("partition", flat=True)
+        )
+        missing = [s.id for s in inputs if s.partition not in locked]
+        if missing:
+            raise ServiceError(f"task {task.id} holds no segment lock on {missing[0]}")
+        interval = Interval(start, end)
+        existing = list(
+            PendingSegment.objects.filter(
+                task=task, sequence_name=sequence_name, datasource=task.datasource,
+                start=start, end=end, version=version,
+            ).order_by("partition")
+        )
+        roots = tuple(sorted({r for s in inputs for r in (s.root_partitions or [s.partition])}))
+        chunk = Segment.objects.filter(
+            datasource__name=task.datasource, start=start, end=end, version=version
+        )
+        minor = (chunk.aggregate(m=Max("minor_version"))["m"] or 0) + 1
+        core = chunk.aggregate(m=Max("core_partitions"))["m"] or 0
+        if existing:
+            partitions = tuple(p.partition for p in existing)
+        else:
+            highest = [
+                chunk.filter(partition__gte=NON_ROOT_PARTITION_START).aggregate(m=Max("partition"))["m"],
+                PendingSegment.objects.filter(
+                    datasource=task.datasource, start=start, end=end, version=version,
+                    partition__gte=NON_ROOT_PARTITION_START,
+                ).aggregate(m=Max("partition"))["m"],
+            ]
+            first = max([h + 1 for h in highest if h is not None] + [NON_ROOT_PARTITION_START])
+            partitions = tuple(range(first, first + count))
+            _record_pending(task, interval, version, partitions, sequence_name)
+        return Allocation(interval, version, partitions, core, False, minor, roots)
 
 
 def _covering_lock(task: Task, interval: Interval) -> TaskLock:
@@ -545,6 +743,27 @@ def _chunk_core(datasource: str, interval: Interval, version: str) -> int:
         datasource__name=datasource, start=interval.start, end=interval.end, version=version
     ).aggregate(m=Max("core_partitions"))["m"]
     return value or 0
+
+
+def _next_root_partition(datasource: str, interval: Interval, version: str) -> int:
+    highest = [
+        Segment.objects.filter(
+            datasource__name=datasource,
+            start=interval.start,
+            end=interval.end,
+            version=version,
+            partition__lt=NON_ROOT_PARTITION_START,
+        ).aggregate(m=Max("partition"))["m"],
+        PendingSegment.objects.filter(
+            datasource=datasource,
+            start=interval.start,
+            end=interval.end,
+            version=version,
+            partition__lt=NON_ROOT_PARTITION_START,
+        ).aggregate(m=Max("partition"))["m"],
+    ]
+    top = max((h for h in highest if h is not None), default=-1)
+    return max(top + 1, _chunk_core(datasource, interval, version))
 
 
 def _append_target(datasource: str, interval: Interval) -> tuple[str, int, int]:
@@ -573,24 +792,7 @@ def _append_target(datasource: str, interval: Interval) -> tuple[str, int, int]:
         else:
             version = EPOCH_VERSION
     core = _chunk_core(datasource, interval, version)
-    highest = [
-        Segment.objects.filter(
-            datasource__name=datasource,
-            start=interval.start,
-            end=interval.end,
-            version=version,
-            partition__lt=NON_ROOT_PARTITION_START,
-        ).aggregate(m=Max("partition"))["m"],
-        PendingSegment.objects.filter(
-            datasource=datasource,
-            start=interval.start,
-            end=interval.end,
-            version=version,
-            partition__lt=NON_ROOT_PARTITION_START,
-        ).aggregate(m=Max("partition"))["m"],
-    ]
-    top = max((h for h in highest if h is not None), default=-1)
-    return version, core, max(top + 1, core)
+    return version, core, _next_root_partition(datasource, interval, version)
 
 
 # --- publish ------------------------------------------------------------------
@@ -598,7 +800,7 @@ def _append_target(datasource: str, interval: Interval) -> tuple[str, int, int]:
 
 @dataclass(frozen=True)
 class NewSegment:
-    """A segment a task wrote and wants published."""
+    """A segment a task wrote (or re-registers) and wants published."""
 
     interval: Interval
     version: str
@@ -612,6 +814,7 @@ class NewSegment:
     root_partitions: tuple[int, ...] | None = None
     atomic_update_group: tuple[int, ...] | None = None
     tombstone: bool = False
+    upgraded_from: str = ""
 
 
 def segments_publish(
@@ -620,62 +823,47 @@ def segments_publish(
     """Publish a task's segments atomically and release its locks.
 
     One transaction: every lock of the task must be held and unrevoked and
-    every segment must lie inside one of its time-chunk locks, at a version the
-    task was given; the segments are inserted, one commit-log entry records
-    them, and the task's locks are released. Any failure publishes nothing.
+    every segment must be covered by the task's locks at a version it was
+    given; the segments are inserted, one commit-log entry records them, and
+    the task's locks are released. Any failure publishes nothing.
+
+    Concurrent append and replace (SPEC §5): a REPLACE publish also copies
+    every segment appended into its intervals after its lock was granted onto
+    its version; an APPEND publish also copies its segments onto any newer
+    version a replace committed meanwhile. Copies share the file, take
+    partition numbers after the target chunk's core set and name
+    `upgraded_from`.
     """
     with transaction.atomic():
         ds = _datasource_for_update(task.datasource)
         reason = _revoked_reason(task.id)
         if reason:
             raise LockRevoked(f"cannot publish: {reason}")
+        task = Task.objects.select_for_update().get(id=task.id)
+        if task.cancel_requested:
+            raise TaskCanceled(f"task {task.id} was canceled")
         locks = list(TaskLock.objects.filter(task=task, revoked=False))
         allocated = set(
             PendingSegment.objects.filter(task=task).values_list(
                 "start", "end", "version", "partition"
             )
         )
+        # Overwrites inside a chunk (minor > 0) form one atomic update group per chunk.
+        groups: dict[tuple, list[int]] = {}
+        for seg in segments:
+            if seg.minor_version > 0 and seg.atomic_update_group is None:
+                key = (seg.interval, seg.version, seg.minor_version)
+                groups.setdefault(key, []).append(seg.partition)
         rows = []
         for seg in segments:
-            covering = [
-                lock
-                for lock in locks
-                if lock.start <= seg.interval.start and lock.end >= seg.interval.end
-            ]
-            if not covering:
-                raise PublishError(
-                    f"cannot publish {seg.interval} v{seg.version} p{seg.partition}: "
-                    f"task {task.id} holds no lock covering it"
-                )
-            key = (seg.interval.start, seg.interval.end, seg.version, seg.partition)
-            if key not in allocated and not any(lock.version == seg.version for lock in covering):
-                raise PublishError(
-                    f"cannot publish {seg.interval} v{seg.version} p{seg.partition}: "
-                    "that version and partition were not allocated to this task"
-                )
+            _check_covered(task, locks, allocated, seg)
             roots = list(seg.root_partitions or (seg.partition,))
-            aug = list(seg.atomic_update_group or (seg.partition,))
-            rows.append(
-                Segment(
-                    id=Segment.make_id(ds.name, seg.interval, seg.version, seg.partition),
-                    datasource=ds,
-                    start=seg.interval.start,
-                    end=seg.interval.end,
-                    version=seg.version,
-                    partition=seg.partition,
-                    minor_version=seg.minor_version,
-                    root_partitions=sorted(roots),
-                    atomic_update_group=sorted(aug),
-                    core_partitions=seg.core_partitions,
-                    tombstone=seg.tombstone,
-                    shard_spec=seg.shard_spec,
-                    size_bytes=seg.size_bytes,
-                    num_rows=seg.num_rows,
-                    location=seg.location,
-                    used=True,
-                    created_by=task,
-                )
-            )
+            aug = seg.atomic_update_group
+            if aug is None:
+                aug = groups.get((seg.interval, seg.version, seg.minor_version), [seg.partition])
+            rows.append(_segment_row(ds, task, seg, roots, list(aug)))
+        rows += _replace_upgrades(ds, task, locks, rows)
+        rows += _append_carry_overs(ds, task, locks, rows)
         try:
             Segment.objects.bulk_create(rows)
         except IntegrityError as exc:
@@ -690,6 +878,169 @@ def segments_publish(
         )
         TaskLock.objects.filter(task=task).delete()
         return entry
+
+
+def _check_covered(task: Task, locks: list[TaskLock], allocated: set, seg: NewSegment) -> None:
+    where = f"{seg.interval} v{seg.version} p{seg.partition}"
+    time_chunk = [
+        lock
+        for lock in locks
+        if lock.granularity == locking.TIME_CHUNK
+        and lock.start <= seg.interval.start
+        and lock.end >= seg.interval.end
+    ]
+    segment_locks = [
+        lock
+        for lock in locks
+        if lock.granularity == locking.SEGMENT
+        and lock.start == seg.interval.start
+        and lock.end == seg.interval.end
+        and lock.version == seg.version
+    ]
+    key = (seg.interval.start, seg.interval.end, seg.version, seg.partition)
+    if time_chunk:
+        if key in allocated or any(lock.version == seg.version for lock in time_chunk):
+            return
+        raise PublishError(
+            f"cannot publish {where}: that version and partition were not allocated to this task"
+        )
+    if segment_locks:
+        if key not in allocated:
+            raise PublishError(f"cannot publish {where}: it was not allocated to this task")
+        if seg.minor_version == 0 and not any(
+            lk.partition == seg.partition for lk in segment_locks
+        ):
+            raise PublishError(f"cannot publish {where}: task {task.id} holds no lock on it")
+        return
+    raise PublishError(f"cannot publish {where}: task {task.id} holds no lock covering it")
+
+
+def _segment_row(ds: DataSource, task: Task, seg: NewSegment, roots, aug) -> Segment:
+    return Segment(
+        id=Segment.make_id(ds.name, seg.interval, seg.version, seg.partition),
+        datasource=ds,
+        start=seg.interval.start,
+        end=seg.interval.end,
+        version=seg.version,
+        partition=seg.partition,
+        minor_version=seg.minor_version,
+        root_partitions=sorted(roots),
+        atomic_update_group=sorted(aug),
+        core_partitions=seg.core_partitions,
+        tombstone=seg.tombstone,
+        shard_spec=seg.shard_spec,
+        size_bytes=seg.size_bytes,
+        num_rows=seg.num_rows,
+        location=seg.location,
+        used=True,
+        created_by=task,
+        upgraded_from=seg.upgraded_from,
+    )
+
+
+def _copy_onto(ds: DataSource, task: Task, source: Segment, version: str, partition: int,
+               core: int) -> Segment:
+    return Segment(
+        id=Segment.make_id(ds.name, source.interval, version, partition),
+        datasource=ds,
+        start=source.start,
+        end=source.end,
+        version=version,
+        partition=partition,
+        minor_version=0,
+        root_partitions=[partition],
+        atomic_update_group=[partition],
+        core_partitions=core,
+        tombstone=False,
+        shard_spec={**(source.shard_spec or {}), "partitionNum": partition},
+        size_bytes=source.size_bytes,
+        num_rows=source.num_rows,
+        location=source.location,
+        used=True,
+        created_by=task,
+        upgraded_from=source.id,
+    )
+
+
+def _next_free(ds_name: str, interval: Interval, version: str, taken: dict, core: int) -> int:
+    key = (interval.start, interval.end, version)
+    if key not in taken:
+        taken[key] = max(_next_root_partition(ds_name, interval, version), core)
+    value = taken[key]
+    taken[key] = value + 1
+    return value
+
+
+def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_rows) -> list[Segment]:
+    replace_locks = [lk for lk in locks if lk.type == locking.REPLACE]
+    if not replace_locks:
+        return []
+    since = min(lk.granted_seq for lk in replace_locks)
+    committed_at: dict[str, int] = {}
+    for seq, added in (
+        CommitLogEntry.objects.filter(datasource=ds.name, seq__gt=since, kind=CommitKind.PUBLISH)
+        .exclude(task=task)
+        .values_list("seq", "added")
+    ):
+        for seg_id in added or []:
+            committed_at[seg_id] = seq
+    if not committed_at:
+        return []
+    cores: dict[tuple, int] = {}
+    taken: dict = {}
+    for row in new_rows:
+        key = (row.start, row.end, row.version)
+        cores[key] = max(cores.get(key, 0), row.core_partitions)
+    for row in new_rows:
+        key = (row.start, row.end, row.version)
+        if row.partition < NON_ROOT_PARTITION_START:
+            taken[key] = max(taken.get(key, 0), row.partition + 1, cores[key])
+    out = []
+    candidates = Segment.objects.filter(id__in=list(committed_at), used=True, tombstone=False)
+    for source in candidates.order_by("start", "partition"):
+        lock = next(
+            (
+                lk
+                for lk in replace_locks
+                if lk.start <= source.start
+                and lk.end >= source.end
+                and lk.granted_seq < committed_at[source.id]
+            ),
+            None,
+        )
+        if lock is None or source.version >= lock.version:
+            continue
+        if (source.start, source.end, lock.version) not in cores:
+            # The replace wrote nothing over this chunk: the append stays visible as is.
+            continue
+        core = cores[(source.start, source.end, lock.version)]
+        partition = _next_free(ds.name, source.interval, lock.version, taken, core)
+        out.append(_copy_onto(ds, task, source, lock.version, partition, core))
+    return out
+
+
+def _append_carry_overs(ds: DataSource, task: Task, locks: list[TaskLock], new_rows) -> list[Segment]:
+    if not any(lk.type == locking.APPEND for lk in locks):
+        return []
+    out = []
+    taken: dict = {}
+    for row in new_rows:
+        if row.tombstone or row.minor_version > 0:
+            continue
+        newer = (
+            Segment.objects.filter(
+                datasource=ds, used=True, start=row.start, end=row.end, version__gt=row.version
+            )
+            .order_by("-version")
+            .values_list("version", flat=True)
+            .first()
+        )
+        if newer is None:
+            continue
+        core = _chunk_core(ds.name, row.interval, newer)
+        partition = _next_free(ds.name, row.interval, newer, taken, core)
+        out.append(_copy_onto(ds, task, row, newer, partition, core))
+    return out
 
 
 # --- mark used / unused ---------------------------------------------------------

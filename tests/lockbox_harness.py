@@ -1,0 +1,362 @@
+"""A deterministic, service-level harness for SPEC §8: tasks that append, compact
+and replace one DAY, interleaved step by step through the real lock box services.
+
+Rows have ids and hours; a "file" is a list of rows held in memory under a
+segment's location, so reads follow the real timeline (partial overshadowing,
+tombstones, upgraded copies sharing a file) without Spark.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from metastore import locking, selectors, services
+from metastore.intervals import Interval
+from metastore.models import Segment, Task, TaskStatus
+
+DS = "wiki"
+DAY = Interval.parse("2024-01-01/2024-01-02")
+TC, SEG, CONC = "TC", "SEG", "CONC"
+MODES = (TC, SEG, CONC)
+_ids = itertools.count()
+
+
+def hour(h: int) -> Interval:
+    return Interval(DAY.start + timedelta(hours=h), DAY.start + timedelta(hours=h + 1))
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    hour: int
+
+
+def rows(prefix: str, hours) -> list[Row]:
+    return [Row(f"{prefix}:{h}", h) for h in hours]
+
+
+class World:
+    def __init__(self) -> None:
+        self.files: dict[str, list[Row]] = {}
+        self.writer: dict[str, str] = {}  # location -> name of the task that wrote it
+        self.model: Counter = Counter()  # the serial replay of committed change sets
+        self.commits: list[str] = []
+
+    def new_file(self, writer: str, content: list[Row]) -> str:
+        location = f"mem://{writer}/{next(_ids)}"
+        self.files[location] = list(content)
+        self.writer[location] = writer
+        return location
+
+    def visible(self, interval: Interval = DAY) -> list[tuple[Row, str]]:
+        """(row, writer) for every visible row: pieces filter rows to their sub-interval."""
+        timeline = selectors.timeline_for(datasource=DS)
+        locations = dict(
+            Segment.objects.filter(datasource__name=DS, used=True).values_list("id", "location")
+        )
+        out = []
+        for piece, ref in timeline.lookup(interval):
+            if ref.tombstone:
+                continue
+            location = locations[ref.id]
+            for row in self.files[location]:
+                if piece.contains(DAY.start + timedelta(hours=row.hour)):
+                    out.append((row, self.writer[location]))
+        return out
+
+    def visible_ids(self) -> Counter:
+        return Counter(row.id for row, _ in self.visible())
+
+    def visible_writers(self) -> set[str]:
+        return {writer for _, writer in self.visible()}
+
+    def load(self, name: str = "s1", partitions: list[list[Row]] | None = None) -> None:
+        """The starting state: segments of one batch at version v1."""
+        partitions = partitions or [rows("s1", range(24))]
+        task = services.task_create(
+            spec={}, task_type="index_parallel", datasource=DS, enqueue=False
+        )
+        services.lock_acquire(task=task, interval=DAY, timeout_ms=0)
+        alloc = services.segments_allocate(task=task, interval=DAY, count=len(partitions), append=False)
+        segs = []
+        for p, content in zip(alloc.partitions, partitions, strict=True):
+            segs.append(
+                services.NewSegment(
+                    interval=DAY,
+                    version=alloc.version,
+                    partition=p,
+                    core_partitions=alloc.core_partitions,
+                    location=self.new_file(name, content),
+                    num_rows=len(content),
+                )
+            )
+        services.segments_publish(task=task, segments=segs)
+        services.task_finish(task_id=task.id, status=TaskStatus.SUCCESS)
+        for content in partitions:
+            self.model.update(r.id for r in content)
+
+
+@dataclass
+class Actor:
+    """One task of a scenario, advanced one step at a time."""
+
+    world: World
+    name: str
+    kind: str  # append | compact | replace
+    mode: str
+    new_rows: list[Row] = field(default_factory=list)
+    interval: Interval = DAY  # replace: the interval it overwrites
+    drop_existing: bool = False
+    input_ids: list[str] | None = None  # compact: inputSpec.segments (by segment id)
+    program: list[str] = field(default_factory=list)
+    step: int = 0
+    task: Task | None = None
+    input_rows: list[tuple[Row, str]] = field(default_factory=list)
+    model_input: Counter = field(default_factory=Counter)
+    inputs: list[Segment] = field(default_factory=list)
+    staged: list = field(default_factory=list)
+    allocation: object = None
+    outcome: str = ""  # "" while running, then committed | failed | revoked
+
+    def __post_init__(self) -> None:
+        context = {"useConcurrentLocks": self.mode == CONC, "forceTimeChunkLock": self.mode != SEG}
+        task_type = "compact" if self.kind == "compact" else "index_parallel"
+        self.task = services.task_create(
+            spec={"context": context}, task_type=task_type, datasource=DS, enqueue=False
+        )
+        if not self.program:
+            self.program = ["lock", "read", "write", "publish"]
+
+    @property
+    def done(self) -> bool:
+        return bool(self.outcome) or self.step >= len(self.program)
+
+    # --- steps ------------------------------------------------------------------
+    def advance(self) -> bool:
+        """Run the next step; False if it must wait for a lock (retry later)."""
+        if self.done:
+            return True
+        action = self.program[self.step]
+        try:
+            ok = getattr(self, f"_{action}")()
+        except services.LockRevoked:
+            self._end(TaskStatus.FAILED, "revoked")
+            return True
+        if ok:
+            self.step += 1
+        return ok
+
+    def _end(self, status: str, outcome: str) -> None:
+        services.task_finish(task_id=self.task.id, status=status, error=outcome)
+        self.outcome = outcome
+
+    def _fail(self) -> bool:
+        self._end(TaskStatus.FAILED, "failed")
+        return True
+
+    def _lock_type(self) -> tuple[str, str]:
+        if self.mode == CONC:
+            return (locking.APPEND if self.kind == "append" else locking.REPLACE), locking.TIME_CHUNK
+        return locking.EXCLUSIVE, locking.TIME_CHUNK
+
+    def _lock(self) -> bool:
+        self.task.refresh_from_db()
+        if self.mode == SEG and self.kind == "append":
+            return True  # segment locks are taken at allocation
+        if self.mode == SEG and self.kind == "compact":
+            return self._lock_segments()
+        lock_type, granularity = self._lock_type()
+        lock = services.lock_try_acquire(
+            task=self.task, interval=self.interval, lock_type=lock_type, granularity=granularity
+        )
+        if lock is None:
+            return False
+        if self.kind != "append":
+            # The model's input: what the serial replay holds in the interval at grant time.
+            self.model_input = Counter(self.world_rows_in(self.interval))
+        if self.kind == "compact":
+            as_of = lock.granted_seq if self.mode == CONC else None
+            self.inputs = self._input_segments(as_of)
+        return True
+
+    def world_rows_in(self, interval: Interval) -> list[str]:
+        # Rows of the model inside interval: the model keeps ids; hours are in the ids.
+        out = []
+        for row_id, n in self.world.model.items():
+            h = int(row_id.rsplit(":", 1)[1])
+            if interval.contains(DAY.start + timedelta(hours=h)):
+                out.extend([row_id] * n)
+        return out
+
+    def _input_segments(self, as_of: int | None) -> list[Segment]:
+        timeline = selectors.timeline_for(datasource=DS, as_of=as_of)
+        ids = [ref.id for _, ref in timeline.lookup(self.interval) if not ref.tombstone]
+        if self.input_ids is not None:
+            ids = [i for i in ids if i in self.input_ids]
+        return list(Segment.objects.filter(id__in=ids).order_by("partition"))
+
+    def _lock_segments(self) -> bool:
+        """SEG-mode compaction: EXCLUSIVE segment locks on the visible input segments."""
+        inputs = self._input_segments(None)
+        for seg in inputs:
+            lock = services.lock_try_acquire(
+                task=self.task,
+                interval=seg.interval,
+                lock_type=locking.EXCLUSIVE,
+                granularity=locking.SEGMENT,
+                partition=seg.partition,
+                version=seg.version,
+            )
+            if lock is None:
+                return False
+        self.inputs = inputs
+        self.model_input = Counter(self.world_rows_in(self.interval))
+        return True
+
+    def _read(self) -> bool:
+        if self.kind == "compact":
+            rows_ = []
+            for seg in self.inputs:
+                visible = [
+                    (row, seg.id)
+                    for row in self.world.files[seg.location]
+                ]
+                rows_.extend(visible)
+            self.input_rows = rows_
+        return True
+
+    def _write(self) -> bool:
+        task = self.task
+        if self.kind == "append":
+            granularity = locking.SEGMENT if self.mode == SEG else locking.TIME_CHUNK
+            alloc = services.segments_allocate(
+                task=task, interval=DAY, count=1, append=True, lock_granularity=granularity
+            )
+            if alloc is None:
+                return False
+            self.allocation = alloc
+            self.staged = [
+                services.NewSegment(
+                    interval=DAY,
+                    version=alloc.version,
+                    partition=alloc.partitions[0],
+                    core_partitions=alloc.core_partitions,
+                    location=self.world.new_file(self.name, self.new_rows),
+                    num_rows=len(self.new_rows),
+                )
+            ]
+            return True
+        if self.kind == "compact":
+            content = [row for row, _ in self.input_rows]
+            if self.mode == SEG:
+                alloc = services.segments_allocate_overwrite(
+                    task=task, input_segment_ids=[s.id for s in self.inputs], count=1
+                )
+                self.staged = [
+                    services.NewSegment(
+                        interval=DAY,
+                        version=alloc.version,
+                        partition=alloc.partitions[0],
+                        core_partitions=alloc.core_partitions,
+                        minor_version=alloc.minor_version,
+                        root_partitions=alloc.root_partitions,
+                        location=self.world.new_file(self.name, content),
+                        num_rows=len(content),
+                    )
+                ]
+                return True
+            keep: list[Segment] = []
+            if self.input_ids is not None:
+                # Re-register the untouched segments of the chunk at the new version
+                # (same file, no rewrite) so they are never silently hidden.
+                timeline = selectors.timeline_for(datasource=DS)
+                others = [ref.id for _, ref in timeline.lookup(DAY) if ref.id not in self.input_ids]
+                keep = list(Segment.objects.filter(id__in=others).order_by("partition"))
+            total = 1 + len(keep)
+            alloc = services.segments_allocate(task=task, interval=DAY, count=total, append=False)
+            staged = [
+                services.NewSegment(
+                    interval=DAY,
+                    version=alloc.version,
+                    partition=alloc.partitions[0],
+                    core_partitions=total,
+                    location=self.world.new_file(self.name, content),
+                    num_rows=len(content),
+                )
+            ]
+            for p, seg in zip(alloc.partitions[1:], keep, strict=True):
+                staged.append(
+                    services.NewSegment(
+                        interval=DAY,
+                        version=alloc.version,
+                        partition=p,
+                        core_partitions=total,
+                        location=seg.location,
+                        num_rows=seg.num_rows,
+                        upgraded_from=seg.id,
+                    )
+                )
+            self.staged = staged
+            return True
+        # replace: new rows, bucketed by the replace's granularity (its interval's hours or the day)
+        buckets = [self.interval] if self.interval == DAY else [
+            hour(h) for h in range(24) if self.interval.contains(hour(h))
+        ]
+        staged = []
+        for bucket in buckets:
+            content = [
+                r for r in self.new_rows if bucket.contains(DAY.start + timedelta(hours=r.hour))
+            ]
+            if not content and not self.drop_existing:
+                continue
+            alloc = services.segments_allocate(task=task, interval=bucket, count=1, append=False)
+            staged.append(
+                services.NewSegment(
+                    interval=bucket,
+                    version=alloc.version,
+                    partition=alloc.partitions[0],
+                    core_partitions=0 if not content else 1,
+                    tombstone=not content,
+                    location=self.world.new_file(self.name, content) if content else "",
+                    num_rows=len(content),
+                )
+            )
+        self.staged = staged
+        return True
+
+    def _publish(self) -> bool:
+        try:
+            services.segments_publish(task=self.task, segments=self.staged)
+        except services.PublishError:
+            self._end(TaskStatus.FAILED, "failed")
+            return True
+        services.task_finish(task_id=self.task.id, status=TaskStatus.SUCCESS)
+        self.outcome = "committed"
+        model = self.world.model
+        if self.kind == "append":
+            model.update(r.id for r in self.new_rows)
+        elif self.kind == "replace":
+            model.subtract(self.model_input)
+            model.update(r.id for r in self.new_rows)
+        # compaction: removes its input rows and adds them back (rollup is identity here)
+        self.world.model = +model
+        self.world.commits.append(self.name)
+        return True
+
+
+def run(actors: dict[str, Actor], order: list[str], max_rounds: int = 200) -> None:
+    """Advance actors in `order` (a blocked actor retries on its next turn), then drain."""
+    for name in order:
+        actor = actors[name]
+        actor.advance()
+    for _ in range(max_rounds):
+        if all(a.done for a in actors.values()):
+            return
+        for actor in actors.values():
+            if not actor.done:
+                actor.advance()
+    stuck = {n: a.program[a.step] for n, a in actors.items() if not a.done}
+    raise AssertionError(f"scenario did not finish: {stuck}")
