@@ -958,7 +958,7 @@ def _copy_onto(ds: DataSource, task: Task, source: Segment, version: str, partit
         location=source.location,
         used=True,
         created_by=task,
-        upgraded_from=source.id,
+        upgraded_from=source.upgraded_from or source.id,
     )
 
 
@@ -997,7 +997,12 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
             taken[key] = max(taken.get(key, 0), row.partition + 1, cores[key])
     out = []
     candidates = Segment.objects.filter(id__in=list(committed_at), used=True, tombstone=False)
-    for source in candidates.order_by("start", "partition"):
+    # An append and the copy it carried onto a newer version are one set of rows:
+    # upgrade each original once (its newest copy).
+    newest: dict[str, Segment] = {}
+    for source in candidates.order_by("version"):
+        newest[source.upgraded_from or source.id] = source
+    for source in sorted(newest.values(), key=lambda s: (s.start, s.partition)):
         lock = next(
             (
                 lk
