@@ -14,6 +14,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
+BENCH ?= $(sort $(wildcard bench/*.py))
 BENCH_ARGS ?=
 PORT ?= 8000
 export PORT
@@ -24,7 +25,7 @@ help:
 	@echo "make run      run Strata locally (http://127.0.0.1:$(PORT)/): Redis, worker, beat, web, demo data"
 	@echo "make test     ruff check, then pytest (PYTEST_ARGS='-k locks -x' to pass options)"
 	@echo "make lint     ruff check and ruff format --check"
-	@echo "make bench    run the benchmarks (bench/run.py, BENCH_ARGS=...)"
+	@echo "make bench    run the benchmarks in bench/ (BENCH=bench/x.py BENCH_ARGS=... to choose)"
 	@echo "make clean    remove caches, logs, static files and test artifacts (keeps var/ data)"
 	@echo "make distclean  also remove var/ (database, segments) and .venv"
 
@@ -88,9 +89,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# Every script in bench/, or the ones named: make bench BENCH=bench/timeline.py BENCH_ARGS='--n 10'
 bench: $(STAMP) java
-	@if [ ! -f bench/run.py ]; then echo "error: no benchmark yet (bench/run.py)" >&2; exit 1; fi
-	$(VPY) bench/run.py $(BENCH_ARGS)
+	@if [ -z "$(strip $(BENCH))" ]; then echo "error: no benchmarks in bench/" >&2; exit 1; fi
+	@for script in $(BENCH); do echo "== $$script"; $(VPY) $$script $(BENCH_ARGS); done
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .hypothesis tests/artifacts build *.egg-info \

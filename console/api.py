@@ -229,7 +229,7 @@ class DataSourceViewSet(viewsets.ViewSet):
                     "segments": s.segments,
                     "rows": s.rows,
                     "size_bytes": s.size_bytes,
-                    "interval": f"{s.start.isoformat()}/{s.end.isoformat()}" if s.start else None,
+                    "interval": str(Interval(s.start, s.end)) if s.start else None,
                     "active_tasks": s.active_tasks,
                 }
                 for s in selectors.datasources_list()

@@ -6,7 +6,8 @@ from rest_framework.routers import DefaultRouter
 
 from console import api, views
 
-router = DefaultRouter(trailing_slash="/?")
+router = DefaultRouter()
+router.trailing_slash = "/?"  # SPEC §7 paths have no trailing slash; accept both
 router.register("tasks", api.TaskViewSet, basename="task")
 router.register("datasources", api.DataSourceViewSet, basename="datasource")
 

@@ -71,8 +71,13 @@ class PublishError(ServiceError):
 
 def _datasource_for_update(name: str) -> DataSource:
     """The dataSource's row, locked until the surrounding transaction ends."""
-    with contextlib.suppress(IntegrityError):  # created concurrently
-        DataSource.objects.get_or_create(name=name)
+    ds = DataSource.objects.select_for_update().filter(name=name).first()
+    if ds is not None:
+        return ds
+    # First use of this dataSource: create its row outside this transaction's
+    # fate (a savepoint), tolerating a concurrent creator.
+    with contextlib.suppress(IntegrityError), transaction.atomic():
+        DataSource.objects.create(name=name)
     return DataSource.objects.select_for_update().get(name=name)
 
 
@@ -373,20 +378,29 @@ def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
     Returns the granted lock, or a description of what blocks the request.
     """
     with transaction.atomic():
-        _datasource_for_update(request.datasource)
+        ds = _datasource_for_update(request.datasource)
         task = Task.objects.select_for_update().get(id=task_id)
         if task.cancel_requested:
             raise TaskCanceled(f"task {task_id} was canceled")
-        reason = _revoked_reason(task_id)
-        if reason:
-            raise LockRevoked(reason)
-        held = list(
+        found = list(
             TaskLock.objects.filter(
-                datasource=request.datasource,
-                start__lt=request.interval.end,
-                end__gt=request.interval.start,
+                Q(
+                    datasource=request.datasource,
+                    start__lt=request.interval.end,
+                    end__gt=request.interval.start,
+                )
+                | Q(task_id=task_id, revoked=True)
             )
         )
+        if any(lock.task_id == task_id and lock.revoked for lock in found):
+            raise LockRevoked(_revoked_reason(task_id))
+        held = [
+            lock
+            for lock in found
+            if lock.datasource == request.datasource
+            and lock.start < request.interval.end
+            and lock.end > request.interval.start
+        ]
         pairs = [(_lock_spec(lock), lock) for lock in held]
         queued = _queued_before(task, request)
         decision = locking.decide(request, [spec for spec, _ in pairs], queued)
@@ -434,7 +448,6 @@ def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
             if request.granularity == locking.SEGMENT:
                 lock_version = request.version or ""
             else:
-                ds = DataSource.objects.get(name=request.datasource)
                 lock_version = _new_version(ds)
             lock = TaskLock.objects.create(
                 task=task,

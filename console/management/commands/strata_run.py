@@ -40,30 +40,39 @@ COLORS = {"redis": "31", "worker": "36", "beat": "35", "web": "32", "demo": "33"
 
 
 class Stop(BaseException):
-    """Raised in the main thread by SIGINT/SIGTERM: unwind and stop the children."""
+    """Raised in the main thread by SIGINT/SIGTERM/SIGHUP: unwind and stop the children."""
 
 
 class Terminal:
-    """Writes children's lines to stdout, one whole line at a time, prefixed by name."""
+    """Writes children's lines to stdout, one whole line at a time, prefixed by name.
+
+    If stdout goes away (a closed pipe, a hung-up terminal) it falls silent rather
+    than fail: the children must still be stopped, and their logs still written.
+    """
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
-        self.lock = threading.Lock()
+        # Reentrant: a signal handler may print while the main thread is printing.
+        self.lock = threading.RLock()
         self.color = stream.isatty() and "NO_COLOR" not in os.environ
         self.width = max(len(name) for name in COLORS)
+        self.broken = False
 
     def line(self, name: str, text: str) -> None:
         prefix = f"{name:<{self.width}} |"
         if self.color:
             prefix = f"\033[{COLORS.get(name, '0')}m{prefix}\033[0m"
-        with self.lock:
-            self.stream.write(f"{prefix} {text.rstrip()}\n")
-            self.stream.flush()
+        self.say(f"{prefix} {text.rstrip()}")
 
     def say(self, text: str) -> None:
         with self.lock:
-            self.stream.write(f"{text}\n")
-            self.stream.flush()
+            if self.broken:
+                return
+            try:
+                self.stream.write(f"{text}\n")
+                self.stream.flush()
+            except (OSError, ValueError):
+                self.broken = True
 
 
 class Child:
@@ -169,7 +178,8 @@ class Command(BaseCommand):
         self._check_java()
         self._check_port_free(port)
         previous = {
-            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+            sig: signal.signal(sig, self._on_signal)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         }
         exit_code = 0
         try:
@@ -387,7 +397,7 @@ class Command(BaseCommand):
             "",
             f"  console   {base}/",
             f"  admin     {base}/admin/",
-            f"  REST API  {base}/api/v1/   (OpenAPI schema: {base}/api/schema/)",
+            f"  REST API  {base}/api/v1/   (docs: {base}/api/docs/)",
             f"  user      {admin.username}",
             f"  password  {password}",
         ]
