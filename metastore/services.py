@@ -156,7 +156,7 @@ def new_task_id(task_type: str, datasource: str) -> str:
 
 # --- tasks --------------------------------------------------------------------
 
-SUPPORTED_TASK_TYPES = ("index_parallel",)
+SUPPORTED_TASK_TYPES = ("index_parallel", "kill")
 
 
 def task_validate(*, spec: dict) -> TaskSpec:
@@ -1103,6 +1103,45 @@ def segments_mark_used(
             added=ids if used else [],
             removed=[] if used else ids,
         )
+
+
+def segments_kill(*, task: Task, interval: Interval) -> tuple[CommitLogEntry | None, list[str]]:
+    """Delete the unused segments lying inside `interval` (rows now, files by the
+    caller): returns the commit entry and the file locations no segment uses any
+    more. The task must hold a time-chunk lock covering the interval."""
+    with transaction.atomic():
+        ds = _datasource_for_update(task.datasource)
+        reason = _revoked_reason(task.id)
+        if reason:
+            raise LockRevoked(reason)
+        _covering_lock(task, interval)
+        doomed = list(
+            Segment.objects.filter(
+                datasource=ds, used=False, start__gte=interval.start, end__lte=interval.end
+            ).values_list("id", "location")
+        )
+        if not doomed:
+            TaskLock.objects.filter(task=task).delete()
+            return None, []
+        ids = [seg_id for seg_id, _ in doomed]
+        locations = {loc for _, loc in doomed if loc}
+        # Upgraded copies and re-registered segments share files: keep those still referenced.
+        shared = set(
+            Segment.objects.filter(location__in=locations)
+            .exclude(id__in=ids)
+            .values_list("location", flat=True)
+        )
+        Segment.objects.filter(id__in=ids).delete()
+        entry = CommitLogEntry.objects.create(
+            datasource=ds.name,
+            task=task,
+            kind=CommitKind.KILL,
+            added=[],
+            removed=ids,
+            note=f"killed {len(ids)} unused segments in {interval}",
+        )
+        TaskLock.objects.filter(task=task).delete()
+        return entry, sorted(locations - shared)
 
 
 def segment_admin_update(*, segment: Segment, fields: dict, user=None) -> CommitLogEntry:

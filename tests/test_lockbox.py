@@ -1,0 +1,286 @@
+"""Lock box services on the database (SPEC §4-§5): grants, preemption, waits and
+timeouts, versions, allocation, publish checks, kill and the commit log."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from metastore import locking, selectors, services
+from metastore.intervals import Interval, format_ts
+from metastore.models import (
+    CommitKind,
+    CommitLogEntry,
+    DataSource,
+    PendingSegment,
+    Segment,
+    Task,
+    TaskLock,
+    TaskStatus,
+)
+
+pytestmark = pytest.mark.django_db
+
+DS = "wiki"
+DAY = Interval.parse("2024-01-01/2024-01-02")
+
+
+def task(priority: int = 50, kind: str = "index_parallel", **context) -> Task:
+    return services.task_create(
+        spec={"context": {"priority": priority, **context}},
+        task_type=kind,
+        datasource=DS,
+        enqueue=False,
+    )
+
+
+def day(n: int) -> Interval:
+    return Interval(DAY.start + timedelta(days=n), DAY.start + timedelta(days=n + 1))
+
+
+def publish(t: Task, interval: Interval = DAY, count: int = 1, append: bool = False):
+    alloc = services.segments_allocate(task=t, interval=interval, count=count, append=append)
+    segs = [
+        services.NewSegment(
+            interval=interval,
+            version=alloc.version,
+            partition=p,
+            core_partitions=alloc.core_partitions,
+            location=f"mem://{t.id}/{p}",
+            num_rows=1,
+        )
+        for p in alloc.partitions
+    ]
+    services.segments_publish(task=t, segments=segs)
+    services.task_finish(task_id=t.id, status=TaskStatus.SUCCESS)
+    return alloc
+
+
+def test_priority_chain_of_revocations():
+    low, mid, high = 10, 50, 90
+    h = task(high)
+    assert services.lock_try_acquire(task=h, interval=DAY, lock_type="EXCLUSIVE")
+    s_high = task(high)
+    assert services.lock_try_acquire(task=s_high, interval=DAY, lock_type="SHARED") is None
+    s_high.refresh_from_db()
+    assert s_high.status == TaskStatus.WAITING
+    assert s_high.waiting_on[0]["task"] == h.id
+    services.task_finish(task_id=s_high.id, status=TaskStatus.CANCELED)
+    # revoke H's lock by hand-over: an even higher request takes it
+    top = task(100)
+    assert services.lock_try_acquire(task=top, interval=DAY, lock_type="EXCLUSIVE")
+    assert TaskLock.objects.get(task=h).revoked
+    services.task_finish(task_id=top.id, status=TaskStatus.SUCCESS)
+    s_low = task(low)
+    assert services.lock_try_acquire(task=s_low, interval=DAY, lock_type="SHARED")
+    e_mid = task(mid)
+    assert services.lock_try_acquire(task=e_mid, interval=DAY, lock_type="EXCLUSIVE")
+    assert TaskLock.objects.get(task=s_low).revoked_by_id == e_mid.id
+    s_h2 = task(high)
+    assert services.lock_try_acquire(task=s_h2, interval=DAY, lock_type="SHARED")
+    assert TaskLock.objects.get(task=e_mid).revoked_by_id == s_h2.id
+
+
+def test_priority_10_revokes_priority_0_locks_on_three_days_and_not_the_reverse():
+    holders = []
+    for n in range(3):
+        t = task(0)
+        assert services.lock_try_acquire(
+            task=t, interval=day(n), lock_type="SHARED" if n % 2 else "EXCLUSIVE"
+        )
+        holders.append(t)
+    big = task(10)
+    three_days = Interval(day(0).start, day(2).end)
+    assert services.lock_try_acquire(task=big, interval=three_days, lock_type="EXCLUSIVE")
+    assert TaskLock.objects.filter(task__in=holders, revoked=True).count() == 3
+    small = task(0)
+    assert services.lock_try_acquire(task=small, interval=day(1), lock_type="EXCLUSIVE") is None
+
+
+def test_lock_wait_times_out_after_task_lock_timeout():
+    holder = task(50)
+    services.lock_acquire(task=holder, interval=DAY)
+    waiter = task(50)
+    started = time.monotonic()
+    with pytest.raises(services.LockTimeout, match=holder.id):
+        services.lock_acquire(task=waiter, interval=DAY, timeout_ms=1000)
+    assert time.monotonic() - started >= 1.0
+    waiter.refresh_from_db()
+    assert waiter.status != TaskStatus.WAITING
+
+
+def test_revoked_task_stays_revoked_after_the_preemptor_releases():
+    victim = task(25)
+    services.lock_acquire(task=victim, interval=DAY)
+    preemptor = task(75)
+    services.lock_acquire(task=preemptor, interval=DAY)
+    services.task_finish(task_id=preemptor.id, status=TaskStatus.SUCCESS)
+    with pytest.raises(services.LockRevoked, match=preemptor.id):
+        services.lock_try_acquire(task=victim, interval=day(5))
+    with pytest.raises(services.LockRevoked, match=preemptor.id):
+        services.segments_allocate(task=victim, interval=DAY, count=1, append=False)
+    with pytest.raises(services.LockRevoked):
+        services.segments_publish(task=victim, segments=[])
+    assert services.task_heartbeat(task_id=victim.id).revoked_reason
+
+
+def test_segment_locks_by_partition_and_interval():
+    a, b, c, d = task(50), task(50), task(50), task(50)
+    seg = dict(lock_type="EXCLUSIVE", granularity="SEGMENT", version="v1")
+    assert services.lock_try_acquire(task=a, interval=DAY, partition=3, **seg)
+    assert services.lock_try_acquire(task=b, interval=DAY, partition=2, **seg)
+    assert services.lock_try_acquire(task=c, interval=DAY, partition=3, **seg) is None
+    wider = Interval(DAY.start, DAY.end + timedelta(hours=1))
+    assert services.lock_try_acquire(task=d, interval=wider, partition=7, **seg) is None
+    big = task(100)
+    assert services.lock_try_acquire(task=big, interval=DAY, lock_type="EXCLUSIVE")
+    assert set(TaskLock.objects.filter(revoked=True).values_list("task_id", flat=True)) == {a.id, b.id}
+
+
+def test_append_and_replace_on_a_year():
+    year = Interval.parse("2024-01-01/2025-01-01")
+    half = Interval.parse("2024-01-01/2024-07-01")
+    app = task(50, useConcurrentLocks=True)
+    assert services.lock_try_acquire(task=app, interval=year, lock_type="APPEND")
+    part = task(50)
+    assert services.lock_try_acquire(task=part, interval=half, lock_type="REPLACE") is None
+    services.task_finish(task_id=part.id, status=TaskStatus.CANCELED)
+    rep = task(50)
+    assert services.lock_try_acquire(task=rep, interval=year, lock_type="REPLACE")
+    wider = task(50)
+    assert (
+        services.lock_try_acquire(
+            task=wider, interval=Interval.parse("2023-01-01/2026-01-01"), lock_type="REPLACE"
+        )
+        is None
+    )
+    more = task(50)
+    assert services.lock_try_acquire(task=more, interval=half, lock_type="APPEND")
+    assert not TaskLock.objects.filter(revoked=True).exists()
+
+
+def test_new_versions_rise_even_when_the_clock_is_behind():
+    DataSource.objects.create(name=DS, last_version="2999-01-01T00:00:00.000Z")
+    t = task(50)
+    lock = services.lock_acquire(task=t, interval=DAY)
+    assert lock.version == "2999-01-01T00:00:00.001Z"
+    t2 = task(50)
+    lock2 = services.lock_acquire(task=t2, interval=day(3))
+    assert lock2.version > lock.version
+
+
+def test_allocation_numbers_appends_and_overwrites_and_never_reuses_them():
+    # appends into an empty chunk: EPOCH, partitions 0, 1, 2
+    allocs = []
+    for _ in range(3):
+        t = task(50)
+        services.lock_acquire(task=t, interval=DAY)
+        allocs.append(publish(t, append=True))
+    assert [a.partitions[0] for a in allocs] == [0, 1, 2]
+    assert {a.version for a in allocs} == {"1970-01-01T00:00:00.000Z"}
+    # two segment-locked overwrites: 32768, 32769, next minor version, roots unioned
+    inputs = list(Segment.objects.order_by("partition"))
+    c = task(25, "compact", forceTimeChunkLock=False)
+    for seg in inputs[:2]:
+        assert services.lock_try_acquire(
+            task=c, interval=DAY, lock_type="EXCLUSIVE", granularity="SEGMENT",
+            partition=seg.partition, version=seg.version,
+        )
+    over = services.segments_allocate_overwrite(
+        task=c, input_segment_ids=[s.id for s in inputs[:2]], count=2
+    )
+    assert over.partitions == (32768, 32769)
+    assert over.minor_version == 1 and over.root_partitions == (0, 1)
+    # idempotent per (task, sequence name)
+    again = services.segments_allocate_overwrite(
+        task=c, input_segment_ids=[s.id for s in inputs[:2]], count=2
+    )
+    assert again.partitions == over.partitions
+    services.task_finish(task_id=c.id, status=TaskStatus.FAILED, error="test ends it")
+    # mark one unused, kill it: its number is never handed out again
+    services.segments_mark_used(datasource=DS, used=False, segment_ids=[inputs[2].id])
+    k = task(0, "kill")
+    services.lock_acquire(task=k, interval=DAY, timeout_ms=2000)
+    entry, _ = services.segments_kill(task=k, interval=DAY)
+    assert entry.kind == CommitKind.KILL and entry.removed == [inputs[2].id]
+    t = task(50)
+    services.lock_acquire(task=t, interval=DAY)
+    assert publish(t, append=True).partitions == (3,)
+
+
+def test_changing_granularity_needs_time_chunk_locks():
+    t = task(50)
+    services.lock_acquire(task=t, interval=DAY)
+    publish(t)
+    hour = Interval(DAY.start, DAY.start + timedelta(hours=1))
+    t2 = task(50)
+    services.lock_acquire(task=t2, interval=hour)
+    publish(t2, interval=hour)
+    segs = list(Segment.objects.all())
+    c = task(25, "compact", forceTimeChunkLock=False)
+    for seg in segs:
+        services.lock_try_acquire(
+            task=c, interval=seg.interval, lock_type="EXCLUSIVE", granularity="SEGMENT",
+            partition=seg.partition, version=seg.version,
+        )
+    with pytest.raises(services.ServiceError, match="time-chunk locks"):
+        services.segments_allocate_overwrite(task=c, input_segment_ids=[s.id for s in segs], count=1)
+
+
+def test_publish_refuses_segments_outside_the_tasks_locks_and_publishes_nothing():
+    t = task(50)
+    services.lock_acquire(task=t, interval=DAY)
+    alloc = services.segments_allocate(task=t, interval=DAY, count=1, append=False)
+    good = services.NewSegment(interval=DAY, version=alloc.version, partition=0, core_partitions=1)
+    bad = services.NewSegment(interval=day(2), version=alloc.version, partition=0, core_partitions=1)
+    with pytest.raises(services.PublishError, match="holds no lock"):
+        services.segments_publish(task=t, segments=[good, bad])
+    assert not Segment.objects.exists()
+    assert not CommitLogEntry.objects.exists()
+    assert TaskLock.objects.filter(task=t).exists()  # still held: the task may retry or fail
+
+
+def test_waiting_tasks_are_served_first_come_first_served():
+    holder, first, second = task(50), task(50), task(50)
+    services.lock_acquire(task=holder, interval=DAY)
+    assert services.lock_try_acquire(task=first, interval=DAY) is None
+    services.task_finish(task_id=holder.id, status=TaskStatus.SUCCESS)
+    # `second` arrives after `first` queued: it waits behind it
+    assert services.lock_try_acquire(task=second, interval=DAY) is None
+    second.refresh_from_db()
+    assert second.waiting_on[0]["task"] == first.id
+    assert services.lock_try_acquire(task=first, interval=DAY)
+
+
+def test_commit_log_rebuilds_the_timeline_as_of_any_entry():
+    t1 = task(50)
+    services.lock_acquire(task=t1, interval=DAY)
+    publish(t1)
+    seq1 = selectors.last_commit_seq(datasource=DS)
+    t2 = task(50)
+    services.lock_acquire(task=t2, interval=DAY)
+    publish(t2)
+    v1, v2 = sorted(Segment.objects.values_list("version", flat=True))
+    now = selectors.timeline_for(datasource=DS)
+    assert [ref.version for _, ref in now.lookup(DAY)] == [v2]
+    past = selectors.timeline_for(datasource=DS, as_of=seq1)
+    assert [ref.version for _, ref in past.lookup(DAY)] == [v1]
+    services.segments_mark_used(datasource=DS, used=False, interval=DAY)
+    assert selectors.timeline_for(datasource=DS).lookup(DAY) == []
+    kinds = list(CommitLogEntry.objects.values_list("kind", flat=True))
+    assert kinds == ["publish", "publish", "mark_unused"]
+    assert format_ts(DAY.start) in Segment.objects.first().id
+
+
+def test_a_pending_partition_of_a_failed_task_is_not_reused():
+    t = task(50)
+    services.lock_acquire(task=t, interval=DAY)
+    services.segments_allocate(task=t, interval=DAY, count=2, append=True)
+    services.task_finish(task_id=t.id, status=TaskStatus.FAILED, error="boom")
+    t2 = task(50)
+    services.lock_acquire(task=t2, interval=DAY)
+    alloc = publish(t2, append=True)
+    assert alloc.partitions == (0,) or alloc.version != "1970-01-01T00:00:00.000Z"
+    assert PendingSegment.objects.filter(task=t).count() == 2

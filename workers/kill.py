@@ -1,0 +1,41 @@
+"""The kill task: permanently delete unused segments of an interval (rows and files)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from django.conf import settings
+
+from metastore import locking, services
+from metastore.models import Task
+
+
+def run_kill(task: Task) -> dict:
+    """Lock the interval, delete its unused segments' rows (one commit-log entry),
+    then their files once no segment references them. Returns the report."""
+    validated = services.task_validate(spec=task.spec)
+    interval = validated.interval
+    services.lock_acquire(
+        task=task,
+        interval=interval,
+        lock_type=locking.EXCLUSIVE,
+        timeout_ms=validated.context.task_lock_timeout_ms,
+    )
+    entry, locations = services.segments_kill(task=task, interval=interval)
+    deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
+    removed_bytes = 0
+    for location in locations:
+        path = Path(location).resolve()
+        if deep not in path.parents:
+            continue  # never delete outside deep storage
+        target = path.parent if path.is_file() else path
+        if target.exists():
+            removed_bytes += sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+            shutil.rmtree(target, ignore_errors=True)
+    return {
+        "segmentsKilled": len(entry.removed) if entry else 0,
+        "filesRemoved": len(locations),
+        "bytesRemoved": removed_bytes,
+        "commit": entry.seq if entry else None,
+    }
