@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from metastore import locking, selectors, services
+from metastore import selectors, services
 from metastore.intervals import Interval, format_ts
 from metastore.models import (
     CommitKind,
