@@ -7,10 +7,10 @@ millisecond precision and a ``Z`` suffix, as Druid writes them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 __all__ = [
     "UTC",
@@ -38,14 +38,15 @@ __all__ = [
     "NONE",
 ]
 
-UTC = timezone.utc
 
 # The ends of representable time. MAX_TS is millisecond-aligned so that it
 # survives a format_ts/parse_ts round trip unchanged.
 MIN_TS = datetime(1, 1, 1, tzinfo=UTC)
 MAX_TS = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
 
-_END_OF_DAY = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})T24(?::00(?::00(?:\.0+)?)?)?(?P<zone>Z|[+-]\d{2}:?\d{2})?$")
+_END_OF_DAY = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})T24(?::00(?::00(?:\.0+)?)?)?(?P<zone>Z|[+-]\d{2}:?\d{2})?$"
+)
 _TS_EXAMPLE = "2024-01-01, 2024-01-01T05, 2024-01-01T05:00:00Z or 2024-01-01T05:00:00.000Z"
 
 
@@ -55,7 +56,9 @@ def _as_utc(ts: datetime) -> datetime:
     if tz is UTC:
         return ts
     if tz is None or tz.utcoffset(ts) is None:
-        raise ValueError(f"timestamp {ts.isoformat()} has no time zone; Strata uses timezone-aware UTC datetimes only")
+        raise ValueError(
+            f"timestamp {ts.isoformat()} has no time zone; Strata uses timezone-aware UTC datetimes only"
+        )
     return ts.astimezone(UTC)
 
 
@@ -77,7 +80,9 @@ def parse_ts(s: str) -> datetime:
     timestamp without an offset is taken to be UTC.
     """
     if not isinstance(s, str):
-        raise ValueError(f"expected an ISO-8601 timestamp string such as {_TS_EXAMPLE}, got {type(s).__name__}")
+        raise ValueError(
+            f"expected an ISO-8601 timestamp string such as {_TS_EXAMPLE}, got {type(s).__name__}"
+        )
     text = s.strip()
     try:
         dt = datetime.fromisoformat(text)
@@ -85,7 +90,9 @@ def parse_ts(s: str) -> datetime:
         # ISO-8601 allows 24:00 for the midnight that ends a day.
         match = _END_OF_DAY.match(text)
         if match is None:
-            raise ValueError(f"{s!r} is not an ISO-8601 timestamp; expected e.g. {_TS_EXAMPLE}") from None
+            raise ValueError(
+                f"{s!r} is not an ISO-8601 timestamp; expected e.g. {_TS_EXAMPLE}"
+            ) from None
         dt = datetime.fromisoformat(f"{match['date']}T00{match['zone'] or ''}") + timedelta(days=1)
     if dt.tzinfo is None:
         return dt.replace(tzinfo=UTC)
@@ -118,7 +125,9 @@ class Interval:
             object.__setattr__(self, "end", _as_utc(end))
             start, end = self.start, self.end
         if end < start:
-            raise ValueError(f"interval end {format_ts(end)} is before its start {format_ts(start)}")
+            raise ValueError(
+                f"interval end {format_ts(end)} is before its start {format_ts(start)}"
+            )
 
     @classmethod
     def parse(cls, text: str) -> Interval:
@@ -233,7 +242,9 @@ class Granularity:
             return name
         found = _BY_NAME.get(name.strip().upper()) if isinstance(name, str) else None
         if found is None:
-            raise ValueError(f"unknown granularity {name!r}; accepted (any case): {', '.join(GRANULARITY_NAMES)}")
+            raise ValueError(
+                f"unknown granularity {name!r}; accepted (any case): {', '.join(GRANULARITY_NAMES)}"
+            )
         return found
 
     def truncate(self, ts: datetime) -> datetime:  # pragma: no cover - overridden
@@ -251,7 +262,9 @@ class Granularity:
     def iter_buckets(self, interval: Interval) -> Iterator[Interval]:
         """Buckets overlapping ``interval``, time-ordered (none for an empty interval)."""
         if self is NONE:
-            raise ValueError("granularity NONE has no buckets to iterate; use a granularity from SECOND to ALL")
+            raise ValueError(
+                "granularity NONE has no buckets to iterate; use a granularity from SECOND to ALL"
+            )
         end = interval.end
         if interval.start >= end:
             return
@@ -267,7 +280,10 @@ class Granularity:
         """True when both ends of ``interval`` fall on bucket boundaries of this granularity."""
         if self is ALL:
             return interval.start == MIN_TS and interval.end == MAX_TS
-        return self.truncate(interval.start) == interval.start and self.truncate(interval.end) == interval.end
+        return (
+            self.truncate(interval.start) == interval.start
+            and self.truncate(interval.end) == interval.end
+        )
 
 
 class _Fixed(Granularity):
@@ -291,12 +307,21 @@ class _Fixed(Granularity):
         if unit == 2:
             hour = ts.hour
             n = self._n
-            return _datetime(ts.year, ts.month, ts.day, hour - hour % n if n != 1 else hour, 0, 0, 0, UTC)
+            return _datetime(
+                ts.year, ts.month, ts.day, hour - hour % n if n != 1 else hour, 0, 0, 0, UTC
+            )
         if unit == 1:
             minute = ts.minute
             n = self._n
             return _datetime(
-                ts.year, ts.month, ts.day, ts.hour, minute - minute % n if n != 1 else minute, 0, 0, UTC
+                ts.year,
+                ts.month,
+                ts.day,
+                ts.hour,
+                minute - minute % n if n != 1 else minute,
+                0,
+                0,
+                UTC,
             )
         return _datetime(ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, 0, UTC)
 

@@ -30,8 +30,12 @@ chunks of one version should never overlap; if they do, the chunk starting
 The timeline is incremental: ``add`` and ``remove`` only record the change;
 the affected chunks, and the stretches of time whose visible chunk may have
 changed, are recomputed on the next read. The result always equals
-``Timeline.build`` over the same segments. A ``Timeline`` is not thread-safe:
-reads may update its caches.
+``Timeline.build`` over the same segments.
+
+Threads: reads of a timeline that nobody changes are safe (its lazily built
+caches are published only once complete, and rebuilding one twice is
+harmless); ``add`` and ``remove`` need the caller's lock against every other
+call.
 """
 
 from __future__ import annotations
@@ -136,8 +140,23 @@ class TimelinePiece(NamedTuple):
 _partition_of = attrgetter("partition")
 
 
+def _is_simple(seg: SegmentRef) -> bool:
+    """A segment that is its own full AUG, derives only from itself and has minor version 0.
+
+    Roots and appends are simple: the bulk of every chunk. They can hide
+    nothing, so a chunk keeps them apart from the (few) real groups.
+    """
+    p = seg.partition
+    aug, roots = seg.atomic_update_group, seg.root_partitions
+    return (
+        seg.minor_version == 0
+        and (aug is None or (len(aug) == 1 and p in aug))
+        and (roots is None or (len(roots) == 1 and p in roots))
+    )
+
+
 class _Group:
-    """The present members of one multi-member, overwriting or otherwise non-trivial AUG."""
+    """The present members of one AUG whose segments are not simple (see ``_is_simple``)."""
 
     __slots__ = ("aug", "members", "present", "minor", "roots", "hidden", "stale")
 
@@ -149,10 +168,6 @@ class _Group:
         self.roots = _EMPTY
         self.hidden = False
         self.stale = True
-
-    @property
-    def full(self) -> bool:
-        return self.present == len(self.aug)
 
     def refresh(self) -> None:
         members = iter(self.members.values())
@@ -188,9 +203,14 @@ class _Chunk:
         "groups",
         "owner",
         "core",
+        "core_count",
         "core_stale",
+        "clean",
         "visible",
         "complete",
+        "has_partial",
+        "hidden_roots",
+        "covered",
         "_pieces",
         "_visible_ids",
     )
@@ -201,15 +221,20 @@ class _Chunk:
         self.end = interval.end
         self.version = version
         self.rank = (version, interval.start, interval.end)
-        # Segments that are their own full AUG, derive only from themselves and
-        # have minor version 0: the bulk of any chunk, kept out of _Group.
-        self.simple: dict[int, SegmentRef] = {}
+        self.simple: dict[int, SegmentRef] = {}  # partition -> simple segment
         self.groups: dict[frozenset[int], _Group] = {}
-        self.owner: dict[int, frozenset[int]] = {}  # partition -> group key, for non-simple segments
-        self.core = 0
+        # partition -> group key, for the segments in groups
+        self.owner: dict[int, frozenset[int]] = {}
+        self.core = 0  # N: the largest core_partitions of the chunk's segments
+        self.core_count = 0  # how many segments carry that N
         self.core_stale = False
+        # The cached results of recompute(); valid while clean.
+        self.clean = False
         self.visible: list[SegmentRef] = []  # sorted by partition
         self.complete = False
+        self.has_partial = False
+        self.hidden_roots = _EMPTY  # roots hidden for minor-0 segments by rule 1
+        self.covered = _EMPTY  # roots covered by non-simple segments visible under rule 2
         self._pieces: list[tuple[Interval, SegmentRef]] | None = None
         self._visible_ids: set[str] | None = None
 
@@ -221,18 +246,29 @@ class _Chunk:
         for group in self.groups.values():
             yield from group.members.values()
 
+    def holder(self, partition: int) -> SegmentRef | None:
+        found = self.simple.get(partition)
+        if found is None and partition in self.owner:
+            found = self.groups[self.owner[partition]].members[partition]
+        return found
+
     def insert(self, seg: SegmentRef) -> None:
         p = seg.partition
         if p in self.simple or p in self.owner:
-            other = self.simple.get(p) or self.groups[self.owner[p]].members[p]
+            other = self.holder(p)
+            assert other is not None
             raise ValueError(
-                f"segments {other.id} and {seg.id} both claim partition {p} of {seg.interval} version {seg.version}"
+                f"segments {other.id} and {seg.id} both claim partition {p} "
+                f"of {seg.interval} version {seg.version}"
             )
         if seg.core_partitions > self.core:
             self.core = seg.core_partitions
+            self.core_count = 1
+        elif seg.core_partitions == self.core:
+            self.core_count += 1
         aug = seg.atomic_update_group
         roots = seg.root_partitions
-        if (
+        if (  # _is_simple(seg), inlined: build() calls this once per segment
             seg.minor_version == 0
             and (aug is None or (len(aug) == 1 and p in aug))
             and (roots is None or (len(roots) == 1 and p in roots))
@@ -263,15 +299,19 @@ class _Chunk:
                 if p in key:
                     group.present -= 1
                 group.stale = True
-        if seg.core_partitions >= self.core:
-            self.core_stale = True
+        if seg.core_partitions == self.core:
+            self.core_count -= 1
+            if self.core_count == 0:
+                self.core_stale = True
 
     def recompute(self) -> None:
         """Apply rules 1–4 to the chunk's segments."""
         self._pieces = None
         self._visible_ids = None
         if self.core_stale:
-            self.core = max((s.core_partitions for s in self.segments()), default=0)
+            cores = [s.core_partitions for s in self.segments()]
+            self.core = max(cores, default=0)
+            self.core_count = cores.count(self.core)
             self.core_stale = False
         simple = self.simple
         groups = list(self.groups.values())
@@ -317,7 +357,10 @@ class _Chunk:
         shown_partial = [
             g
             for g in candidates
-            if not any(q is not g and q.minor > g.minor and not q.roots.isdisjoint(g.roots) for q in candidates)
+            if not any(
+                q is not g and q.minor > g.minor and not q.roots.isdisjoint(g.roots)
+                for q in candidates
+            )
         ]
         for group in shown:
             visible.extend(group.members.values())
@@ -325,6 +368,11 @@ class _Chunk:
             visible.extend(group.members.values())
         visible.sort(key=_partition_of)
         self.visible = visible
+
+        self.hidden_roots = hidden_roots
+        self.covered = covered
+        self.has_partial = any(g.present != len(g.aug) for g in groups)
+        self.clean = True
 
         # Rule 4.
         core = self.core
@@ -334,6 +382,48 @@ class _Chunk:
             self.complete = True
         else:
             self.complete = all(is_covered(r) for r in range(core))
+
+    # Fast paths: adding or removing a simple segment (a root or an append) in a
+    # chunk without partial AUGs changes nothing but that segment's own
+    # visibility, unless it moves N or may complete or break the core set.
+
+    def can_absorb_add(self, seg: SegmentRef) -> bool:
+        """Whether ``show_added`` may replace a recompute once ``seg`` is inserted (checked before)."""
+        p = seg.partition
+        if not self.clean or self.has_partial or seg.core_partitions > self.core:
+            return False
+        if p in self.simple or p in self.owner or not _is_simple(seg):
+            return False
+        return p >= self.core or self.complete or p in self.hidden_roots
+
+    def show_added(self, seg: SegmentRef) -> None:
+        if seg.partition in self.hidden_roots:
+            return
+        i = bisect_left(self.visible, seg.partition, key=_partition_of)
+        self.visible.insert(i, seg)
+        if self._pieces is not None:
+            self._pieces.insert(i, (self.interval, seg))
+        if self._visible_ids is not None:
+            self._visible_ids.add(seg.id)
+
+    def can_absorb_remove(self, seg: SegmentRef) -> bool:
+        """Whether ``hide_removed`` may replace a recompute once ``seg`` is deleted (checked before)."""
+        p = seg.partition
+        if not self.clean or self.has_partial or self.simple.get(p) is not seg:
+            return False
+        if seg.core_partitions == self.core and self.core_count == 1 and self.core > 0:
+            return False
+        return p in self.hidden_roots or p >= self.core or p in self.covered
+
+    def hide_removed(self, seg: SegmentRef) -> None:
+        if seg.partition in self.hidden_roots:
+            return
+        i = bisect_left(self.visible, seg.partition, key=_partition_of)
+        del self.visible[i]
+        if self._pieces is not None:
+            del self._pieces[i]
+        if self._visible_ids is not None:
+            self._visible_ids.discard(seg.id)
 
     def pieces(self) -> list[tuple[Interval, SegmentRef]]:
         pieces = self._pieces
@@ -401,7 +491,12 @@ class _Runs:
                 new_ends.append(ends[j - 1])
                 new_chunks.append(c)
         # Merge with untouched neighbours that belong to the same chunk.
-        if new_chunks and j < len(chunks) and chunks[j] is new_chunks[-1] and starts[j] == new_ends[-1]:
+        if (
+            new_chunks
+            and j < len(chunks)
+            and chunks[j] is new_chunks[-1]
+            and starts[j] == new_ends[-1]
+        ):
             new_ends[-1] = ends[j]
             j += 1
         if new_chunks and i > 0 and chunks[i - 1] is new_chunks[0] and ends[i - 1] == new_starts[0]:
@@ -412,7 +507,9 @@ class _Runs:
         chunks[i:j] = new_chunks
 
 
-def _paint(start: datetime, end: datetime, candidates: list[_Chunk]) -> list[tuple[datetime, datetime, _Chunk]]:
+def _paint(
+    start: datetime, end: datetime, candidates: list[_Chunk]
+) -> list[tuple[datetime, datetime, _Chunk]]:
     """Fill ``[start, end)`` with the highest-ranked candidate at each instant: time-ordered pieces."""
     piece_starts: list[datetime] = []
     pieces: list[tuple[datetime, datetime, _Chunk]] = []
@@ -504,15 +601,21 @@ class Timeline:
         timeline = cls()
         by_id = timeline._by_id
         chunks = timeline._chunks
+        chunk: _Chunk | None = None
+        last_interval: Interval | None = None
+        last_version: str | None = None
         for seg in segments:
             sid = seg.id
             if sid in by_id:
                 raise ValueError(f"segment id {sid} appears twice")
-            interval = seg.interval
-            key = (interval.start, interval.end, seg.version)
-            chunk = chunks.get(key)
-            if chunk is None:
-                chunk = chunks[key] = _Chunk(interval, seg.version)
+            interval, version = seg.interval, seg.version
+            # Segments usually arrive chunk by chunk, sharing these objects.
+            if interval is not last_interval or version is not last_version or chunk is None:
+                key = (interval.start, interval.end, version)
+                chunk = chunks.get(key)
+                if chunk is None:
+                    chunk = chunks[key] = _Chunk(interval, version)
+                last_interval, last_version = interval, version
             chunk.insert(seg)
             by_id[sid] = seg
         ordered = sorted(chunks.values(), key=attrgetter("start"))
@@ -526,7 +629,9 @@ class Timeline:
         timeline._max_length = longest
         if ordered:
             runs = timeline._complete_runs
-            for s, e, c in _paint(ordered[0].start, max(c.end for c in ordered), [c for c in ordered if c.complete]):
+            for s, e, c in _paint(
+                ordered[0].start, max(c.end for c in ordered), [c for c in ordered if c.complete]
+            ):
                 runs.starts.append(s)
                 runs.ends.append(e)
                 runs.chunks.append(c)
@@ -535,19 +640,32 @@ class Timeline:
     def add(self, seg: SegmentRef) -> None:
         """Add a used segment. Re-adding an identical segment does nothing; a changed one replaces it."""
         old = self._by_id.get(seg.id)
-        if old is not None:
-            if old == seg:
-                return
-            self.remove(seg.id)
+        if old is not None and old == seg:
+            return
         interval = seg.interval
         key = (interval.start, interval.end, seg.version)
         chunk = self._chunks.get(key)
+        if chunk is not None:
+            holder = chunk.holder(seg.partition)
+            if holder is not None and holder is not old:
+                raise ValueError(
+                    f"segments {holder.id} and {seg.id} both claim partition {seg.partition} "
+                    f"of {interval} version {seg.version}"
+                )
+        if old is not None:
+            self.remove(seg.id)
+            chunk = self._chunks.get(key)
         if chunk is None:
             chunk = self._chunks[key] = _Chunk(interval, seg.version)
             self._index_chunk(chunk)
+        fast = chunk.can_absorb_add(seg)
         chunk.insert(seg)
         self._by_id[seg.id] = seg
-        self._dirty_chunks[chunk] = None
+        if fast:
+            chunk.show_added(seg)
+        else:
+            chunk.clean = False
+            self._dirty_chunks[chunk] = None
 
     def remove(self, seg_id: str) -> None:
         """Remove a segment (it became unused); KeyError if it is not in the timeline."""
@@ -557,9 +675,14 @@ class Timeline:
         interval = seg.interval
         key = (interval.start, interval.end, seg.version)
         chunk = self._chunks[key]
+        fast = chunk.can_absorb_remove(seg)
         chunk.delete(seg)
         if len(chunk):
-            self._dirty_chunks[chunk] = None
+            if fast:
+                chunk.hide_removed(seg)
+            else:
+                chunk.clean = False
+                self._dirty_chunks[chunk] = None
             return
         del self._chunks[key]
         self._dirty_chunks.pop(chunk, None)
@@ -605,7 +728,9 @@ class Timeline:
             self._dirty_chunks.clear()
         if self._dirty_complete:
             for s, e in _merge_regions(self._dirty_complete):
-                self._complete_runs.repaint(s, e, [c for c in self._overlapping_chunks(s, e) if c.complete])
+                self._complete_runs.repaint(
+                    s, e, [c for c in self._overlapping_chunks(s, e) if c.complete]
+                )
             self._dirty_complete.clear()
         if self._dirty_all and self._all_runs is not None:
             for s, e in _merge_regions(self._dirty_all):
@@ -616,16 +741,18 @@ class Timeline:
         self._refresh()
         if not include_incomplete:
             return self._complete_runs
-        if self._all_runs is None:
-            runs = self._all_runs = _Runs()
-            self._dirty_all.clear()
+        runs = self._all_runs
+        if runs is None:
+            runs = _Runs()
             ordered = self._chunk_list
             if ordered:
                 for s, e, c in _paint(ordered[0].start, max(c.end for c in ordered), ordered):
                     runs.starts.append(s)
                     runs.ends.append(e)
                     runs.chunks.append(c)
-        return self._all_runs
+            self._dirty_all.clear()
+            self._all_runs = runs  # published once complete: see the module docstring
+        return runs
 
     # ------------------------------------------------------------------- reads
 
@@ -645,7 +772,9 @@ class Timeline:
     def get(self, seg_id: str) -> SegmentRef | None:
         return self._by_id.get(seg_id)
 
-    def lookup(self, interval: Interval, include_incomplete: bool = False) -> list[tuple[Interval, SegmentRef]]:
+    def lookup(
+        self, interval: Interval, include_incomplete: bool = False
+    ) -> list[tuple[Interval, SegmentRef]]:
         """The visible pieces overlapping ``interval``: ``(part of time, segment)``, time-ordered.
 
         Each piece is clipped to ``interval``; pieces of one stretch of time
@@ -671,7 +800,9 @@ class Timeline:
                 out.extend([(piece, seg) for seg in chunk.visible])
         return out
 
-    def lookup_pieces(self, interval: Interval, include_incomplete: bool = True) -> list[TimelinePiece]:
+    def lookup_pieces(
+        self, interval: Interval, include_incomplete: bool = True
+    ) -> list[TimelinePiece]:
         """Like ``lookup``, each piece marked with whether its chunk is complete."""
         return [
             TimelinePiece(piece, seg, self._chunk_of(seg).complete)
@@ -742,7 +873,12 @@ class Timeline:
         return out
 
     def fully_overshadowed(self) -> set[str]:
-        """Ids of the segments visible at no instant of their interval (SPEC §3)."""
+        """Ids of the segments visible at no instant of their interval (SPEC §3).
+
+        This includes the segments of an incomplete chunk that nothing newer
+        covers: they are not visible anywhere either. ``overshadowed_by`` is
+        empty for those, and non-empty for segments that newer data replaces.
+        """
         runs = self._runs(False)
         on_view = set(runs.chunks)
         out: set[str] = set()

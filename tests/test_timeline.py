@@ -197,6 +197,22 @@ def test_partial_group_is_a_last_resort_shown_only_when_nothing_else_covers_its_
     assert timeline.fully_overshadowed() == {"r0", "c1"}
 
 
+def test_a_partial_group_is_never_shown_beside_the_data_it_replaces():
+    timeline = Timeline.build(
+        [
+            seg("r0", 0, core=2),
+            seg("r1", 1, core=2),
+            seg("c1", 32768, core=2, minor=1, roots={2}, aug={32768, 32769}),
+        ]
+    )
+    assert shown(timeline, include_incomplete=True) == ["r0", "r1", "c1"]
+    assert not timeline.chunk_complete((DAY, "v1"))
+    timeline.add(seg("a2", 2, core=2))  # the appended root it compacted is used again
+    assert shown(timeline) == ["r0", "r1", "a2"]
+    assert timeline.chunk_complete((DAY, "v1"))
+    same_as_fresh_build(timeline)
+
+
 def test_of_two_partial_groups_sharing_a_root_only_the_higher_minor_is_shown():
     timeline = Timeline.build(
         [
@@ -239,6 +255,14 @@ def test_largest_core_partitions_of_a_chunk_counts():
     assert not timeline.chunk_complete((DAY, "v1"))
     timeline.remove("x")
     assert timeline.chunk_complete((DAY, "v1"))
+
+
+def test_removing_the_only_segment_claiming_a_larger_core_set_completes_the_chunk():
+    timeline = Timeline.build([seg("r0", 0, core=1), seg("odd", 3, core=2)])
+    assert not timeline.chunk_complete((DAY, "v1"))
+    timeline.remove("odd")
+    assert timeline.chunk_complete((DAY, "v1"))
+    assert shown(timeline) == ["r0"]
 
 
 def test_appends_into_an_empty_interval_at_epoch_form_a_complete_chunk():
@@ -352,9 +376,7 @@ def test_newer_day_over_older_hours_overshadows_them_fully():
 
 
 def test_lookup_clips_pieces_to_the_query_and_orders_them_in_time():
-    timeline = Timeline.build(
-        [seg("d1", 0), seg("d1b", 1), seg("d2", 0, interval=NEXT_DAY)]
-    )
+    timeline = Timeline.build([seg("d1", 0), seg("d1b", 1), seg("d2", 0, interval=NEXT_DAY)])
     query = Interval.parse("2024-01-01T12/2024-01-02T06")
     assert [(str(iv), s.id) for iv, s in timeline.lookup(query)] == [
         ("2024-01-01T12:00:00.000Z/2024-01-02T00:00:00.000Z", "d1"),
@@ -380,7 +402,11 @@ def test_rewriting_one_of_two_segments_at_a_higher_minor_keeps_the_other():
 
 def test_removing_the_newer_version_brings_the_older_chunk_back():
     timeline = Timeline.build(
-        [seg("old", 0, version="v1"), seg("new0", 0, version="v2", core=2), seg("new1", 1, version="v2", core=2)]
+        [
+            seg("old", 0, version="v1"),
+            seg("new0", 0, version="v2", core=2),
+            seg("new1", 1, version="v2", core=2),
+        ]
     )
     assert shown(timeline) == ["new0", "new1"]
     timeline.remove("new1")
@@ -430,7 +456,12 @@ def test_adding_the_same_segment_again_does_nothing_and_a_changed_one_replaces_i
 
 def test_unknown_segment_ids_raise_key_error():
     timeline = Timeline.build([seg("a", 0)])
-    for call in (timeline.remove, timeline.status, timeline.visible_intervals, timeline.overshadowed_by):
+    for call in (
+        timeline.remove,
+        timeline.status,
+        timeline.visible_intervals,
+        timeline.overshadowed_by,
+    ):
         with pytest.raises(KeyError, match="nope"):
             call("nope")
     assert not timeline.chunk_complete((NEXT_DAY, "v1"))

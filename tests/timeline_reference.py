@@ -55,7 +55,9 @@ def chunk_visibility(segments: list[SegmentRef]) -> tuple[set[str], bool]:
         return frozenset().union(*(roots_of(s) for s in members(seg)))
 
     def is_full(seg: SegmentRef) -> bool:
-        return all(p in present and any(s.partition == p for s in members(seg)) for p in aug_of(seg))
+        return all(
+            p in present and any(s.partition == p for s in members(seg)) for p in aug_of(seg)
+        )
 
     # Rule 1: hidden by some full AUG of higher minor whose roots include its roots.
     def is_hidden(seg: SegmentRef) -> bool:
@@ -73,11 +75,7 @@ def chunk_visibility(segments: list[SegmentRef]) -> tuple[set[str], bool]:
 
     # Rule 3.
     def is_candidate(seg: SegmentRef) -> bool:
-        return (
-            not is_full(seg)
-            and not is_hidden(seg)
-            and not (group_roots(seg) & covered_by_rule2)
-        )
+        return not is_full(seg) and not is_hidden(seg) and not (group_roots(seg) & covered_by_rule2)
 
     candidates = [s for s in segments if is_candidate(s)]
     rule3 = [
@@ -173,9 +171,7 @@ class ReferenceTimeline:
     def visible_intervals(self, seg_id: str) -> list[Interval]:
         seg = self.segments[seg_id]
         cells = [
-            k
-            for k in self._cells(seg.interval)
-            if any(s.id == seg_id for s in self.shown_at(k))
+            k for k in self._cells(seg.interval) if any(s.id == seg_id for s in self.shown_at(k))
         ]
         return self._runs(cells)
 
