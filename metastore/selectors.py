@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
+from django.db import connection
 from django.db.models import Count, Max, Min, Q, QuerySet, Sum
 
 from metastore.intervals import Interval
@@ -36,20 +39,81 @@ _timeline_cache: dict[str, tuple[int, Timeline]] = {}
 
 
 def _refs(rows) -> list[SegmentRef]:
-    return [
-        SegmentRef(
-            id=r[0],
-            interval=Interval(r[1], r[2]),
-            version=r[3],
-            partition=r[4],
-            minor_version=r[5],
-            root_partitions=frozenset(r[6]) if r[6] else None,
-            atomic_update_group=frozenset(r[7]) if r[7] else None,
-            core_partitions=r[8],
-            tombstone=r[9],
+    """SegmentRefs from (id, start, end, version, partition, minor, roots, aug, core,
+    tombstone) rows; equal intervals and root sets are shared, not rebuilt."""
+    intervals: dict[tuple, Interval] = {}
+    sets: dict[object, frozenset[int] | None] = {}
+    out = []
+    for r in rows:
+        key = (r[1], r[2])
+        interval = intervals.get(key)
+        if interval is None:
+            interval = intervals[key] = Interval(*key)
+        out.append(
+            SegmentRef(
+                id=r[0],
+                interval=interval,
+                version=r[3],
+                partition=r[4],
+                minor_version=r[5],
+                root_partitions=_as_set(r[6], sets),
+                atomic_update_group=_as_set(r[7], sets),
+                core_partitions=r[8],
+                tombstone=r[9],
+            )
         )
-        for r in rows
-    ]
+    return out
+
+
+def _as_set(value, cache: dict) -> frozenset[int] | None:
+    if not value:
+        return None
+    key = value if isinstance(value, str) else tuple(value)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = frozenset(json.loads(value) if isinstance(value, str) else value)
+    return found
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# On PostgreSQL the hot path skips Django's per-row conversion: times come as epoch
+# microseconds and the JSON sets as text, only where they differ from {partition}.
+_PG_REFS_SQL = """
+SELECT s.id,
+       (EXTRACT(EPOCH FROM s.start) * 1000000)::bigint,
+       (EXTRACT(EPOCH FROM s."end") * 1000000)::bigint,
+       s.version, s.partition, s.minor_version,
+       CASE WHEN s.minor_version > 0 OR s.root_partitions <> jsonb_build_array(s.partition)
+            THEN s.root_partitions::text END,
+       CASE WHEN s.minor_version > 0 OR s.atomic_update_group <> jsonb_build_array(s.partition)
+            THEN s.atomic_update_group::text END,
+       s.core_partitions, s.tombstone
+  FROM metastore_segment s JOIN metastore_datasource d ON d.id = s.datasource_id
+ WHERE d.name = %s AND {where}
+"""
+
+
+def _segment_refs(datasource: str, ids: set[str] | None = None) -> list[SegmentRef]:
+    if connection.vendor == "postgresql":
+        params: list = [datasource]
+        if ids is None:
+            where = "s.used"
+        else:
+            where = "s.id = ANY(%s)"
+            params.append(list(ids))
+        with connection.cursor() as cursor:
+            cursor.execute(_PG_REFS_SQL.format(where=where), params)
+            times: dict[int, datetime] = {}
+            rows = []
+            for r in cursor.fetchall():
+                start = times.get(r[1]) or times.setdefault(r[1], _EPOCH + timedelta(microseconds=r[1]))
+                end = times.get(r[2]) or times.setdefault(r[2], _EPOCH + timedelta(microseconds=r[2]))
+                rows.append((r[0], start, end, *r[3:]))
+        return _refs(rows)
+    qs = Segment.objects.filter(datasource__name=datasource)
+    qs = qs.filter(used=True) if ids is None else qs.filter(id__in=ids)
+    return _refs(qs.values_list(*_REF_FIELDS))
 
 
 def last_commit_seq(*, datasource: str) -> int:
@@ -79,17 +143,13 @@ def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
     """
     if as_of is not None:
         ids = used_ids_as_of(datasource=datasource, as_of=as_of)
-        rows = Segment.objects.filter(datasource__name=datasource, id__in=ids).values_list(
-            *_REF_FIELDS
-        ) if ids else []
-        return Timeline.build(_refs(rows))
+        return Timeline.build(_segment_refs(datasource, ids) if ids else [])
     seq = last_commit_seq(datasource=datasource)
     with _cache_lock:
         cached = _timeline_cache.get(datasource)
         if cached is not None and cached[0] == seq:
             return cached[1]
-    rows = Segment.objects.filter(datasource__name=datasource, used=True).values_list(*_REF_FIELDS)
-    timeline = Timeline.build(_refs(rows))
+    timeline = Timeline.build(_segment_refs(datasource))
     with _cache_lock:
         _timeline_cache[datasource] = (seq, timeline)
     return timeline
