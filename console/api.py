@@ -179,7 +179,10 @@ class TaskViewSet(viewsets.ViewSet):
             datasource=request.query_params.get("datasource"),
             type=request.query_params.get("type"),
         )
-        limit = min(int(request.query_params.get("limit", 500)), 5000)
+        limit_param = request.query_params.get("limit", "500")
+        if not limit_param.isdigit() or int(limit_param) > 5000:
+            raise SpecError("limit", "must be an integer from 0 to 5000")
+        limit = int(limit_param)
         return Response(TaskListOutput(tasks[:limit], many=True).data)
 
     @extend_schema(request=dict, responses={201: dict})

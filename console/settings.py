@@ -165,6 +165,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {
+        "TaskTypeEnum": "metastore.models.TaskType",
+        "LockTypeEnum": "metastore.models.LockType",
+        "TaskStatusEnum": "metastore.models.TaskStatus",
+    },
 }
 
 # --- Celery -------------------------------------------------------------------

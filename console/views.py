@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from metastore import selectors, services
-from metastore.models import Task, TaskStatus
+from metastore.models import DataSource, Task, TaskStatus
 from metastore.specs import SpecError
 
 
@@ -93,9 +93,7 @@ def datasources_page(request):
 
 @login_required
 def datasource_page(request, name: str):
-    if not selectors.datasources_list() or name not in {
-        d.name for d in selectors.datasources_list()
-    }:
+    if not DataSource.objects.filter(name=name).exists():
         raise Http404(f"no dataSource {name}")
     show_unused = request.GET.get("unused") == "1"
     views = selectors.segment_views(datasource=name, used=None if show_unused else True)
