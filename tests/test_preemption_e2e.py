@@ -43,7 +43,6 @@ def test_high_priority_ingestion_preempts_a_running_low_priority_task(
     monkeypatch.setattr(services, "_enqueue", lambda task_id: None)
     preemptor = services.task_submit(spec=_spec(base, 75))
     assert services.task_claim(task_id=preemptor.id, worker="test-preemptor")
-    revoked_at = time.monotonic()
     run_in_process(preemptor.id)
 
     preemptor.refresh_from_db()
@@ -55,4 +54,5 @@ def test_high_priority_ingestion_preempts_a_running_low_priority_task(
     assert Segment.objects.filter(created_by=preemptor).count() > 300
     assert not intermediary_dir(victim.id).exists()
     assert not TaskLock.objects.exists()
-    print(f"victim ended {time.monotonic() - revoked_at:.1f} s after the preemptor started")
+    lag = (victim.ended_at - preemptor.started_at).total_seconds()
+    print(f"victim ended {lag:.1f} s after the preemptor started (information, not a target)")
