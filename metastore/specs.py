@@ -35,6 +35,7 @@ METRIC_TYPES = (
     "hyperUnique",
 )
 PARTITION_TYPES = ("dynamic", "hashed", "range", "single_dim")
+HASH_PARTITION_FUNCTION = "murmur3_32_abs"  # Druid's only name; Strata hashes with Spark's murmur3
 FILTER_TYPES = ("selector", "in", "bound", "and", "or", "not")
 DEFAULT_MAX_ROWS_PER_SEGMENT = 5_000_000
 DEFAULT_MAX_TOTAL_ROWS = 20_000_000
@@ -513,8 +514,13 @@ def _partitions(tuning: dict) -> PartitionsSpec:
 
     def dims(key: str) -> tuple[str, ...]:
         value = ps.get(key) or []
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise SpecError(f"{path}.{key}", "must be a list of dimension names")
+        for i, name in enumerate(value):
+            if name in value[:i]:
+                raise SpecError(f"{path}.{key}[{i}]", f"{name!r} is listed twice")
+            if name == "__time":
+                raise SpecError(f"{path}.{key}[{i}]", "__time cannot be a partition dimension")
         return tuple(value)
 
     if kind == "hashed":
@@ -530,9 +536,21 @@ def _partitions(tuning: dict) -> PartitionsSpec:
                 "partitionFunction",
             },
         )
+        function = ps.get("partitionFunction", HASH_PARTITION_FUNCTION)
+        if function != HASH_PARTITION_FUNCTION:
+            raise SpecError(
+                f"{path}.partitionFunction",
+                f"unknown partition function {function!r}; accepted: {HASH_PARTITION_FUNCTION}",
+            )
         num_shards = _int(ps, "numShards", path, None, minimum=1)
         target = _int(ps, "targetRowsPerSegment", path, None, minimum=1)
-        target = target or _int(ps, "maxRowsPerSegment", path, None, minimum=1)
+        max_rows = _int(ps, "maxRowsPerSegment", path, None, minimum=1)
+        if target and max_rows:
+            raise SpecError(
+                f"{path}.maxRowsPerSegment",
+                "give targetRowsPerSegment (maxRowsPerSegment is its old name), not both",
+            )
+        target = target or max_rows
         if num_shards and target:
             raise SpecError(
                 f"{path}.numShards", "give numShards or targetRowsPerSegment, not both"
@@ -544,24 +562,29 @@ def _partitions(tuning: dict) -> PartitionsSpec:
             partition_dimensions=dims("partitionDimensions"),
         )
     # range / single_dim
-    allowed = {
-        "type",
-        "targetRowsPerSegment",
-        "maxRowsPerSegment",
-        "partitionDimensions",
-        "partitionDimension",
-        "assumeGrouped",
-    }
-    _allow(ps, path, allowed)
     if kind == "single_dim":
+        _allow(
+            ps,
+            path,
+            {"type", "targetRowsPerSegment", "maxRowsPerSegment", "partitionDimension", "assumeGrouped"},
+        )
         single = ps.get("partitionDimension")
         if not isinstance(single, str) or not single:
             raise SpecError(f"{path}.partitionDimension", "is required for single_dim")
+        if single == "__time":
+            raise SpecError(f"{path}.partitionDimension", "__time cannot be a partition dimension")
         partition_dims = (single,)
     else:
+        _allow(
+            ps,
+            path,
+            {"type", "targetRowsPerSegment", "maxRowsPerSegment", "partitionDimensions", "assumeGrouped"},
+        )
         partition_dims = dims("partitionDimensions")
         if not partition_dims:
             raise SpecError(f"{path}.partitionDimensions", "is required for range partitioning")
+    if ps.get("assumeGrouped"):
+        raise SpecError(f"{path}.assumeGrouped", "is only for Hadoop ingestion; leave it false")
     target = _int(ps, "targetRowsPerSegment", path, None, minimum=1)
     max_rows = _int(ps, "maxRowsPerSegment", path, None, minimum=1)
     if target and max_rows:
@@ -570,7 +593,8 @@ def _partitions(tuning: dict) -> PartitionsSpec:
         )
     return PartitionsSpec(
         type="range",
-        target_rows_per_segment=target or max_rows or DEFAULT_MAX_ROWS_PER_SEGMENT,
+        # With only maxRowsPerSegment, partitions are sized to stay under it.
+        target_rows_per_segment=target if target or max_rows else DEFAULT_MAX_ROWS_PER_SEGMENT,
         max_rows_per_segment=max_rows or DEFAULT_MAX_ROWS_PER_SEGMENT,
         partition_dimensions=partition_dims,
     )
@@ -638,6 +662,12 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
     query_granularity = _granularity(
         gran.get("queryGranularity"), f"{gpath}.queryGranularity", default="NONE"
     )
+    if not _divides(query_granularity, segment_granularity):
+        raise SpecError(
+            f"{gpath}.queryGranularity",
+            f"{query_granularity} does not divide segmentGranularity {segment_granularity}: "
+            "truncated timestamps would fall outside their segments; use a finer one",
+        )
     rollup = _bool(gran, "rollup", gpath, True)
     intervals = None
     if gran.get("intervals") is not None:
@@ -710,12 +740,26 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
         )
     if partitions.type != "dynamic":
         known = {d.name for d in dims}
+        field_name = (
+            "partitionDimension"
+            if "partitionDimension" in (tuning.get("partitionsSpec") or {})
+            else "partitionDimensions"
+        )
         for i, name in enumerate(partitions.partition_dimensions):
+            where = f"{tun_path}.partitionsSpec.{field_name}"
+            where += "" if field_name == "partitionDimension" else f"[{i}]"
+            if name in metric_names or name in exclusions:
+                raise SpecError(where, f"{name!r} is not a dimension (a metric or excluded)")
             if dims and name not in known:
-                raise SpecError(
-                    f"{tun_path}.partitionsSpec.partitionDimensions[{i}]",
-                    f"{name!r} is not a dimension of this spec",
-                )
+                raise SpecError(where, f"{name!r} is not a dimension of this spec")
+    if input_spec.type == "druid":
+        if ts.get("column") not in (None, "__time"):
+            raise SpecError(
+                f"{ts_path}.column",
+                "with a druid input source the timestamp is the __time column; "
+                "leave timestampSpec out or name __time",
+            )
+        ts_column = "__time"
 
     return IngestionSpec(
         datasource=datasource,
@@ -741,6 +785,16 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
         max_num_concurrent_subtasks=_int(tuning, "maxNumConcurrentSubTasks", tun_path, 1, minimum=1),
         total_num_merge_tasks=_int(tuning, "totalNumMergeTasks", tun_path, 10, minimum=1),
     )
+
+
+def _divides(query: str, segment: str) -> bool:
+    """True when every segment-granularity bucket is a union of query buckets."""
+    if query == "NONE":
+        return True
+    if query == "WEEK" and segment in ("MONTH", "QUARTER", "YEAR"):
+        return False  # ISO weeks straddle months and years
+    # GRANULARITY_NAMES runs from the finest to ALL.
+    return GRANULARITY_NAMES.index(query) <= GRANULARITY_NAMES.index(segment)
 
 
 def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:

@@ -18,11 +18,18 @@ from pathlib import Path
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from metastore import locking, services
-from metastore.intervals import Granularity, Interval, format_ts
-from metastore.models import Task, TaskStatus
-from metastore.specs import SpecError
-from workers.jobs.ingest import ParseExceptionsExceeded, run_ingest
+from metastore import locking, selectors, services
+from metastore.intervals import Granularity, Interval
+from metastore.models import DataSource, Segment, Task, TaskStatus
+from metastore.specs import IngestionSpec, SpecError
+from workers.jobs.ingest import (
+    MergeFailed,
+    ParseExceptionsExceeded,
+    Progress,
+    SourcePiece,
+    interval_dirname,
+    run_ingest,
+)
 from workers.spark import get_spark
 
 log = logging.getLogger(__name__)
@@ -41,18 +48,14 @@ def intermediary_dir(task_id: str) -> Path:
     return settings.STRATA_INTERMEDIARY_DIR / task_id
 
 
-def _path_ts(value: str) -> str:
-    # Deep-storage paths avoid ':' so Hadoop-style readers accept them.
-    return value.replace(":", "").replace("-", "")
-
-
 def deep_storage_dir(datasource: str, interval: Interval, version: str, partition: int) -> Path:
     """`<data>/deep/<dataSource>/<start>_<end>/<version>/<partition>/`."""
     return (
         settings.STRATA_DEEP_STORAGE
         / datasource
-        / f"{_path_ts(format_ts(interval.start))}_{_path_ts(format_ts(interval.end))}"
-        / _path_ts(version)
+        / interval_dirname(interval)
+        # Deep-storage paths avoid ':' so Hadoop-style readers accept them.
+        / version.replace(":", "").replace("-", "")
         / str(partition)
     )
 
@@ -62,7 +65,9 @@ class Monitor:
     """Heartbeats the task and watches for cancel/revocation from a side thread.
 
     On either it cancels the task's Spark jobs (by job group) so the main thread
-    stops within about one heartbeat.
+    stops within about one heartbeat. A phase change is recorded at once; the
+    progress inside a phase is the fraction the job reports, or else the share
+    of finished tasks among the Spark jobs the phase started.
     """
 
     task_id: str
@@ -72,25 +77,60 @@ class Monitor:
     span: float = 0.0
     stop_status: str | None = None
     stop_reason: str = ""
+    _fraction: float | None = None
+    _jobs_before: frozenset[int] = frozenset()
     _stop: threading.Event = field(default_factory=threading.Event)
+    _wake: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"monitor-{self.task_id}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"monitor-{self.task_id}", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop beating, after recording the last phase and progress."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        try:
+            services.task_heartbeat(
+                task_id=self.task_id, phase=self.phase, progress=self.progress()
+            )
+        except Exception:  # the task's end is recorded next; this is best effort
+            log.exception("last heartbeat of %s failed", self.task_id)
 
     def set_phase(self, phase: str, base: float, span: float) -> None:
         self.phase, self.base_progress, self.span = phase, base, span
+        self._fraction = None
+        self._jobs_before = frozenset(self._group_jobs())
+        self._wake.set()  # record the new phase now, not at the next beat
+        self.check()
+
+    def set_fraction(self, fraction: float) -> None:
+        self._fraction = max(0.0, min(1.0, fraction))
         self.check()
 
     def check(self) -> None:
         if self.stop_status:
             raise TaskStopped(self.stop_status, self.stop_reason)
+
+    def progress(self) -> float:
+        fraction = self._fraction if self._fraction is not None else self._spark_fraction()
+        return self.base_progress + self.span * fraction
+
+    def _group_jobs(self) -> list[int]:
+        from workers import spark as spark_mod
+
+        session = spark_mod._session
+        if session is None:
+            return []
+        try:
+            return list(session.sparkContext.statusTracker().getJobIdsForGroup(self.task_id))
+        except Exception:  # progress is best effort
+            return []
 
     def _spark_fraction(self) -> float:
         try:
@@ -101,7 +141,9 @@ class Monitor:
                 return 0.0
             tracker = session.sparkContext.statusTracker()
             done = total = 0
-            for job_id in tracker.getJobIdsForGroup(self.task_id):
+            for job_id in self._group_jobs():
+                if job_id in self._jobs_before:
+                    continue
                 job = tracker.getJobInfo(job_id)
                 if job is None:
                     continue
@@ -117,10 +159,10 @@ class Monitor:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                progress = self.base_progress + self.span * self._spark_fraction()
+                self._wake.clear()
                 try:
                     signals = services.task_heartbeat(
-                        task_id=self.task_id, phase=self.phase, progress=progress
+                        task_id=self.task_id, phase=self.phase, progress=self.progress()
                     )
                 except Exception:
                     log.exception("heartbeat of %s failed", self.task_id)
@@ -134,9 +176,24 @@ class Monitor:
                         self.stop_reason = "canceled on request"
                     if self.stop_status:
                         _cancel_spark(self.task_id)
-                self._stop.wait(self.interval_s)
+                self._wake.wait(self.interval_s)
         finally:
             connection.close()
+
+
+class _TaskProgress(Progress):
+    """The job's progress reports, mapped onto the task's phase and progress."""
+
+    def __init__(self, monitor: Monitor, spans: dict[str, tuple[float, float]]) -> None:
+        self.monitor = monitor
+        self.spans = spans
+
+    def phase(self, name: str) -> None:
+        base, span = self.spans[name]
+        self.monitor.set_phase(name, base, span)
+
+    def fraction(self, done: float) -> None:
+        self.monitor.set_fraction(done)
 
 
 def _cancel_spark(group: str) -> None:
@@ -169,6 +226,9 @@ def run_task(task_id: str) -> None:
         status, reason = _failure(exc, monitor)
         _remove(moved)
         report = dict(report)
+        if isinstance(exc, ParseExceptionsExceeded):
+            report["rowStats"] = exc.row_stats
+            report["parseExceptionSamples"] = exc.samples
         report["ingest/task/time"] = round(time.monotonic() - started, 3)
         try:
             close_old_connections()
@@ -192,7 +252,7 @@ def _failure(exc: BaseException, monitor: Monitor) -> tuple[str, str]:
         return TaskStatus.FAILED, f"preempted: {exc}"
     if isinstance(exc, SpecError):
         return TaskStatus.FAILED, f"invalid spec: {exc}"
-    if isinstance(exc, (services.ServiceError, ParseExceptionsExceeded)):
+    if isinstance(exc, (services.ServiceError, ParseExceptionsExceeded, MergeFailed)):
         return TaskStatus.FAILED, str(exc)
     if isinstance(exc, KeyboardInterrupt | SystemExit):
         return TaskStatus.FAILED, "worker stopped while the task ran"
@@ -229,41 +289,47 @@ def _lock_intervals(intervals: list[Interval], granularity: str) -> list[Interva
     return merged
 
 
+# Where each phase's progress lies in the task's 0..1 progress.
+_SINGLE_PASS_SPANS = {"phase 1": (0.02, 0.83)}
+_TWO_PHASE_SPANS = {"phase 1": (0.02, 0.5), "phase 2": (0.52, 0.35)}
+
+
 def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     validated = services.task_validate(spec=task.spec)
     spec = validated.ingestion
-    context = validated.context
-    timeout = context.task_lock_timeout_ms
+    timeout = validated.context.task_lock_timeout_ms
     lock_type = locking.EXCLUSIVE
     timings: dict[str, float] = {}
 
-    t0 = time.monotonic()
-    if spec.intervals:
-        monitor.set_phase("locking", 0.0, 0.0)
-        for iv in _lock_intervals(list(spec.intervals), spec.segment_granularity):
+    def lock(intervals: list[Interval]) -> None:
+        t = time.monotonic()
+        monitor.set_phase("locking", monitor.progress(), 0.0)
+        for iv in _lock_intervals(intervals, spec.segment_granularity):
             services.lock_acquire(task=task, interval=iv, lock_type=lock_type, timeout_ms=timeout)
-    timings["lock"] = round(time.monotonic() - t0, 3)
+        timings["lock"] = round(timings.get("lock", 0.0) + time.monotonic() - t, 3)
 
-    monitor.set_phase("phase 1: read, parse, roll up, write", 0.02, 0.85)
-    t1 = time.monotonic()
-    spark = get_spark()
+    # Lock before reading when the intervals are known, and always before reading
+    # a dataSource this task rewrites: it must replace exactly what it read.
+    up_front = list(spec.intervals or ())
+    rereads_itself = spec.input.type == "druid" and spec.input.datasource == spec.datasource
+    if not up_front and rereads_itself:
+        up_front = [spec.input.interval]
+    if up_front:
+        lock(up_front)
+    pieces = _source_pieces(spec) if spec.input.type == "druid" else []
+
+    spans = _TWO_PHASE_SPANS if spec.two_phase else _SINGLE_PASS_SPANS
     result = run_ingest(
-        spark,
+        get_spark(),
         spec,
-        scratch_dir=intermediary_dir(task.id),
+        work_dir=intermediary_dir(task.id),
         job_group=task.id,
-        on_phase=lambda phase: monitor.check(),
+        source_pieces=pieces,
+        progress=_TaskProgress(monitor, spans),
     )
-    timings["ingest"] = round(time.monotonic() - t1, 3)
     monitor.check()
-
-    if not spec.intervals and result.chunks_with_rows:
-        monitor.set_phase("locking", 0.87, 0.0)
-        t2 = time.monotonic()
-        runs = _lock_intervals(result.chunks_with_rows, spec.segment_granularity)
-        for iv in runs:
-            services.lock_acquire(task=task, interval=iv, lock_type=lock_type, timeout_ms=timeout)
-        timings["lock"] += round(time.monotonic() - t2, 3)
+    if not up_front and result.chunks_with_rows:
+        lock(result.chunks_with_rows)
 
     monitor.set_phase("publishing", 0.9, 0.0)
     t3 = time.monotonic()
@@ -280,8 +346,8 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
             target_dir = deep_storage_dir(task.datasource, chunk, alloc.version, partition)
             target_dir.mkdir(parents=True, exist_ok=True)
             target = target_dir / "data.parquet"
-            shutil.move(seg.path, target)
             moved.append(target_dir)
+            shutil.move(seg.path, target)
             new_segments.append(
                 services.NewSegment(
                     interval=chunk,
@@ -291,21 +357,59 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
                     location=str(target),
                     num_rows=seg.num_rows,
                     size_bytes=seg.size_bytes,
-                    shard_spec={"type": "numbered", "partitionNum": partition,
-                                "partitions": alloc.core_partitions},
+                    shard_spec=_shard_spec(seg.shard_spec, partition, alloc.core_partitions),
                 )
             )
     if spec.drop_existing:
         new_segments += _tombstones(task, spec, set(by_chunk))
     monitor.check()
     entry = services.segments_publish(task=task, segments=new_segments) if new_segments else None
+    moved.clear()  # published: the files belong to their segments now
     timings["publish"] = round(time.monotonic() - t3, 3)
 
     report = dict(result.report)
     report["phases"] = {**report.get("phases", {}), **timings}
     report["segmentsPublished"] = len(new_segments)
     report["commit"] = entry.seq if entry else None
+    if spec.input.type == "druid":
+        report["sourceSegments"] = len({p.location for p in pieces})
     return report
+
+
+def _shard_spec(template: dict, partition: int, core_partitions: int) -> dict:
+    """A staged segment's shard spec completed with its allocated partition number."""
+    shard = {"partitionNum": partition, **template}
+    if shard["type"] == "numbered":
+        shard["partitions"] = core_partitions
+    else:
+        shard["numCorePartitions"] = core_partitions
+    return shard
+
+
+def _source_pieces(spec: IngestionSpec) -> list[SourcePiece]:
+    """The visible parts of the druid input's segments, from its timeline (SPEC §3):
+    partially overshadowed segments are read only where they are visible, and
+    tombstones hide what is under them and hold no rows."""
+    source = spec.input
+    if not DataSource.objects.filter(name=source.datasource).exists():
+        raise SpecError(
+            "spec.ioConfig.inputSource.dataSource", f"there is no dataSource {source.datasource!r}"
+        )
+    visible = [
+        (piece, ref)
+        for piece, ref in selectors.timeline_for(datasource=source.datasource).lookup(
+            source.interval
+        )
+        if not ref.tombstone
+    ]
+    locations = dict(
+        Segment.objects.filter(id__in={ref.id for _, ref in visible}).values_list("id", "location")
+    )
+    return [
+        SourcePiece(location=locations[ref.id], segment=ref.interval, visible=piece)
+        for piece, ref in visible
+        if locations.get(ref.id)
+    ]
 
 
 def _tombstones(task: Task, spec, chunks_with_rows: set[Interval]) -> list[services.NewSegment]:

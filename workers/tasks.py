@@ -37,8 +37,10 @@ def intermediary_janitor() -> list[str]:
     expiry = settings.STRATA_INTERMEDIARY_EXPIRY
     removed = []
     stale_before = timezone.now() - timedelta(seconds=max(expiry, 30))
+    # A task waiting for a lock heartbeats too; a dead one must not stay queued.
     for task in Task.objects.filter(
-        services.stale_active_tasks(older_than=stale_before), status=TaskStatus.RUNNING
+        services.stale_active_tasks(older_than=stale_before),
+        status__in=(TaskStatus.RUNNING, TaskStatus.WAITING),
     ):
         services.task_finish(
             task_id=task.id,

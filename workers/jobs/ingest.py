@@ -1,42 +1,92 @@
-"""Batch ingestion on Spark: read, parse, filter, bucket, roll up, partition, write.
+"""Batch ingestion on Spark: read, parse, filter, bucket, partition, roll up, write.
 
-A plain function of (validated spec, input, scratch paths) -> staged segments and
-a report. It never touches the ORM; the caller takes locks, allocates versions
-and partition numbers, moves the staged files into deep storage and publishes.
+A plain function of (validated spec, input, a work directory) -> staged segment
+files and a report. It never touches the ORM; the caller takes locks, allocates
+versions and partition numbers, moves the staged files into deep storage and
+publishes them.
+
+Dynamic partitioning runs in one pass: rows are clustered by time chunk, rolled
+up (best effort: within a chunk, which is all of it here) and written, a new
+segment every `maxRowsPerSegment` rows.
+
+Hashed and range partitioning run in two phases (Druid's two-phase shuffle):
+
+- phase 1 (after a determining pass when partitions must be sized from the
+  data) reads and parses the input and writes, from every input split, the rows
+  of each (time chunk, partition) it meets as a partial file under
+  `<work dir>/<interval>/<partition>/`;
+- phase 2 runs up to `totalNumMergeTasks` merge tasks (Spark jobs, at most
+  `maxNumConcurrentSubTasks` at a time), each merging all partial files of its
+  (time chunk, partition)s into exactly one segment per pair,
+  rolling up across every phase-1 output (perfect rollup). A failed merge task
+  is retried alone, up to `maxRetry` times; phase 1 is not redone.
 """
 
 from __future__ import annotations
 
-import csv
-import io
+import math
 import os
 import shutil
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from metastore.intervals import Granularity, Interval
+from metastore.intervals import Interval, format_ts
 from metastore.specs import IngestionSpec
+from workers.jobs.parsing import (
+    ParsedInput,
+    ParseExceptionsExceeded,
+    SourcePiece,
+    check_parse_exceptions,
+    chunk_of,
+    parse_input,
+    row_stats,
+)
+from workers.jobs.partitioning import PartitionPlan, determine_partitions, plan_needs_determining
+from workers.jobs.rollup import roll_up
 
-CORRUPT = "_corrupt_record"
-_FIXED_SECONDS = {"FIVE_MINUTE": 300, "FIFTEEN_MINUTE": 900, "THIRTY_MINUTE": 1800, "SIX_HOUR": 21600}
-_DATE_TRUNC = {
-    "SECOND": "second",
-    "MINUTE": "minute",
-    "HOUR": "hour",
-    "DAY": "day",
-    "WEEK": "week",
-    "MONTH": "month",
-    "QUARTER": "quarter",
-    "YEAR": "year",
-}
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+__all__ = [
+    "IngestResult",
+    "MergeFailed",
+    "ParseExceptionsExceeded",
+    "Progress",
+    "SourcePiece",
+    "StagedSegment",
+    "interval_dirname",
+    "run_ingest",
+]
+
+# Test hook: how many phase-2 merge attempts must still fail on purpose. Each
+# attempt that takes one fails inside Spark (an executor raises while merging),
+# so the real retry path runs. Set it from a test; it is never set otherwise.
+inject_merge_failures = 0
+_inject_lock = threading.Lock()
+# A merge task is one Spark job using every core; below this much partial data
+# per task, more tasks only add per-job overhead.
+MERGE_TASK_BYTES = 64 * 1024 * 1024
 
 
-class ParseExceptionsExceeded(Exception):
-    """More rows failed to parse than `maxParseExceptions` allows."""
+class MergeFailed(Exception):
+    """A phase-2 merge task failed more than `maxRetry` times."""
+
+
+class _Abandoned(MergeFailed):
+    """A merge task given up because another one failed for good."""
+
+
+class Progress:
+    """What a job tells whoever runs it. Each call is also a checkpoint: an
+    implementation raises from it to stop the job (cancel, preemption)."""
+
+    def phase(self, name: str) -> None:  # "phase 1", "phase 2"
+        pass
+
+    def fraction(self, done: float) -> None:  # of the current phase, 0..1
+        pass
 
 
 @dataclass
@@ -46,7 +96,7 @@ class StagedSegment:
     path: str  # the Parquet file
     num_rows: int
     size_bytes: int
-    shard_spec: dict = field(default_factory=dict)
+    shard_spec: dict = field(default_factory=dict)  # without partitionNum/numCorePartitions
 
 
 @dataclass
@@ -56,447 +106,456 @@ class IngestResult:
     report: dict
 
 
-# --- column expressions ----------------------------------------------------------
+def interval_dirname(interval: Interval) -> str:
+    """A path-safe directory name for an interval, e.g. `20130101T000000.000Z_20130102T000000.000Z`."""
 
+    def safe(ts) -> str:
+        # No ':' so Hadoop-style readers accept the paths.
+        return format_ts(ts).replace(":", "").replace("-", "")
 
-def truncate_col(col, granularity: str):
-    """Spark expression truncating a timestamp column to a granularity (UTC)."""
-    from pyspark.sql import functions as F
-
-    if granularity == "NONE":
-        return col
-    if granularity == "ALL":
-        return F.lit(Granularity.from_name("ALL").truncate(_EPOCH)).cast("timestamp")
-    if granularity in _DATE_TRUNC:
-        return F.date_trunc(_DATE_TRUNC[granularity], col)
-    step = _FIXED_SECONDS[granularity]
-    return F.timestamp_seconds(F.floor(F.unix_seconds(col) / step) * step)
-
-
-_STRFTIME = {
-    "%Y": "yyyy",
-    "%m": "MM",
-    "%d": "dd",
-    "%H": "HH",
-    "%M": "mm",
-    "%S": "ss",
-    "%f": "SSSSSS",
-    "%y": "yy",
-    "%b": "MMM",
-    "%B": "MMMM",
-    "%j": "DDD",
-    "%z": "Z",
-    "%p": "a",
-    "%I": "hh",
-    "%%": "%",
-}
-
-
-def java_pattern(pattern: str) -> str:
-    """A Spark (java.time) pattern from a Joda/Java or strftime-style pattern."""
-    if "%" not in pattern:
-        return pattern
-    out, i = [], 0
-    while i < len(pattern):
-        token = pattern[i : i + 2]
-        if token in _STRFTIME:
-            out.append(_STRFTIME[token])
-            i += 2
-        else:
-            ch = pattern[i]
-            out.append(f"'{ch}'" if ch.isalpha() else ch)
-            i += 1
-    return "".join(out)
-
-
-def timestamp_col(raw, fmt: str):
-    """Parse a string column to a timestamp; null when it does not parse."""
-    from pyspark.sql import functions as F
-
-    text = F.trim(raw.cast("string"))
-    if fmt == "iso":
-        return text.try_cast("timestamp")
-    as_long = text.try_cast("long")
-    if fmt == "millis":
-        return F.timestamp_millis(as_long)
-    if fmt == "posix":
-        return F.timestamp_seconds(as_long)
-    if fmt == "nano":
-        return F.timestamp_micros(F.floor(as_long / 1000))
-    if fmt == "auto":
-        return F.when(text.rlike(r"^-?\d+$"), F.timestamp_millis(as_long)).otherwise(
-            text.try_cast("timestamp")
-        )
-    return F.try_to_timestamp(text, F.lit(java_pattern(fmt)))
-
-
-def number_col(raw, kind: str):
-    """(parsed value, error flag): 'long' or 'double'; '' and null are null without error."""
-    from pyspark.sql import functions as F
-
-    text = F.trim(raw.cast("string"))
-    if kind == "long":
-        value = F.coalesce(text.try_cast("long"), text.try_cast("double").try_cast("long"))
-    else:
-        value = text.try_cast("double")
-    present = raw.isNotNull() & (text != F.lit(""))
-    return value, present & value.isNull()
-
-
-def filter_col(flt: dict, col_of: Callable):
-    """A Druid filter (selector, in, bound, and, or, not) as a Spark boolean column."""
-    from pyspark.sql import functions as F
-
-    kind = flt["type"]
-    if kind == "and":
-        out = F.lit(True)
-        for sub in flt["fields"]:
-            out = out & filter_col(sub, col_of)
-        return out
-    if kind == "or":
-        out = F.lit(False)
-        for sub in flt["fields"]:
-            out = out | filter_col(sub, col_of)
-        return out
-    if kind == "not":
-        return ~F.coalesce(filter_col(flt["field"], col_of), F.lit(False))
-    value = col_of(flt["dimension"]).cast("string")
-    if kind == "selector":
-        target = flt.get("value")
-        return value.isNull() if target is None else F.coalesce(value == str(target), F.lit(False))
-    if kind == "in":
-        values = [v for v in flt["values"] if v is not None]
-        cond = value.isin([str(v) for v in values])
-        if len(values) != len(flt["values"]):
-            cond = cond | value.isNull()
-        return F.coalesce(cond, F.lit(False))
-    # bound
-    numeric = flt.get("ordering") == "numeric"
-    subject = value.try_cast("double") if numeric else value
-    cond = F.lit(True)
-    if flt.get("lower") is not None:
-        lower = F.lit(float(flt["lower"])) if numeric else F.lit(str(flt["lower"]))
-        cond = cond & ((subject > lower) if flt.get("lowerStrict") else (subject >= lower))
-    if flt.get("upper") is not None:
-        upper = F.lit(float(flt["upper"])) if numeric else F.lit(str(flt["upper"]))
-        cond = cond & ((subject < upper) if flt.get("upperStrict") else (subject <= upper))
-    return F.coalesce(cond, F.lit(False))
-
-
-def _filter_dimensions(flt: dict | None) -> set[str]:
-    if not flt:
-        return set()
-    if flt["type"] in ("and", "or"):
-        return set().union(*(_filter_dimensions(f) for f in flt["fields"]))
-    if flt["type"] == "not":
-        return _filter_dimensions(flt["field"])
-    return {flt["dimension"]}
-
-
-# --- reading -----------------------------------------------------------------------
-
-
-def _input_files(spec: IngestionSpec, scratch: Path) -> list[str]:
-    inp = spec.input
-    if inp.type == "inline":
-        target = scratch / "input" / f"inline.{inp.format}"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(inp.data if inp.data.endswith("\n") else inp.data + "\n")
-        return [str(target)]
-    return list(inp.files)
-
-
-def _csv_header(path: str) -> list[str]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        first = fh.readline()
-    return next(csv.reader(io.StringIO(first)), [])
-
-
-def read_input(spark, spec: IngestionSpec, scratch: Path):
-    """The raw input as a DataFrame plus the bytes read. Columns are strings
-    (parquet keeps its types); a `_corrupt_record` column marks malformed rows."""
-    from pyspark.sql import types as T
-
-    files = _input_files(spec, scratch)
-    bytes_read = sum(os.path.getsize(f) for f in files)
-    fmt = spec.input.format
-    wanted = [spec.timestamp_column]
-    wanted += [d.name for d in spec.dimensions]
-    wanted += [m.field_name for m in spec.metrics if m.field_name]
-    wanted += sorted(_filter_dimensions(spec.filter))
-    wanted = list(dict.fromkeys(wanted))
-    if fmt == "parquet":
-        return spark.read.parquet(*files), bytes_read, files
-    if fmt == "json":
-        reader = spark.read.option("mode", "PERMISSIVE").option(
-            "columnNameOfCorruptRecord", CORRUPT
-        )
-        if spec.schemaless:
-            df = reader.option("primitivesAsString", "true").json(files)
-        else:
-            schema = T.StructType(
-                [T.StructField(name, T.StringType()) for name in wanted]
-                + [T.StructField(CORRUPT, T.StringType())]
-            )
-            df = reader.schema(schema).json(files)
-        return df, bytes_read, files
-    # csv
-    if spec.input.csv_columns is not None:
-        columns = list(spec.input.csv_columns)
-        header = spec.input.csv_skip_header_rows > 0
-    else:
-        columns = _csv_header(files[0])
-        header = True
-    schema = T.StructType(
-        [T.StructField(name, T.StringType()) for name in columns]
-        + [T.StructField(CORRUPT, T.StringType())]
-    )
-    df = (
-        spark.read.option("header", str(header).lower())
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
-        .option("enforceSchema", "true")
-        .schema(schema)
-        .csv(files)
-    )
-    return df, bytes_read, files
-
-
-# --- the job -----------------------------------------------------------------------
+    return f"{safe(interval.start)}_{safe(interval.end)}"
 
 
 def run_ingest(
     spark,
     spec: IngestionSpec,
     *,
-    scratch_dir: Path,
+    work_dir: Path,
     job_group: str,
-    on_phase: Callable[[str], None] = lambda phase: None,
+    source_pieces: Sequence[SourcePiece] = (),
+    progress: Progress | None = None,
 ) -> IngestResult:
-    """Ingest `spec`'s input into staged segment files under `scratch_dir/staged`.
+    """Ingest `spec`'s input into staged segment files under `work_dir` (the
+    task's own directory: whatever it held is removed first).
 
-    Raises `ParseExceptionsExceeded` (after removing what it wrote) when more
-    rows fail to parse than `maxParseExceptions`.
+    `source_pieces` are the visible parts of existing segments for a `druid`
+    input source. Raises `ParseExceptionsExceeded` (before phase 2, after
+    removing what it wrote) when more rows fail to parse than
+    `maxParseExceptions`, and `MergeFailed` when a merge task keeps failing.
+    Every Spark job runs in job group `job_group`, so cancelling the group stops it.
     """
-    from pyspark.sql import Observation, Window
-    from pyspark.sql import functions as F
-
+    progress = progress or Progress()
     started = time.monotonic()
-    scratch_dir.mkdir(parents=True, exist_ok=True)
-    spark.sparkContext.setJobGroup(job_group, f"strata task {job_group}", interruptOnCancel=True)
-    spark.sparkContext.addJobTag(job_group)
-    on_phase("reading")
-    raw, bytes_read, files = read_input(spark, spec, scratch_dir)
-    columns = set(raw.columns)
+    shutil.rmtree(work_dir, ignore_errors=True)  # the task's own: start clean
+    work_dir.mkdir(parents=True)
+    with _job_group(spark, job_group):
+        progress.phase("phase 1")
+        parsed = parse_input(spark, spec, scratch_dir=work_dir, source_pieces=source_pieces)
+        if parsed is None:  # a druid input with nothing visible
+            empty = {"processed": 0, "processedWithError": 0, "thrownAway": 0, "unparseable": 0}
+            return IngestResult([], [], _report(empty, [], {}, [], 0, 0))
+        job = _TwoPhase if spec.two_phase else _SinglePass
+        result = job(spark, spec, parsed, work_dir, job_group, progress).run()
+    result.report["phases"]["ingest"] = round(time.monotonic() - started, 3)
+    return result
 
-    def col_of(name: str):
-        return F.col(f"`{name}`") if name in columns else F.lit(None).cast("string")
 
-    # Timestamp
-    ts_raw = col_of(spec.timestamp_column)
-    ts = timestamp_col(ts_raw, spec.timestamp_format)
-    if spec.timestamp_missing_value is not None:
-        missing = F.lit(spec.timestamp_missing_value).try_cast("timestamp")
-        ts = F.when(ts_raw.isNull() | (F.trim(ts_raw.cast("string")) == ""), missing).otherwise(ts)
-    corrupt = col_of(CORRUPT).isNotNull() if CORRUPT in columns else F.lit(False)
+@contextmanager
+def _job_group(spark, job_group: str):
+    """Put this thread's Spark jobs in `job_group` (thread-local in PySpark)."""
+    sc = spark.sparkContext
+    sc.setJobGroup(job_group, f"strata task {job_group}", interruptOnCancel=True)
+    sc.addJobTag(job_group)
+    try:
+        yield
+    finally:
+        sc.removeJobTag(job_group)
+        sc.setLocalProperty("spark.jobGroup.id", None)
 
-    # Dimensions
-    if spec.schemaless:
-        reserved = {spec.timestamp_column, CORRUPT, *spec.dimension_exclusions}
-        reserved |= {m.field_name for m in spec.metrics if m.field_name}
-        reserved |= {m.name for m in spec.metrics}
-        dims = [(name, "string") for name in raw.columns if name not in reserved]
-    else:
-        dims = [(d.name, d.type) for d in spec.dimensions if d.name not in spec.dimension_exclusions]
-    dim_exprs, errors = [], []
-    for name, dtype in dims:
-        if dtype == "string":
-            dim_exprs.append(col_of(name).cast("string").alias(name))
-        else:
-            value, bad = number_col(col_of(name), dtype)
-            dim_exprs.append(value.alias(name))
-            errors.append(F.when(bad, F.lit(f"{name} is not a {dtype}")))
-    metric_inputs = []
-    for i, m in enumerate(spec.metrics):
-        if m.type == "count":
-            continue
-        alias = f"__m{i}"
-        if m.type == "hyperUnique":
-            metric_inputs.append(col_of(m.field_name).cast("string").alias(alias))
-            continue
-        kind = "long" if m.type.startswith("long") else "double"
-        value, bad = number_col(col_of(m.field_name), kind)
-        metric_inputs.append(value.alias(alias))
-        errors.append(F.when(bad, F.lit(f"{m.field_name} is not a {kind}")))
 
-    unparseable = corrupt | ts.isNull()
-    field_error = F.concat_ws("; ", *errors) if errors else F.lit("")
-    reason = (
-        F.when(corrupt, F.lit("malformed row"))
-        .when(ts.isNull(), F.concat(F.lit("unparseable timestamp: "), F.coalesce(ts_raw.cast("string"), F.lit("null"))))
-        .when(field_error != "", field_error)
-    )
-    thrown = F.lit(False)
-    if spec.intervals:
-        inside = F.lit(False)
-        for iv in spec.intervals:
-            inside = inside | ((ts >= F.lit(iv.start)) & (ts < F.lit(iv.end)))
-        thrown = thrown | ~inside
-    if spec.filter:
-        thrown = thrown | ~filter_col(spec.filter, col_of)
+# Options of every Parquet write into a task's own directory. Creating files is
+# what small segments cost most (Hadoop's local file system forks `chmod` for each
+# file and directory), so: no `.crc` side files (the raw local file system), and
+# each task commit moves its files in place (committer v2), sparing the job
+# commit a second pass of renames over every partition directory.
+WRITE_OPTIONS = {
+    "mapreduce.fileoutputcommitter.algorithm.version": "2",
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
 
-    parsed = raw.select(
-        ts.alias("__ts"),
-        unparseable.alias("__unparseable"),
-        reason.alias("__reason"),
-        thrown.alias("__thrown"),
-        *dim_exprs,
-        *metric_inputs,
-    )
-    observation = Observation(f"stats_{job_group}")
-    parsed = parsed.observe(
-        observation,
-        F.count(F.lit(1)).alias("total"),
-        F.sum(F.col("__unparseable").cast("long")).alias("unparseable"),
-        F.sum((~F.col("__unparseable") & F.col("__thrown")).cast("long")).alias("thrownAway"),
-        F.sum(
-            (~F.col("__unparseable") & ~F.col("__thrown") & F.col("__reason").isNotNull()).cast("long")
-        ).alias("processedWithError"),
-    )
-    good = parsed.filter(~F.col("__unparseable") & ~F.col("__thrown"))
-    dim_names = [name for name, _ in dims]
-    good = good.select(
-        truncate_col(F.col("__ts"), spec.query_granularity).alias("__time"),
-        F.unix_micros(truncate_col(F.col("__ts"), spec.segment_granularity)).alias("__chunk"),
-        *[F.col(f"`{n}`") for n in dim_names],
-        *[F.col(f"__m{i}") for i, m in enumerate(spec.metrics) if m.type != "count"],
-    )
-    aggs = []
-    for i, m in enumerate(spec.metrics):
-        src = F.col(f"__m{i}")
-        if m.type == "count":
-            aggs.append(F.count(F.lit(1)).alias(m.name))
-        elif m.type in ("longSum", "doubleSum"):
-            aggs.append(F.coalesce(F.sum(src), F.lit(0).cast(src_type(m))).alias(m.name))
-        elif m.type.endswith("Min"):
-            aggs.append(F.min(src).alias(m.name))
-        elif m.type.endswith("Max"):
-            aggs.append(F.max(src).alias(m.name))
-        elif m.type == "hyperUnique":
-            aggs.append(F.hll_sketch_agg(src).alias(m.name))
-    group_cols = ["__chunk", "__time", *dim_names]
-    if not spec.rollup:
-        good = good.withColumn("__row", F.monotonically_increasing_id())
-        group_cols.append("__row")
-    rolled = good.groupBy(*[F.col(f"`{c}`") for c in group_cols]).agg(*aggs)
-    if "__row" in group_cols:
-        rolled = rolled.drop("__row")
 
-    on_phase("partitioning")
-    max_rows = spec.partitions.max_rows_per_segment
-    window = Window.partitionBy("__chunk").orderBy("__time")
-    partitioned = rolled.withColumn(
-        "__partition", F.floor((F.row_number().over(window) - 1) / max_rows).cast("int")
-    )
-    ordered = [F.col("__time"), *[F.col(f"`{n}`") for n in dim_names]]
-    ordered += [F.col(f"`{m.name}`") for m in spec.metrics]
-    ordered += [F.col("__chunk"), F.col("__partition")]
-    staged_dir = scratch_dir / "staged"
-    phase1_started = time.monotonic()
-    on_phase("writing")
-    partitioned.select(*ordered).write.mode("overwrite").partitionBy("__chunk", "__partition").parquet(
-        str(staged_dir)
-    )
-    written_at = time.monotonic()
-    stats = observation.get
-    total = int(stats.get("total") or 0)
-    unparse = int(stats.get("unparseable") or 0)
-    thrown_away = int(stats.get("thrownAway") or 0)
-    with_error = int(stats.get("processedWithError") or 0)
-    samples: list[dict] = []
-    if unparse + with_error:
-        rows = (
-            parsed.filter(F.col("__reason").isNotNull() & (F.col("__unparseable") | ~F.col("__thrown")))
-            .select("__reason")
-            .limit(max(spec.max_saved_parse_exceptions, 1))
-            .collect()
-        )
-        samples = [{"reason": r["__reason"]} for r in rows][: spec.max_saved_parse_exceptions]
-    row_stats = {
-        "processed": total - unparse - thrown_away - with_error,
-        "processedWithError": with_error,
-        "thrownAway": thrown_away,
-        "unparseable": unparse,
-    }
-    if unparse + with_error > spec.max_parse_exceptions:
-        shutil.rmtree(staged_dir, ignore_errors=True)
-        shown = "; ".join(s["reason"] for s in samples[:5])
-        raise ParseExceptionsExceeded(
-            f"{unparse + with_error} rows had parse errors ({unparse} unparseable, "
-            f"{with_error} with errors), more than maxParseExceptions="
-            f"{spec.max_parse_exceptions}. Samples: {shown}"
-        )
-    segments = collect_staged(staged_dir, spec.segment_granularity)
+def _writer(df):
+    return df.write.mode("overwrite").options(**WRITE_OPTIONS)
+
+
+def _shuffle_partitions(spark) -> int:
+    return max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
+
+
+def _report(stats, samples, phases, segments, bytes_read, input_files, **extra) -> dict:
     chunks = sorted({s.chunk for s in segments}, key=lambda iv: iv.start)
-    ended = time.monotonic()
+    per_chunk: dict[str, int] = {}
+    for s in segments:
+        per_chunk[str(s.chunk)] = per_chunk.get(str(s.chunk), 0) + 1
     report = {
-        "rowStats": row_stats,
+        "rowStats": stats,
         "parseExceptionSamples": samples,
-        "phases": {
-            "read_parse_partition_write": round(written_at - phase1_started + (phase1_started - started), 3),
-            "collect": round(ended - written_at, 3),
-        },
+        "phases": phases,
         "ingest/task/bytes/processed": bytes_read,
         "ingest/shuffle/bytes": 0,
         "ingest/shuffle/requests": 0,
-        "inputFiles": len(files),
-        "partitionsPerChunk": {
-            str(c): sum(1 for s in segments if s.chunk == c) for c in chunks[:1000]
-        },
+        "inputFiles": input_files,
+        "partitionsPerChunk": {str(c): per_chunk[str(c)] for c in chunks[:1000]},
         "bytesWritten": sum(s.size_bytes for s in segments),
         "rowsWritten": sum(s.num_rows for s in segments),
     }
-    return IngestResult(segments=segments, chunks_with_rows=chunks, report=report)
+    report.update(extra)
+    return report
 
 
-def src_type(metric) -> str:
-    return "long" if metric.type.startswith("long") else "double"
+class _Job:
+    def __init__(
+        self,
+        spark,
+        spec: IngestionSpec,
+        parsed: ParsedInput,
+        work_dir: Path,
+        job_group: str,
+        progress: Progress,
+    ) -> None:
+        self.spark = spark
+        self.spec = spec
+        self.parsed = parsed
+        self.work_dir = work_dir
+        self.job_group = job_group
+        self.progress = progress
+        self.phases: dict[str, float] = {}
+
+    def _timed(self, name: str, started: float) -> None:
+        self.phases[name] = round(time.monotonic() - started, 3)
 
 
-def collect_staged(staged_dir: Path, segment_granularity: str) -> list[StagedSegment]:
-    """The staged Parquet files, one per (chunk, partition), with their row counts."""
+class _SinglePass(_Job):
+    """Dynamic partitioning: cluster by chunk, roll up, write; split every maxRowsPerSegment rows."""
+
+    def run(self) -> IngestResult:
+        spec, parsed = self.spec, self.parsed
+        t0 = time.monotonic()
+        rows, observation = parsed.observed(f"rows_{self.job_group}")
+        # All rows of a chunk in one Spark partition: one file per chunk, split by
+        # the writer every maxRowsPerSegment rows, and no shuffle beyond this one.
+        clustered = rows.repartition(_shuffle_partitions(self.spark), "__chunk")
+        rolled = roll_up(
+            clustered,
+            ["__chunk", "__time", *parsed.dimension_names],
+            parsed.metric_inputs,
+            rollup=spec.rollup,
+        )
+        out_dir = self.work_dir / "segments"
+        (
+            _writer(rolled.sortWithinPartitions("__chunk", "__time"))
+            .option("maxRecordsPerFile", spec.partitions.max_rows_per_segment)
+            .partitionBy("__chunk")
+            .parquet(str(out_dir))
+        )
+        stats = row_stats(observation)
+        try:
+            samples = check_parse_exceptions(spec, stats, parsed)
+        except ParseExceptionsExceeded:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            raise
+        self._timed("phase1", t0)
+        segments = []
+        for chunk_dir in sorted(out_dir.glob("__chunk=*")):
+            chunk = chunk_of(int(chunk_dir.name.split("=", 1)[1]), spec.segment_granularity)
+            for index, path in enumerate(sorted(chunk_dir.glob("*.parquet"))):
+                segments.append(_staged(chunk, index, path, {"type": "numbered"}))
+        return IngestResult(
+            segments=segments,
+            chunks_with_rows=sorted({s.chunk for s in segments}, key=lambda iv: iv.start),
+            report=_report(
+                stats, samples, self.phases, segments, parsed.bytes_read, parsed.input_files
+            ),
+        )
+
+
+@dataclass
+class _Partial:
+    """The phase-1 files of one (time chunk, partition)."""
+
+    chunk: int  # epoch micros of the chunk's start
+    bucket: int
+    files: list[str]
+    size: int
+
+
+@dataclass
+class _MergeTask:
+    number: int
+    partials: list[_Partial] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(p.size for p in self.partials)
+
+    @property
+    def files(self) -> list[str]:
+        return [f for p in self.partials for f in p.files]
+
+
+class _TwoPhase(_Job):
+    """Hashed / range partitioning with perfect rollup."""
+
+    def run(self) -> IngestResult:
+        spec, parsed = self.spec, self.parsed
+        samples = None
+        t0 = time.monotonic()
+        rows, observation = parsed.observed(f"determine_{self.job_group}")
+        plan = determine_partitions(
+            self.spark, rows, spec.partitions, parsed.dimension_names, rollup=spec.rollup
+        )
+        if plan_needs_determining(spec.partitions):  # it ran: fail before writing anything
+            samples = check_parse_exceptions(spec, row_stats(observation), parsed)
+            self._timed("determinePartitions", t0)
+
+        t1 = time.monotonic()
+        rows, observation = parsed.observed(f"phase1_{self.job_group}")
+        partials, schema = self._phase1(plan, rows)
+        stats = row_stats(observation)
+        if samples is None:
+            try:
+                samples = check_parse_exceptions(spec, stats, parsed)
+            except ParseExceptionsExceeded:
+                self._remove_partials(partials)
+                raise
+        self._timed("phase1", t1)
+
+        t2 = time.monotonic()
+        self.progress.phase("phase 2")
+        merged, requests, merge_report = self._phase2(partials, schema)
+        self._timed("phase2", t2)
+
+        segments = self._segments(plan, merged)
+        chunk_names = {p.chunk: str(chunk_of(p.chunk, spec.segment_granularity)) for p in partials}
+        return IngestResult(
+            segments=segments,
+            chunks_with_rows=sorted({s.chunk for s in segments}, key=lambda iv: iv.start),
+            report=_report(
+                stats,
+                samples,
+                self.phases,
+                segments,
+                parsed.bytes_read,
+                parsed.input_files,
+                **{
+                    "ingest/shuffle/bytes": sum(p.size for p in partials),
+                    "ingest/shuffle/requests": requests,
+                    "partialFiles": sum(len(p.files) for p in partials),
+                    "partitioning": {
+                        "type": plan.type,
+                        "keyColumns": plan.key_columns,
+                        "chunks": plan.report(chunk_names) if plan.chunks else None,
+                    },
+                    **merge_report,
+                },
+            ),
+        )
+
+    # --- phase 1 ---------------------------------------------------------------------
+
+    def _phase1(self, plan: PartitionPlan, rows):
+        """Write partial partitions; return them and the schema of their files."""
+        from pyspark.sql import functions as F
+
+        parsed = self.parsed
+        assigned = plan.assign(self.spark, rows)
+        columns = ["__time", *parsed.dimension_names]
+        columns += [m.column for m in parsed.metric_inputs if m.column]
+        # The key is kept inside the files too, so phase 2 reads them without
+        # discovering partitions from directory names.
+        out = assigned.select(
+            *[F.col(f"`{c}`") for c in columns],
+            F.col("__chunk").alias("__c"),
+            F.col("__partition").alias("__p"),
+            _key_col("__chunk", "__partition"),
+        )
+        staging = self.work_dir / "phase1"
+        _writer(out).partitionBy("__key").parquet(str(staging))
+        schema = out.drop("__key").schema
+        partials = []
+        for key_dir in sorted(staging.glob("__key=*")):
+            chunk, bucket = _key_of(key_dir)
+            target = (
+                self.work_dir
+                / interval_dirname(chunk_of(chunk, self.spec.segment_granularity))
+                / str(bucket)
+            )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(key_dir, target)
+            files = sorted(str(p) for p in target.glob("*.parquet"))
+            if files:
+                partials.append(_Partial(chunk, bucket, files, sum(map(os.path.getsize, files))))
+        shutil.rmtree(staging, ignore_errors=True)
+        return partials, schema
+
+    def _remove_partials(self, partials: list[_Partial]) -> None:
+        for chunk_dir in {Path(p.files[0]).parent.parent for p in partials}:
+            shutil.rmtree(chunk_dir, ignore_errors=True)
+
+    # --- phase 2 ---------------------------------------------------------------------
+
+    def _phase2(self, partials: list[_Partial], schema):
+        """Merge every (chunk, partition) into one file; returns
+        ({(chunk, bucket): path}, partial files read, report)."""
+        tasks = _plan_merges(partials, self.spec.total_num_merge_tasks)
+        lock = threading.Lock()
+        done = {"merges": 0, "requests": 0, "retries": 0}
+        failed = threading.Event()
+        merged: dict[tuple[int, int], str] = {}
+
+        def run(task: _MergeTask) -> None:
+            with _job_group(self.spark, self.job_group):
+                merge(task)
+
+        def merge(task: _MergeTask) -> None:
+            attempt = 0
+            while True:
+                self.progress.fraction(done["merges"] / max(1, len(tasks)))
+                if failed.is_set():
+                    raise _Abandoned("another merge task failed")
+                out_dir = self.work_dir / f"merge-{task.number}-{attempt}"
+                with lock:
+                    done["requests"] += len(task.files)
+                try:
+                    result = self._merge(task, schema, out_dir)
+                    break
+                except Exception as exc:  # noqa: BLE001 - a merge task may fail any way
+                    shutil.rmtree(out_dir, ignore_errors=True)
+                    self.progress.fraction(done["merges"] / max(1, len(tasks)))  # stopped?
+                    if attempt >= self.spec.max_retry or failed.is_set():
+                        failed.set()
+                        raise MergeFailed(
+                            f"merge task {task.number} of {len(tasks)} "
+                            f"({len(task.partials)} partitions) failed "
+                            f"{attempt + 1} times (maxRetry={self.spec.max_retry}): "
+                            f"{_first_line(exc)}"
+                        ) from exc
+                    attempt += 1
+                    with lock:
+                        done["retries"] += 1
+            with lock:
+                merged.update(result)
+                done["merges"] += 1
+            self.progress.fraction(done["merges"] / len(tasks))
+
+        workers = max(1, min(len(tasks), self.spec.max_num_concurrent_subtasks))
+        if workers == 1:  # in this thread, already in the job group
+            for task in tasks:
+                merge(task)
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="merge") as pool:
+                futures = [pool.submit(run, task) for task in tasks]
+                errors = []
+                for future in futures:
+                    try:
+                        future.result()
+                    except BaseException as exc:  # noqa: BLE001 - re-raised below
+                        errors.append(exc)
+                if errors:  # a stop (cancel) first, then the merge that failed for good
+                    errors.sort(
+                        key=lambda e: (isinstance(e, MergeFailed), isinstance(e, _Abandoned))
+                    )
+                    raise errors[0]
+        report = {"mergeTasks": len(tasks), "mergeRetries": done["retries"]}
+        return merged, done["requests"], report
+
+    def _merge(self, task: _MergeTask, schema, out_dir: Path) -> dict[tuple[int, int], str]:
+        from pyspark.sql import functions as F
+
+        global inject_merge_failures
+        parsed = self.parsed
+        partials = self.spark.read.schema(schema).parquet(*task.files)
+        with _inject_lock:
+            inject = inject_merge_failures > 0
+            if inject:
+                inject_merge_failures -= 1
+        if inject:
+            failure = F.raise_error(F.lit(f"injected failure of merge task {task.number}"))
+            partials = partials.filter(F.coalesce(failure.cast("boolean"), F.lit(True)))
+        clustered = partials.repartition(
+            max(1, min(len(task.partials), _shuffle_partitions(self.spark))), "__c", "__p"
+        )
+        rolled = roll_up(
+            clustered,
+            ["__c", "__p", "__time", *parsed.dimension_names],
+            parsed.metric_inputs,
+            rollup=self.spec.rollup,
+        )
+        keyed = rolled.withColumn("__key", _key_col("__c", "__p")).drop("__c", "__p")
+        _writer(keyed.sortWithinPartitions("__key", "__time")).partitionBy("__key").parquet(
+            str(out_dir)
+        )
+        return {
+            _key_of(key_dir): str(_single_file(sorted(key_dir.glob("*.parquet"))))
+            for key_dir in out_dir.glob("__key=*")
+        }
+
+    def _segments(self, plan: PartitionPlan, merged: dict[tuple[int, int], str]):
+        by_chunk: dict[int, list[int]] = {}
+        for chunk, bucket in merged:
+            by_chunk.setdefault(chunk, []).append(bucket)
+        segments = []
+        for chunk in sorted(by_chunk):
+            buckets = sorted(by_chunk[chunk])
+            interval = chunk_of(chunk, self.spec.segment_granularity)
+            specs = plan.shard_specs(chunk, buckets)
+            for index, (bucket, shard) in enumerate(zip(buckets, specs, strict=True)):
+                segments.append(_staged(interval, index, Path(merged[(chunk, bucket)]), shard))
+        return segments
+
+
+def _key_col(chunk: str, bucket: str):
+    """One partition column `__key` = "<chunk>_<bucket>": a single directory level
+    per written file (every directory costs a `chmod` fork)."""
+    from pyspark.sql import functions as F
+
+    return F.concat_ws("_", F.col(chunk), F.col(bucket)).alias("__key")
+
+
+def _key_of(key_dir: Path) -> tuple[int, int]:
+    chunk, bucket = key_dir.name.split("=", 1)[1].split("_")
+    return int(chunk), int(bucket)
+
+
+def _plan_merges(partials: list[_Partial], limit: int) -> list[_MergeTask]:
+    """Spread (chunk, partition)s over at most `limit` merge tasks (one per
+    MERGE_TASK_BYTES of partial data), balancing bytes: largest first, each to
+    the lightest task."""
+    by_size = math.ceil(sum(p.size for p in partials) / MERGE_TASK_BYTES)
+    tasks = [_MergeTask(i) for i in range(max(1, min(limit, len(partials), by_size)))]
+    for partial in sorted(partials, key=lambda p: (-p.size, p.chunk, p.bucket)):
+        min(tasks, key=lambda t: (t.size, t.number)).partials.append(partial)
+    return [t for t in tasks if t.partials]
+
+
+def _single_file(files: list[Path]) -> Path:
+    """One Parquet file per segment: concatenate the rare split into one."""
+    if len(files) == 1:
+        return files[0]
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    gran = Granularity.from_name(segment_granularity)
-    out: list[StagedSegment] = []
-    if not staged_dir.exists():
-        return out
-    for chunk_dir in sorted(staged_dir.glob("__chunk=*")):
-        micros = int(chunk_dir.name.split("=", 1)[1])
-        start = _EPOCH + timedelta(microseconds=micros)
-        chunk = gran.bucket(start)
-        for part_dir in sorted(chunk_dir.glob("__partition=*"), key=lambda p: int(p.name.split("=")[1])):
-            index = int(part_dir.name.split("=", 1)[1])
-            files = sorted(p for p in part_dir.glob("*.parquet"))
-            if not files:
-                continue
-            if len(files) > 1:  # one file per segment: merge the rare split
-                import pyarrow as pa
+    merged = files[0].parent / "merged.parquet"
+    pq.write_table(pa.concat_tables([pq.read_table(f) for f in files]), merged)
+    for f in files:
+        f.unlink()
+    return merged
 
-                table = pa.concat_tables([pq.read_table(f) for f in files])
-                merged = part_dir / "merged.parquet"
-                pq.write_table(table, merged)
-                for f in files:
-                    f.unlink()
-                files = [merged]
-            meta = pq.read_metadata(files[0])
-            out.append(
-                StagedSegment(
-                    chunk=chunk,
-                    index=index,
-                    path=str(files[0]),
-                    num_rows=meta.num_rows,
-                    size_bytes=os.path.getsize(files[0]),
-                )
-            )
-    return out
+
+def _staged(chunk: Interval, index: int, path: Path, shard_spec: dict) -> StagedSegment:
+    import pyarrow.parquet as pq
+
+    return StagedSegment(
+        chunk=chunk,
+        index=index,
+        path=str(path),
+        num_rows=pq.read_metadata(path).num_rows,
+        size_bytes=os.path.getsize(path),
+        shard_spec=shard_spec,
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:500]
