@@ -20,7 +20,7 @@ from django.db import close_old_connections, connection
 
 from metastore import locking, selectors, services
 from metastore.intervals import Granularity, Interval
-from metastore.models import DataSource, Segment, Task, TaskStatus
+from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
 from metastore.specs import IngestionSpec, SpecError
 from workers.jobs.ingest import (
     MergeFailed,
@@ -30,6 +30,7 @@ from workers.jobs.ingest import (
     interval_dirname,
     run_ingest,
 )
+from workers.kill import run_kill
 from workers.spark import get_spark
 
 log = logging.getLogger(__name__)
@@ -216,6 +217,9 @@ def run_task(task_id: str) -> None:
     try:
         if task.type == "index_parallel":
             report = _run_index(task, monitor, moved)
+        elif task.type == "kill":
+            monitor.set_phase("killing", 0.1, 0.0)
+            report = run_kill(task)
         else:
             raise SpecError("type", f"{task.type} tasks cannot run yet")
         report["ingest/task/time"] = round(time.monotonic() - started, 3)
@@ -297,11 +301,21 @@ _TWO_PHASE_SPANS = {"phase 1": (0.02, 0.5), "phase 2": (0.52, 0.35)}
 def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     validated = services.task_validate(spec=task.spec)
     spec = validated.ingestion
-    timeout = validated.context.task_lock_timeout_ms
+    context = validated.context
+    timeout = context.task_lock_timeout_ms
+    # SPEC §5: concurrent append and replace take APPEND / REPLACE locks; an append
+    # with forceTimeChunkLock false locks only the segments it allocates.
     lock_type = locking.EXCLUSIVE
+    if context.use_concurrent_locks:
+        lock_type = locking.APPEND if spec.append_to_existing else locking.REPLACE
+    segment_locked = spec.append_to_existing and not context.force_time_chunk_lock
+    if segment_locked and context.use_concurrent_locks:
+        segment_locked = False  # concurrent locks are time-chunk locks
     timings: dict[str, float] = {}
 
     def lock(intervals: list[Interval]) -> None:
+        if segment_locked:
+            return
         t = time.monotonic()
         monitor.set_phase("locking", monitor.progress(), 0.0)
         for iv in _lock_intervals(intervals, spec.segment_granularity):
@@ -316,7 +330,12 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         up_front = [spec.input.interval]
     if up_front:
         lock(up_front)
-    pieces = _source_pieces(spec) if spec.input.type == "druid" else []
+    as_of = None
+    if rereads_itself and lock_type == locking.REPLACE:
+        # A replacing task reads only what was committed before its lock: appends
+        # committing meanwhile are carried onto its version at publish instead.
+        as_of = min(TaskLock.objects.filter(task=task).values_list("granted_seq", flat=True))
+    pieces = _source_pieces(spec, as_of=as_of) if spec.input.type == "druid" else []
 
     spans = _TWO_PHASE_SPANS if spec.two_phase else _SINGLE_PASS_SPANS
     result = run_ingest(
@@ -339,8 +358,8 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     new_segments: list[services.NewSegment] = []
     for chunk in sorted(by_chunk, key=lambda iv: iv.start):
         staged = sorted(by_chunk[chunk], key=lambda s: s.index)
-        alloc = services.segments_allocate(
-            task=task, interval=chunk, count=len(staged), append=spec.append_to_existing
+        alloc = _allocate(
+            task, chunk, len(staged), spec.append_to_existing, segment_locked, timeout
         )
         for seg, partition in zip(staged, alloc.partitions, strict=True):
             target_dir = deep_storage_dir(task.datasource, chunk, alloc.version, partition)
@@ -376,6 +395,31 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     return report
 
 
+def _allocate(
+    task: Task, chunk: Interval, count: int, append: bool, segment_locked: bool, timeout_ms: int
+) -> services.Allocation:
+    """Allocate segment ids; with segment locks, wait (up to the lock timeout) while
+    another task's time-chunk lock blocks them."""
+    if not segment_locked:
+        return services.segments_allocate(task=task, interval=chunk, count=count, append=append)
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while True:
+        alloc = services.segments_allocate(
+            task=task,
+            interval=chunk,
+            count=count,
+            append=True,
+            lock_granularity=locking.SEGMENT,
+        )
+        if alloc is not None:
+            return alloc
+        if time.monotonic() >= deadline:
+            raise services.LockTimeout(
+                f"timed out after {timeout_ms} ms waiting for segment locks in {chunk}"
+            )
+        time.sleep(services.LOCK_POLL_SECONDS)
+
+
 def _shard_spec(template: dict, partition: int, core_partitions: int) -> dict:
     """A staged segment's shard spec completed with its allocated partition number."""
     shard = {"partitionNum": partition, **template}
@@ -386,7 +430,7 @@ def _shard_spec(template: dict, partition: int, core_partitions: int) -> dict:
     return shard
 
 
-def _source_pieces(spec: IngestionSpec) -> list[SourcePiece]:
+def _source_pieces(spec: IngestionSpec, as_of: int | None = None) -> list[SourcePiece]:
     """The visible parts of the druid input's segments, from its timeline (SPEC §3):
     partially overshadowed segments are read only where they are visible, and
     tombstones hide what is under them and hold no rows."""
@@ -397,7 +441,7 @@ def _source_pieces(spec: IngestionSpec) -> list[SourcePiece]:
         )
     visible = [
         (piece, ref)
-        for piece, ref in selectors.timeline_for(datasource=source.datasource).lookup(
+        for piece, ref in selectors.timeline_for(datasource=source.datasource, as_of=as_of).lookup(
             source.interval
         )
         if not ref.tombstone
