@@ -175,8 +175,10 @@ class Monitor:
                     elif signals.cancel_requested:
                         self.stop_status = TaskStatus.CANCELED
                         self.stop_reason = "canceled on request"
-                    if self.stop_status:
-                        _cancel_spark(self.task_id)
+                if self.stop_status:
+                    # Every heartbeat, not once: a job started after the first
+                    # cancel (e.g. while the JVM was still booting) is stopped too.
+                    _cancel_spark(self.task_id)
                 self._wake.wait(self.interval_s)
         finally:
             connection.close()
