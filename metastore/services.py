@@ -162,6 +162,16 @@ SUPPORTED_TASK_TYPES = ("index_parallel", "kill")
 def task_validate(*, spec: dict) -> TaskSpec:
     """Validate a spec against this installation (input roots, supported types)."""
     validated = validate_task_spec(spec, input_roots=settings.STRATA_INPUT_ROOTS)
+    ingestion = validated.ingestion
+    if (
+        ingestion is not None
+        and ingestion.input.type == "druid"
+        and not DataSource.objects.filter(name=ingestion.input.datasource).exists()
+    ):
+        raise SpecError(
+            "spec.ioConfig.inputSource.dataSource",
+            f"there is no dataSource {ingestion.input.datasource!r} to read",
+        )
     if validated.type not in SUPPORTED_TASK_TYPES:
         raise SpecError(
             "type",

@@ -226,10 +226,13 @@ def run_task(task_id: str) -> None:
             raise SpecError("type", f"{task.type} tasks cannot run yet")
         report["ingest/task/time"] = round(time.monotonic() - started, 3)
         monitor.stop()
+        _clean_up(task_id)
         services.task_finish(task_id=task_id, status=TaskStatus.SUCCESS, report=report)
     except BaseException as exc:  # noqa: BLE001 - every failure must end the task
         monitor.stop()
         status, reason = _failure(exc, monitor)
+        # Nothing of the task may remain once its final status is visible.
+        _clean_up(task_id)
         _remove(moved)
         report = dict(report)
         if isinstance(exc, ParseExceptionsExceeded):
@@ -245,6 +248,28 @@ def run_task(task_id: str) -> None:
             raise
     finally:
         shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)
+
+
+def _clean_up(task_id: str, timeout_s: float = 60.0) -> None:
+    """Stop the task's Spark jobs, wait until none is running (a cancelled job's
+    tasks may still be writing), then remove its intermediary directory."""
+    from workers import spark as spark_mod
+
+    session = spark_mod._session
+    if session is not None:
+        tracker = session.sparkContext.statusTracker()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            running = [
+                job_id
+                for job_id in tracker.getJobIdsForGroup(task_id)
+                if (info := tracker.getJobInfo(job_id)) is not None and info.status == "RUNNING"
+            ]
+            if not running:
+                break
+            _cancel_spark(task_id)
+            time.sleep(0.2)
+    shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)
 
 
 def _failure(exc: BaseException, monitor: Monitor) -> tuple[str, str]:
