@@ -332,16 +332,7 @@ def lock_acquire(
             if isinstance(task.spec, dict)
             else 300_000
         )
-    request = locking.LockSpec(
-        group_id=task.group_id,
-        datasource=task.datasource,
-        interval=interval,
-        type=lock_type,
-        priority=task.priority,
-        granularity=granularity,
-        partition=partition,
-        version=version,
-    )
+    request = _lock_request(task, interval, lock_type, granularity, partition, version)
     deadline = time.monotonic() + timeout_ms / 1000.0
     blocking_text = ""
     while True:
@@ -358,6 +349,20 @@ def lock_acquire(
         time.sleep(LOCK_POLL_SECONDS)
 
 
+def _lock_request(task: Task, interval: Interval, lock_type: str, granularity: str,
+                  partition: int | None, version: str | None) -> locking.LockSpec:
+    return locking.LockSpec(
+        group_id=task.group_id,
+        datasource=task.datasource,
+        interval=interval,
+        type=lock_type,
+        priority=task.priority,
+        granularity=granularity,
+        partition=partition,
+        version=version,
+    )
+
+
 def lock_try_acquire(
     *,
     task: Task,
@@ -368,16 +373,7 @@ def lock_try_acquire(
     version: str | None = None,
 ) -> TaskLock | None:
     """One lock decision without waiting: the lock, or None (the task is WAITING)."""
-    request = locking.LockSpec(
-        group_id=task.group_id,
-        datasource=task.datasource,
-        interval=interval,
-        type=lock_type,
-        priority=task.priority,
-        granularity=granularity,
-        partition=partition,
-        version=version,
-    )
+    request = _lock_request(task, interval, lock_type, granularity, partition, version)
     result = _lock_attempt(task.id, request)
     return result if isinstance(result, TaskLock) else None
 
