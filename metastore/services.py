@@ -1035,6 +1035,19 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
         if lock is None or source.version >= lock.version:
             continue
         if (source.start, source.end, lock.version) not in cores:
+            overlapping = [
+                row
+                for row in new_rows
+                if row.version == lock.version and row.start < source.end and row.end > source.start
+            ]
+            if overlapping:
+                # The replace's chunks cut across the append's: no copy can carry it
+                # onto the new version, and publishing would hide its rows.
+                raise PublishError(
+                    f"cannot publish: {source.id} was appended during this replace at "
+                    "another segment granularity; its rows would be hidden. Run the "
+                    "replace again (it will read them) or append at the replace's granularity"
+                )
             # The replace wrote nothing over this chunk: the append stays visible as is.
             continue
         core = cores[(source.start, source.end, lock.version)]

@@ -284,3 +284,26 @@ def test_a_pending_partition_of_a_failed_task_is_not_reused():
     alloc = publish(t2, append=True)
     assert alloc.partitions == (0,) or alloc.version != "1970-01-01T00:00:00.000Z"
     assert PendingSegment.objects.filter(task=t).count() == 2
+
+
+def test_replace_refuses_to_hide_an_append_made_at_a_coarser_granularity_meanwhile():
+    base = task(50)
+    services.lock_acquire(task=base, interval=DAY)
+    publish(base)
+    replace = task(50, useConcurrentLocks=True)
+    assert services.lock_try_acquire(task=replace, interval=DAY, lock_type="REPLACE")
+    append = task(50, useConcurrentLocks=True)
+    assert services.lock_try_acquire(task=append, interval=DAY, lock_type="APPEND")
+    publish(append, append=True)  # a DAY segment, committed while the replace runs
+    hour = Interval(DAY.start, DAY.start + timedelta(hours=1))
+    alloc = services.segments_allocate(task=replace, interval=hour, count=1, append=False)
+    with pytest.raises(services.PublishError, match="another segment granularity"):
+        services.segments_publish(
+            task=replace,
+            segments=[
+                services.NewSegment(
+                    interval=hour, version=alloc.version, partition=0, core_partitions=1
+                )
+            ],
+        )
+    assert not Segment.objects.filter(created_by=replace).exists()
