@@ -37,6 +37,7 @@ from metastore.models import (
     TaskLock,
     TaskStatus,
 )
+from metastore.selectors import last_commit_seq
 from metastore.specs import SpecError, TaskSpec, validate_task_spec
 
 log = logging.getLogger(__name__)
@@ -79,12 +80,6 @@ def _datasource_for_update(name: str) -> DataSource:
     with contextlib.suppress(IntegrityError), transaction.atomic():
         DataSource.objects.create(name=name)
     return DataSource.objects.select_for_update().get(name=name)
-
-
-def _last_seq(datasource: str) -> int:
-    return (
-        CommitLogEntry.objects.filter(datasource=datasource).aggregate(m=Max("seq"))["m"] or 0
-    )
 
 
 def _new_version(ds: DataSource) -> str:
@@ -378,6 +373,39 @@ def lock_try_acquire(
     return result if isinstance(result, TaskLock) else None
 
 
+def _blocker(spec: locking.LockSpec, lock: TaskLock | None) -> dict:
+    """What a waiting task shows it waits on: a held lock, or an earlier queued request."""
+    return {
+        "lock": lock.id if lock else None,
+        "task": lock.task_id if lock else _queued_task(spec),
+        "type": spec.type,
+        "granularity": spec.granularity,
+        "interval": str(spec.interval),
+        "priority": spec.priority,
+        "queued": lock is None,
+    }
+
+
+def _revoke(victims: list[TaskLock], *, by: Task) -> None:
+    TaskLock.objects.filter(id__in=[v.id for v in victims]).update(revoked=True, revoked_by=by)
+    log.info(
+        "task %s (priority %s) revoked locks of %s",
+        by.id,
+        by.priority,
+        sorted({v.task_id for v in victims}),
+    )
+
+
+def _resume(task: Task) -> None:
+    """A granted task is no longer WAITING: clear what it waited on."""
+    if task.status == TaskStatus.WAITING or task.waiting_request is not None:
+        task.status = TaskStatus.RUNNING
+        task.waiting_on = []
+        task.waiting_request = None
+        task.waiting_since = None
+        task.save(update_fields=["status", "waiting_on", "waiting_request", "waiting_since"])
+
+
 def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
     """One decision inside the dataSource's critical section.
 
@@ -411,20 +439,10 @@ def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
         queued = _queued_before(task, request)
         decision = locking.decide(request, [spec for spec, _ in pairs], queued)
         if decision.kind == locking.WAIT:
-            blockers = []
-            for blocking in decision.blocking:
-                match = next((lock for spec, lock in pairs if spec is blocking), None)
-                blockers.append(
-                    {
-                        "lock": match.id if match else None,
-                        "task": match.task_id if match else _queued_task(blocking),
-                        "type": blocking.type,
-                        "granularity": blocking.granularity,
-                        "interval": str(blocking.interval),
-                        "priority": blocking.priority,
-                        "queued": match is None,
-                    }
-                )
+            blockers = [
+                _blocker(blocking, next((lock for spec, lock in pairs if spec is blocking), None))
+                for blocking in decision.blocking
+            ]
             task.status = TaskStatus.WAITING
             task.waiting_on = blockers
             task.waiting_request = _request_json(request)
@@ -437,16 +455,7 @@ def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
                 for b in blockers
             )
         if decision.kind == locking.REVOKE:
-            victims = [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)]
-            TaskLock.objects.filter(id__in=[v.id for v in victims]).update(
-                revoked=True, revoked_by=task
-            )
-            log.info(
-                "task %s (priority %s) revoked locks of %s",
-                task.id,
-                task.priority,
-                sorted({v.task_id for v in victims}),
-            )
+            _revoke([lock for spec, lock in pairs if any(spec is r for r in decision.revoke)], by=task)
         reusable = locking.find_reusable(request, [spec for spec, _ in pairs])
         if reusable is not None:
             lock = next(lock for spec, lock in pairs if spec is reusable)
@@ -466,14 +475,9 @@ def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
                 version=lock_version,
                 priority=request.priority,
                 partition=request.partition,
-                granted_seq=_last_seq(request.datasource),
+                granted_seq=last_commit_seq(datasource=request.datasource),
             )
-        if task.status == TaskStatus.WAITING or task.waiting_request is not None:
-            task.status = TaskStatus.RUNNING
-            task.waiting_on = []
-            task.waiting_request = None
-            task.waiting_since = None
-            task.save(update_fields=["status", "waiting_on", "waiting_request", "waiting_since"])
+        _resume(task)
         return lock
 
 
@@ -619,31 +623,13 @@ def _segment_locks_for_new(task: Task, interval: Interval, version: str, partiti
     to_revoke: list[TaskLock] = []
     requests = []
     for p in partitions:
-        request = locking.LockSpec(
-            group_id=task.group_id,
-            datasource=task.datasource,
-            interval=interval,
-            type=locking.EXCLUSIVE,
-            priority=task.priority,
-            granularity=locking.SEGMENT,
-            partition=p,
-            version=version,
-        )
+        request = _lock_request(task, interval, locking.EXCLUSIVE, locking.SEGMENT, p, version)
         decision = locking.decide(request, [spec for spec, _ in pairs])
         if decision.kind == locking.WAIT:
             task.status = TaskStatus.WAITING
             task.waiting_on = [
-                {
-                    "lock": lock.id,
-                    "task": lock.task_id,
-                    "type": lock.type,
-                    "granularity": lock.granularity,
-                    "interval": str(lock.interval),
-                    "priority": lock.priority,
-                    "queued": False,
-                }
-                for spec, lock in pairs
-                if any(spec is b for b in decision.blocking)
+                _blocker(blocking, next(lock for spec, lock in pairs if spec is blocking))
+                for blocking in decision.blocking
             ]
             task.waiting_since = task.waiting_since or timezone.now()
             task.save(update_fields=["status", "waiting_on", "waiting_since"])
@@ -651,10 +637,8 @@ def _segment_locks_for_new(task: Task, interval: Interval, version: str, partiti
         to_revoke += [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)]
         requests.append(request)
     if to_revoke:
-        TaskLock.objects.filter(id__in=[v.id for v in to_revoke]).update(
-            revoked=True, revoked_by=task
-        )
-    seq = _last_seq(task.datasource)
+        _revoke(to_revoke, by=task)
+    seq = last_commit_seq(datasource=task.datasource)
     TaskLock.objects.bulk_create(
         [
             TaskLock(
@@ -673,11 +657,7 @@ def _segment_locks_for_new(task: Task, interval: Interval, version: str, partiti
             for r in requests
         ]
     )
-    if task.status == TaskStatus.WAITING:
-        task.status = TaskStatus.RUNNING
-        task.waiting_on = []
-        task.waiting_since = None
-        task.save(update_fields=["status", "waiting_on", "waiting_since"])
+    _resume(task)
     return True
 
 

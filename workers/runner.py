@@ -123,13 +123,8 @@ class Monitor:
         return self.base_progress + self.span * fraction
 
     def _group_jobs(self) -> list[int]:
-        from workers import spark as spark_mod
-
-        session = spark_mod._session
-        if session is None:
-            return []
         try:
-            return list(session.sparkContext.statusTracker().getJobIdsForGroup(self.task_id))
+            return _group_job_ids(self.task_id)
         except Exception:  # progress is best effort
             return []
 
@@ -250,25 +245,36 @@ def run_task(task_id: str) -> None:
         shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)
 
 
+def _group_job_ids(group: str) -> list[int]:
+    """Ids of the Spark jobs run under a task's job group (none without a session)."""
+    from workers import spark as spark_mod
+
+    session = spark_mod._session
+    if session is None:
+        return []
+    return list(session.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
 def _clean_up(task_id: str, timeout_s: float = 60.0) -> None:
     """Stop the task's Spark jobs, wait until none is running (a cancelled job's
     tasks may still be writing), then remove its intermediary directory."""
     from workers import spark as spark_mod
 
-    session = spark_mod._session
-    if session is not None:
-        tracker = session.sparkContext.statusTracker()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            running = [
-                job_id
-                for job_id in tracker.getJobIdsForGroup(task_id)
-                if (info := tracker.getJobInfo(job_id)) is not None and info.status == "RUNNING"
-            ]
-            if not running:
-                break
-            _cancel_spark(task_id)
-            time.sleep(0.2)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job_ids = _group_job_ids(task_id)
+        if not job_ids:
+            break
+        tracker = spark_mod._session.sparkContext.statusTracker()
+        running = [
+            job_id
+            for job_id in job_ids
+            if (info := tracker.getJobInfo(job_id)) is not None and info.status == "RUNNING"
+        ]
+        if not running:
+            break
+        _cancel_spark(task_id)
+        time.sleep(0.2)
     shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)
 
 
