@@ -132,9 +132,7 @@ def _request_from_json(task: Task, data: dict) -> locking.LockSpec:
 
 def _revoked_reason(task_id: str) -> str | None:
     lock = (
-        TaskLock.objects.filter(task_id=task_id, revoked=True)
-        .select_related("revoked_by")
-        .first()
+        TaskLock.objects.filter(task_id=task_id, revoked=True).select_related("revoked_by").first()
     )
     if lock is None:
         return None
@@ -257,9 +255,7 @@ def task_report_update(*, task_id: str, report: dict) -> None:
     Task.objects.filter(id=task_id).update(report=report)
 
 
-def task_finish(
-    *, task_id: str, status: str, error: str = "", report: dict | None = None
-) -> Task:
+def task_finish(*, task_id: str, status: str, error: str = "", report: dict | None = None) -> Task:
     """End a task: record its status and reason, and release every lock it holds."""
     if status not in FINAL_STATUSES:
         raise ValueError(f"{status} is not a final status")
@@ -344,8 +340,14 @@ def lock_acquire(
         time.sleep(LOCK_POLL_SECONDS)
 
 
-def _lock_request(task: Task, interval: Interval, lock_type: str, granularity: str,
-                  partition: int | None, version: str | None) -> locking.LockSpec:
+def _lock_request(
+    task: Task,
+    interval: Interval,
+    lock_type: str,
+    granularity: str,
+    partition: int | None,
+    version: str | None,
+) -> locking.LockSpec:
     return locking.LockSpec(
         group_id=task.group_id,
         datasource=task.datasource,
@@ -447,15 +449,15 @@ def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
             task.waiting_on = blockers
             task.waiting_request = _request_json(request)
             task.waiting_since = task.waiting_since or timezone.now()
-            task.save(
-                update_fields=["status", "waiting_on", "waiting_request", "waiting_since"]
-            )
+            task.save(update_fields=["status", "waiting_on", "waiting_request", "waiting_since"])
             return ", ".join(
                 f"{b['type']} {b['interval']} of {b['task']} (priority {b['priority']})"
                 for b in blockers
             )
         if decision.kind == locking.REVOKE:
-            _revoke([lock for spec, lock in pairs if any(spec is r for r in decision.revoke)], by=task)
+            _revoke(
+                [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)], by=task
+            )
         reusable = locking.find_reusable(request, [spec for spec, _ in pairs])
         if reusable is not None:
             lock = next(lock for spec, lock in pairs if spec is reusable)
@@ -573,7 +575,9 @@ def segments_allocate(
         if existing:
             version = existing[0].version
             partitions = tuple(p.partition for p in existing)
-            core = len(partitions) if not append else _chunk_core(task.datasource, interval, version)
+            core = (
+                len(partitions) if not append else _chunk_core(task.datasource, interval, version)
+            )
             return Allocation(interval, version, partitions, core, append)
         if lock_granularity == locking.SEGMENT:
             if not append:
@@ -694,8 +698,12 @@ def segments_allocate_overwrite(
         interval = Interval(start, end)
         existing = list(
             PendingSegment.objects.filter(
-                task=task, sequence_name=sequence_name, datasource=task.datasource,
-                start=start, end=end, version=version,
+                task=task,
+                sequence_name=sequence_name,
+                datasource=task.datasource,
+                start=start,
+                end=end,
+                version=version,
             ).order_by("partition")
         )
         roots = tuple(sorted({r for s in inputs for r in (s.root_partitions or [s.partition])}))
@@ -708,9 +716,14 @@ def segments_allocate_overwrite(
             partitions = tuple(p.partition for p in existing)
         else:
             highest = [
-                chunk.filter(partition__gte=NON_ROOT_PARTITION_START).aggregate(m=Max("partition"))["m"],
+                chunk.filter(partition__gte=NON_ROOT_PARTITION_START).aggregate(m=Max("partition"))[
+                    "m"
+                ],
                 PendingSegment.objects.filter(
-                    datasource=task.datasource, start=start, end=end, version=version,
+                    datasource=task.datasource,
+                    start=start,
+                    end=end,
+                    version=version,
                     partition__gte=NON_ROOT_PARTITION_START,
                 ).aggregate(m=Max("partition"))["m"],
             ]
@@ -937,8 +950,9 @@ def _segment_row(ds: DataSource, task: Task, seg: NewSegment, roots, aug) -> Seg
     )
 
 
-def _copy_onto(ds: DataSource, task: Task, source: Segment, version: str, partition: int,
-               core: int) -> Segment:
+def _copy_onto(
+    ds: DataSource, task: Task, source: Segment, version: str, partition: int, core: int
+) -> Segment:
     return Segment(
         id=Segment.make_id(ds.name, source.interval, version, partition),
         datasource=ds,
@@ -1036,7 +1050,9 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
     return out
 
 
-def _append_carry_overs(ds: DataSource, task: Task, locks: list[TaskLock], new_rows) -> list[Segment]:
+def _append_carry_overs(
+    ds: DataSource, task: Task, locks: list[TaskLock], new_rows
+) -> list[Segment]:
     if not any(lk.type == locking.APPEND for lk in locks):
         return []
     out = []
@@ -1063,7 +1079,9 @@ def _append_carry_overs(ds: DataSource, task: Task, locks: list[TaskLock], new_r
 # --- mark used / unused ---------------------------------------------------------
 
 
-def _segments_matching(datasource: str, interval: Interval | None, segment_ids: Iterable[str] | None):
+def _segments_matching(
+    datasource: str, interval: Interval | None, segment_ids: Iterable[str] | None
+):
     qs = Segment.objects.filter(datasource__name=datasource)
     if segment_ids is not None:
         qs = qs.filter(id__in=list(segment_ids))
@@ -1092,9 +1110,7 @@ def segments_mark_used(
         )
         if not ids:
             return None
-        Segment.objects.filter(id__in=ids).update(
-            used=used, used_status_updated_at=timezone.now()
-        )
+        Segment.objects.filter(id__in=ids).update(used=used, used_status_updated_at=timezone.now())
         return CommitLogEntry.objects.create(
             datasource=ds.name,
             user=user if user is not None and getattr(user, "is_authenticated", False) else None,
@@ -1148,7 +1164,9 @@ def segment_admin_update(*, segment: Segment, fields: dict, user=None) -> Commit
     editable = {"used", "shard_spec", "location"}
     unknown = set(fields) - editable
     if unknown:
-        raise ServiceError(f"fields {sorted(unknown)} cannot be edited; editable: {sorted(editable)}")
+        raise ServiceError(
+            f"fields {sorted(unknown)} cannot be edited; editable: {sorted(editable)}"
+        )
     with transaction.atomic():
         ds = _datasource_for_update(segment.datasource.name)
         before = Segment.objects.get(id=segment.id)
