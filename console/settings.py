@@ -14,6 +14,8 @@ Environment (documented in the README):
   DJANGO_SECRET_KEY   default: a development key (refused when DJANGO_DEBUG=0)
   DJANGO_DEBUG        default: 1
   DJANGO_ALLOWED_HOSTS default: *
+  STRATA_PG_PREPARE_THRESHOLD  default: 2; PostgreSQL only: uses after which the lock
+                      box's statements are prepared on the server (empty: never)
 """
 
 import os
@@ -127,6 +129,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL;",
     }
     DATABASES["default"]["TEST"] = {"NAME": str(STRATA_DATA_DIR / "test.sqlite3")}
+else:
+    # The lock box's statements (metastore/lockbox_sql.py) are prepared on the
+    # server after this many uses per connection; the ORM's queries never are
+    # (they bind parameters on the client). Set it empty to turn preparing off,
+    # e.g. behind a transaction-pooling PgBouncer older than 1.21.
+    _prepare = os.environ.get("STRATA_PG_PREPARE_THRESHOLD", "2").strip()
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
+        int(_prepare) if _prepare else None
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = []

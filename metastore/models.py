@@ -11,6 +11,8 @@ from django.db import models
 from metastore.intervals import Interval, format_ts
 
 EPOCH_VERSION = "1970-01-01T00:00:00.000Z"
+# Partition numbers of segments written by a SEGMENT-lock overwrite start here.
+NON_ROOT_PARTITION_START = 32768
 
 
 class DataSource(models.Model):
@@ -218,6 +220,9 @@ class PendingSegment(models.Model):
     partition = models.IntegerField()
     task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL)
     sequence_name = models.CharField(max_length=255, blank=True, default="")
+    # Allocated for an append (else for an overwrite): appends racing into a chunk
+    # where nothing is used yet must all get the version the first one got.
+    append = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -22,12 +22,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from metastore import locking
+from metastore import lockbox_sql, locking
 from metastore.intervals import Interval, format_ts, parse_ts
 from metastore.models import (
     ACTIVE_STATUSES,
-    EPOCH_VERSION,
     FINAL_STATUSES,
+    NON_ROOT_PARTITION_START,
     CommitKind,
     CommitLogEntry,
     DataSource,
@@ -42,8 +42,6 @@ from metastore.specs import SpecError, TaskSpec, validate_task_spec
 
 log = logging.getLogger(__name__)
 
-# Partition numbers of segments written by a SEGMENT-lock overwrite start here.
-NON_ROOT_PARTITION_START = 32768
 LOCK_POLL_SECONDS = 0.2
 
 
@@ -72,7 +70,7 @@ class PublishError(ServiceError):
 
 def _datasource_for_update(name: str) -> DataSource:
     """The dataSource's row, locked until the surrounding transaction ends."""
-    ds = DataSource.objects.select_for_update().filter(name=name).first()
+    ds = lockbox_sql.datasource_for_update(name)
     if ds is not None:
         return ds
     # First use of this dataSource: create its row outside this transaction's
@@ -82,13 +80,13 @@ def _datasource_for_update(name: str) -> DataSource:
     return DataSource.objects.select_for_update().get(name=name)
 
 
-def _new_version(ds: DataSource) -> str:
-    """A major version above every version ever handed out on this dataSource."""
+def _next_version(ds: DataSource) -> str:
+    """A major version above every version ever handed out on this dataSource
+    (the caller records it as the dataSource's `last_version`)."""
     candidate = format_ts(timezone.now())
     if candidate <= ds.last_version:
         candidate = format_ts(parse_ts(ds.last_version) + timedelta(milliseconds=1))
     ds.last_version = candidate
-    ds.save(update_fields=["last_version"])
     return candidate
 
 
@@ -117,10 +115,10 @@ def _request_json(request: locking.LockSpec) -> dict:
     }
 
 
-def _request_from_json(task: Task, data: dict) -> locking.LockSpec:
+def _request_from_json(group_id: str, datasource: str, data: dict) -> locking.LockSpec:
     return locking.LockSpec(
-        group_id=task.group_id,
-        datasource=task.datasource,
+        group_id=group_id,
+        datasource=datasource,
         interval=Interval.parse(data["interval"]),
         type=data["type"],
         priority=data["priority"],
@@ -375,11 +373,11 @@ def lock_try_acquire(
     return result if isinstance(result, TaskLock) else None
 
 
-def _blocker(spec: locking.LockSpec, lock: TaskLock | None) -> dict:
+def _blocker(spec: locking.LockSpec, lock: TaskLock | None, queued_task: str | None = None) -> dict:
     """What a waiting task shows it waits on: a held lock, or an earlier queued request."""
     return {
         "lock": lock.id if lock else None,
-        "task": lock.task_id if lock else _queued_task(spec),
+        "task": lock.task_id if lock else queued_task,
         "type": spec.type,
         "granularity": spec.granularity,
         "interval": str(spec.interval),
@@ -390,6 +388,10 @@ def _blocker(spec: locking.LockSpec, lock: TaskLock | None) -> dict:
 
 def _revoke(victims: list[TaskLock], *, by: Task) -> None:
     TaskLock.objects.filter(id__in=[v.id for v in victims]).update(revoked=True, revoked_by=by)
+    _log_revocation(victims, by=by)
+
+
+def _log_revocation(victims: list[TaskLock], *, by: Task | lockbox_sql.TaskState) -> None:
     log.info(
         "task %s (priority %s) revoked locks of %s",
         by.id,
@@ -412,97 +414,105 @@ def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
     """One decision inside the dataSource's critical section.
 
     Returns the granted lock, or a description of what blocks the request.
+    This is the lock box's hot path: one round trip reads (`decision_reads`),
+    one writes (`grant_writes`), then the commit.
     """
     with transaction.atomic():
-        ds = _datasource_for_update(request.datasource)
-        task = Task.objects.select_for_update().get(id=task_id)
+        reads = lockbox_sql.decision_reads(
+            datasource=request.datasource, task_id=task_id, interval=request.interval
+        )
+        if reads is None:  # the dataSource's first lock: create its row, then read again
+            _datasource_for_update(request.datasource)
+            reads = lockbox_sql.decision_reads(
+                datasource=request.datasource, task_id=task_id, interval=request.interval
+            )
+        task = reads.task
+        if task is None:
+            raise ServiceError(f"there is no task {task_id}")
         if task.cancel_requested:
             raise TaskCanceled(f"task {task_id} was canceled")
-        found = list(
-            TaskLock.objects.filter(
-                Q(
-                    datasource=request.datasource,
-                    start__lt=request.interval.end,
-                    end__gt=request.interval.start,
-                )
-                | Q(task_id=task_id, revoked=True)
-            )
-        )
-        if any(lock.task_id == task_id and lock.revoked for lock in found):
+        if any(lock.task_id == task_id and lock.revoked for lock in reads.locks):
             raise LockRevoked(_revoked_reason(task_id))
         held = [
             lock
-            for lock in found
+            for lock in reads.locks
             if lock.datasource == request.datasource
             and lock.start < request.interval.end
             and lock.end > request.interval.start
         ]
         pairs = [(_lock_spec(lock), lock) for lock in held]
-        queued = _queued_before(task, request)
-        decision = locking.decide(request, [spec for spec, _ in pairs], queued)
+        queued = _queued_before(reads.queued, request)
+        decision = locking.decide(request, [spec for spec, _ in pairs], [q for q, _ in queued])
         if decision.kind == locking.WAIT:
             blockers = [
-                _blocker(blocking, next((lock for spec, lock in pairs if spec is blocking), None))
+                _blocker(
+                    blocking,
+                    next((lock for spec, lock in pairs if spec is blocking), None),
+                    next((tid for spec, tid in queued if spec is blocking), None),
+                )
                 for blocking in decision.blocking
             ]
-            task.status = TaskStatus.WAITING
-            task.waiting_on = blockers
-            task.waiting_request = _request_json(request)
-            task.waiting_since = task.waiting_since or timezone.now()
-            task.save(update_fields=["status", "waiting_on", "waiting_request", "waiting_since"])
+            Task.objects.filter(id=task_id).update(
+                status=TaskStatus.WAITING,
+                waiting_on=blockers,
+                waiting_request=_request_json(request),
+                waiting_since=task.waiting_since or timezone.now(),
+            )
             return ", ".join(
                 f"{b['type']} {b['interval']} of {b['task']} (priority {b['priority']})"
                 for b in blockers
             )
-        if decision.kind == locking.REVOKE:
-            _revoke(
-                [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)], by=task
-            )
+        victims = [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)]
+        if victims:
+            _log_revocation(victims, by=task)
         reusable = locking.find_reusable(request, [spec for spec, _ in pairs])
+        new_lock = new_version = None
         if reusable is not None:
             lock = next(lock for spec, lock in pairs if spec is reusable)
         else:
             if request.granularity == locking.SEGMENT:
                 lock_version = request.version or ""
             else:
-                lock_version = _new_version(ds)
-            lock = TaskLock.objects.create(
-                task=task,
-                group_id=request.group_id,
-                datasource=request.datasource,
-                start=request.interval.start,
-                end=request.interval.end,
-                granularity=request.granularity,
-                type=request.type,
-                version=lock_version,
-                priority=request.priority,
-                partition=request.partition,
-                granted_seq=last_commit_seq(datasource=request.datasource),
-            )
-        _resume(task)
-        return lock
+                lock_version = _next_version(reads.datasource)
+                new_version = (reads.datasource.id, lock_version)
+            new_lock = {
+                "task_id": task_id,
+                "group_id": request.group_id,
+                "datasource": request.datasource,
+                "start": request.interval.start,
+                "end": request.interval.end,
+                "granularity": request.granularity,
+                "type": request.type,
+                "version": lock_version,
+                "priority": request.priority,
+                "partition": request.partition,
+                "revoked": False,
+                "revoked_by_id": None,
+                "granted_seq": reads.last_commit_seq,
+                "created_at": timezone.now(),
+            }
+        granted = lockbox_sql.grant_writes(
+            revoke=[v.id for v in victims],
+            revoked_by=task_id,
+            datasource_version=new_version,
+            new_lock=new_lock,
+            resume_task=(
+                task_id if task.status == TaskStatus.WAITING or task.has_waiting_request else None
+            ),
+        )
+        return granted or lock
 
 
-def _queued_before(task: Task, request: locking.LockSpec) -> list[locking.LockSpec]:
-    waiting = Task.objects.filter(
-        datasource=task.datasource, status=TaskStatus.WAITING, waiting_request__isnull=False
-    ).exclude(group_id=task.group_id)
-    if task.waiting_since is not None:
-        waiting = waiting.filter(waiting_since__lt=task.waiting_since)
+def _queued_before(
+    queued: list[tuple[str, str, dict]], request: locking.LockSpec
+) -> list[tuple[locking.LockSpec, str]]:
+    """The earlier queued requests of other groups that overlap `request`, with their tasks."""
     out = []
-    for other in waiting:
-        spec = _request_from_json(other, other.waiting_request)
+    for other_id, group_id, data in queued:
+        spec = _request_from_json(group_id, request.datasource, data)
         if spec.interval.overlaps(request.interval):
-            out.append(spec)
+            out.append((spec, other_id))
     return out
-
-
-def _queued_task(spec: locking.LockSpec) -> str | None:
-    return (
-        Task.objects.filter(group_id=spec.group_id, status=TaskStatus.WAITING)
-        .values_list("id", flat=True)
-        .first()
-    )
 
 
 def _clear_waiting(task_id: str) -> None:
@@ -512,7 +522,7 @@ def _clear_waiting(task_id: str) -> None:
 
 
 def lock_release(*, lock_id: int) -> None:
-    TaskLock.objects.filter(id=lock_id).delete()
+    lockbox_sql.lock_delete(lock_id)
 
 
 def locks_release_all(*, task_id: str) -> int:
@@ -558,62 +568,67 @@ def segments_allocate(
     (the task is WAITING).
     """
     with transaction.atomic():
-        _datasource_for_update(task.datasource)
-        task = Task.objects.select_for_update().get(id=task.id)
-        reason = _revoked_reason(task.id)
-        if reason:
-            raise LockRevoked(reason)
-        existing = list(
-            PendingSegment.objects.filter(
-                task=task,
-                sequence_name=sequence_name,
-                datasource=task.datasource,
-                start=interval.start,
-                end=interval.end,
-            ).order_by("partition")
+        reads = lockbox_sql.allocation_reads(
+            datasource=task.datasource,
+            task_id=task.id,
+            interval=interval,
+            sequence_name=sequence_name,
+            append=append,
         )
-        if existing:
-            version = existing[0].version
-            partitions = tuple(p.partition for p in existing)
+        if reads is None:  # the dataSource's first allocation: create its row, read again
+            _datasource_for_update(task.datasource)
+            reads = lockbox_sql.allocation_reads(
+                datasource=task.datasource,
+                task_id=task.id,
+                interval=interval,
+                sequence_name=sequence_name,
+                append=append,
+            )
+        ds = reads.datasource
+        if not reads.task_exists:
+            raise ServiceError(f"there is no task {task.id}")
+        if reads.task_revoked:
+            raise LockRevoked(_revoked_reason(task.id))
+        if reads.existing:
+            version = reads.existing[0][0]
+            partitions = tuple(p for _, p in reads.existing)
             core = (
-                len(partitions) if not append else _chunk_core(task.datasource, interval, version)
+                len(partitions)
+                if not append
+                else lockbox_sql.chunk_partitions(ds, interval, version)[0]
             )
             return Allocation(interval, version, partitions, core, append)
+        new_version = None
+        if append:
+            version, core, next_partition, new_version = _append_target(ds, interval, reads.append)
+            partitions = tuple(range(next_partition, next_partition + count))
         if lock_granularity == locking.SEGMENT:
             if not append:
                 raise ServiceError("segment-locked overwrites use segments_allocate_overwrite")
-            version, core, next_partition = _append_target(task.datasource, interval)
-            partitions = tuple(range(next_partition, next_partition + count))
+            if new_version is not None:
+                lockbox_sql.datasource_set_last_version(*new_version)
+                new_version = None
+            task = Task.objects.get(id=task.id)
             if not _segment_locks_for_new(task, interval, version, partitions):
                 return None
         else:
-            lock = _covering_lock(task, interval)
+            if reads.lock_version is None:
+                raise PublishError(f"task {task.id} holds no lock covering {interval}")
             if not append:
-                version = lock.version
+                version = reads.lock_version
                 partitions = tuple(range(count))
                 core = count
-            else:
-                version, core, next_partition = _append_target(task.datasource, interval)
-                partitions = tuple(range(next_partition, next_partition + count))
-        _record_pending(task, interval, version, partitions, sequence_name)
+        lockbox_sql.pending_insert(
+            task_id=task.id,
+            datasource=task.datasource,
+            interval=interval,
+            version=version,
+            partitions=partitions,
+            sequence_name=sequence_name,
+            append=append,
+            datasource_version=new_version,
+        )
         return Allocation(interval, version, partitions, core, append)
-
-
-def _record_pending(task, interval, version, partitions, sequence_name) -> None:
-    PendingSegment.objects.bulk_create(
-        [
-            PendingSegment(
-                datasource=task.datasource,
-                start=interval.start,
-                end=interval.end,
-                version=version,
-                partition=p,
-                task=task,
-                sequence_name=sequence_name,
-            )
-            for p in partitions
-        ]
-    )
 
 
 def _segment_locks_for_new(task: Task, interval: Interval, version: str, partitions) -> bool:
@@ -729,7 +744,15 @@ def segments_allocate_overwrite(
             ]
             first = max([h + 1 for h in highest if h is not None] + [NON_ROOT_PARTITION_START])
             partitions = tuple(range(first, first + count))
-            _record_pending(task, interval, version, partitions, sequence_name)
+            lockbox_sql.pending_insert(
+                task_id=task.id,
+                datasource=task.datasource,
+                interval=interval,
+                version=version,
+                partitions=partitions,
+                sequence_name=sequence_name,
+                append=False,
+            )
         return Allocation(interval, version, partitions, core, False, minor, roots)
 
 
@@ -750,61 +773,22 @@ def _covering_lock(task: Task, interval: Interval) -> TaskLock:
     return lock
 
 
-def _chunk_core(datasource: str, interval: Interval, version: str) -> int:
-    value = Segment.objects.filter(
-        datasource__name=datasource, start=interval.start, end=interval.end, version=version
-    ).aggregate(m=Max("core_partitions"))["m"]
-    return value or 0
-
-
-def _next_root_partition(datasource: str, interval: Interval, version: str) -> int:
-    highest = [
-        Segment.objects.filter(
-            datasource__name=datasource,
-            start=interval.start,
-            end=interval.end,
-            version=version,
-            partition__lt=NON_ROOT_PARTITION_START,
-        ).aggregate(m=Max("partition"))["m"],
-        PendingSegment.objects.filter(
-            datasource=datasource,
-            start=interval.start,
-            end=interval.end,
-            version=version,
-            partition__lt=NON_ROOT_PARTITION_START,
-        ).aggregate(m=Max("partition"))["m"],
-    ]
-    top = max((h for h in highest if h is not None), default=-1)
-    return max(top + 1, _chunk_core(datasource, interval, version))
-
-
-def _append_target(datasource: str, interval: Interval) -> tuple[str, int, int]:
-    """(version, core partitions, next partition number) for an append into interval."""
-    used = Segment.objects.filter(
-        datasource__name=datasource,
-        used=True,
-        start__lt=interval.end,
-        end__gt=interval.start,
-    )
-    foreign = used.exclude(start=interval.start, end=interval.end).first()
-    if foreign is not None:
+def _append_target(
+    ds: DataSource, interval: Interval, target: lockbox_sql.AppendTarget
+) -> tuple[str, int, int, tuple[int, str] | None]:
+    """(version, core partitions, next partition number, the dataSource's new last
+    version if the append starts a fresh version) for an append into interval."""
+    if target.foreign_segment is not None:
+        foreign = Segment.objects.get(id=target.foreign_segment)
         raise ServiceError(
             f"cannot append {interval}: the dataSource holds segment {foreign.id} over "
             f"{foreign.interval} at another segment granularity; append with that granularity"
         )
-    version = used.aggregate(v=Max("version"))["v"]
-    if version is None:
-        epoch_leftovers = PendingSegment.objects.filter(
-            datasource=datasource, start=interval.start, end=interval.end, version=EPOCH_VERSION
-        ).exclude(task__status__in=ACTIVE_STATUSES)
-        if epoch_leftovers.exists():
-            # A killed or failed EPOCH chunk: start a fresh version, never reuse numbers.
-            ds = DataSource.objects.get(name=datasource)
-            version = _new_version(ds)
-        else:
-            version = EPOCH_VERSION
-    core = _chunk_core(datasource, interval, version)
-    return version, core, _next_root_partition(datasource, interval, version)
+    if target.version is None:
+        # A killed or abandoned EPOCH chunk: start a fresh version, never reuse numbers.
+        version = _next_version(ds)
+        return version, 0, 0, (ds.id, version)
+    return target.version, target.core, target.next_partition, None
 
 
 # --- publish ------------------------------------------------------------------
@@ -975,10 +959,10 @@ def _copy_onto(
     )
 
 
-def _next_free(ds_name: str, interval: Interval, version: str, taken: dict, core: int) -> int:
+def _next_free(ds: DataSource, interval: Interval, version: str, taken: dict, core: int) -> int:
     key = (interval.start, interval.end, version)
     if key not in taken:
-        taken[key] = max(_next_root_partition(ds_name, interval, version), core)
+        taken[key] = max(lockbox_sql.chunk_partitions(ds, interval, version)[1], core)
     value = taken[key]
     taken[key] = value + 1
     return value
@@ -1045,7 +1029,7 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
             # The replace wrote nothing over this chunk: the append stays visible as is.
             continue
         core = cores[(source.start, source.end, lock.version)]
-        partition = _next_free(ds.name, source.interval, lock.version, taken, core)
+        partition = _next_free(ds, source.interval, lock.version, taken, core)
         out.append(_copy_onto(ds, task, source, lock.version, partition, core))
     return out
 
@@ -1070,8 +1054,8 @@ def _append_carry_overs(
         )
         if newer is None:
             continue
-        core = _chunk_core(ds.name, row.interval, newer)
-        partition = _next_free(ds.name, row.interval, newer, taken, core)
+        core = lockbox_sql.chunk_partitions(ds, row.interval, newer)[0]
+        partition = _next_free(ds, row.interval, newer, taken, core)
         out.append(_copy_onto(ds, task, row, newer, partition, core))
     return out
 

@@ -307,3 +307,22 @@ def test_replace_refuses_to_hide_an_append_made_at_a_coarser_granularity_meanwhi
             ],
         )
     assert not Segment.objects.filter(created_by=replace).exists()
+
+
+def test_appends_racing_into_a_chunk_whose_epoch_append_failed_share_one_fresh_version():
+    failed = task(50)
+    services.lock_acquire(task=failed, interval=DAY, lock_type="APPEND")
+    services.segments_allocate(task=failed, interval=DAY, count=1, append=True)
+    services.task_finish(task_id=failed.id, status=TaskStatus.FAILED, error="boom")
+    first, second = task(50), task(50)
+    for t in (first, second):
+        assert services.lock_try_acquire(task=t, interval=DAY, lock_type="APPEND")
+    a = services.segments_allocate(task=first, interval=DAY, count=1, append=True)
+    b = services.segments_allocate(task=second, interval=DAY, count=1, append=True)
+    assert a.version == b.version != "1970-01-01T00:00:00.000Z"
+    assert set(a.partitions).isdisjoint(b.partitions)
+    publish(first, append=True)
+    publish(second, append=True)
+    visible = {ref.id for _, ref in selectors.timeline_for(datasource=DS).lookup(DAY)}
+    assert visible == set(Segment.objects.filter(used=True).values_list("id", flat=True))
+    assert len(visible) == 2

@@ -1,0 +1,496 @@
+"""The lock box's hot path in plain SQL, for PostgreSQL and SQLite alike.
+
+A lock decision or a segment allocation runs inside its dataSource's critical
+section (the dataSource row, locked until the transaction ends), so every
+millisecond spent there is a millisecond every other task of that dataSource
+waits. Through the ORM one decision was about ten queries and 4 ms of Python,
+mostly query compilation, and each query a round trip to the database: the
+lock box managed about 55 decisions a second with 8 clients (bench/locks.py).
+
+Here the same reads and writes are short hand-written statements, and on
+PostgreSQL the statements of one step go in a single round trip (psycopg's
+pipeline mode) as server-side prepared statements. Each statement still runs
+in order with its own snapshot, so the reads that follow the `FOR UPDATE` of
+the dataSource row see everything committed before the lock was granted.
+
+Only `metastore.services` calls this module, inside its own transactions; the
+rules stay in `metastore.locking` and the services. Rows come back as model
+instances built with `Model.from_db`, as the ORM would give them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.db import connection
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from metastore.intervals import Interval
+from metastore.models import (
+    ACTIVE_STATUSES,
+    EPOCH_VERSION,
+    NON_ROOT_PARTITION_START,
+    DataSource,
+    TaskLock,
+    TaskStatus,
+)
+
+_DATASOURCE_FIELDS = ["id", "name", "created_at", "last_version"]
+_LOCK_FIELDS = [
+    "id",
+    "task_id",
+    "group_id",
+    "datasource",
+    "start",
+    "end",
+    "granularity",
+    "type",
+    "version",
+    "priority",
+    "partition",
+    "revoked",
+    "revoked_by_id",
+    "granted_seq",
+    "created_at",
+]
+_LOCK_COLUMNS = ", ".join(f'"{f}"' for f in _LOCK_FIELDS)
+_LOCK_INSERT_COLUMNS = ", ".join(f'"{f}"' for f in _LOCK_FIELDS[1:])
+
+
+# --- running statements -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    sql: str
+    params: Sequence | Mapping = ()
+
+
+def run(*queries: Query) -> list[list[tuple] | int]:
+    """Run `queries` in order in the current transaction: the rows of each one
+    that returns rows, else its row count.
+
+    On PostgreSQL they go to the server together (one round trip) and are
+    prepared once per connection; elsewhere they run one after the other.
+    """
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        connection.ensure_connection()
+        raw = connection.connection
+        cursors = []
+        with raw.pipeline():
+            for query in queries:
+                cursor = psycopg.Cursor(raw)  # server-side binding, so it can be prepared
+                cursor.execute(query.sql, query.params)
+                cursors.append(cursor)
+        return [c.fetchall() if c.description is not None else c.rowcount for c in cursors]
+    out = []
+    with connection.cursor() as cursor:
+        for query in queries:
+            cursor.execute(query.sql, query.params)
+            out.append(cursor.fetchall() if cursor.description is not None else cursor.rowcount)
+    return out
+
+
+def _for_update() -> str:
+    # SQLite has no row locks: its IMMEDIATE transactions serialize writers.
+    return " FOR UPDATE" if connection.features.has_select_for_update else ""
+
+
+def _db_dt(value: datetime):
+    """A datetime as this database's driver wants it in a raw statement."""
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def _py_dt(value) -> datetime | None:
+    """A datetime column's value as an aware datetime (SQLite returns text)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        value = parse_datetime(value)
+    return value.replace(tzinfo=UTC) if timezone.is_naive(value) else value
+
+
+def _json(value):
+    return json.loads(value) if isinstance(value, str) else value
+
+
+# --- statements -------------------------------------------------------------------
+
+
+def _lock_datasource(name: str) -> Query:
+    return Query(
+        "SELECT id, name, created_at, last_version FROM metastore_datasource WHERE name = %s"
+        + _for_update(),
+        [name],
+    )
+
+
+def _lock_task(task_id: str) -> Query:
+    return Query(
+        "SELECT id, group_id, priority, status, cancel_requested, waiting_since, "
+        "waiting_request IS NOT NULL FROM metastore_task WHERE id = %s" + _for_update(),
+        [task_id],
+    )
+
+
+def _last_commit_seq(datasource: str) -> Query:
+    return Query(
+        "SELECT COALESCE(MAX(seq), 0) FROM metastore_commitlogentry WHERE datasource = %s",
+        [datasource],
+    )
+
+
+def _datasource(rows) -> DataSource | None:
+    if not rows:
+        return None
+    ds_id, name, created_at, last_version = rows[0]
+    return DataSource.from_db(
+        connection.alias, _DATASOURCE_FIELDS, [ds_id, name, _py_dt(created_at), last_version]
+    )
+
+
+def _lock(row) -> TaskLock:
+    values = list(row)
+    for i in (4, 5, 14):  # start, end, created_at
+        values[i] = _py_dt(values[i])
+    values[11] = bool(values[11])
+    return TaskLock.from_db(connection.alias, _LOCK_FIELDS, values)
+
+
+# --- lock decisions ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """What a lock decision needs to know of the requesting task."""
+
+    id: str
+    group_id: str
+    priority: int
+    status: str
+    cancel_requested: bool
+    waiting_since: datetime | None
+    has_waiting_request: bool
+
+
+@dataclass(frozen=True)
+class DecisionReads:
+    """Everything one lock decision reads, under the dataSource's row lock."""
+
+    datasource: DataSource
+    task: TaskState | None
+    locks: list[TaskLock]  # overlapping the request, plus the task's revoked locks
+    queued: list[tuple[str, str, dict]]  # (task id, group id, lock request) of earlier waiters
+    last_commit_seq: int
+
+
+def decision_reads(*, datasource: str, task_id: str, interval: Interval) -> DecisionReads | None:
+    """Lock the dataSource's row (and the task's) and read what a decision needs;
+    None when the dataSource has no row yet (nothing is locked then)."""
+    ds_rows, task_rows, lock_rows, queued_rows, seq_rows = run(
+        _lock_datasource(datasource),
+        _lock_task(task_id),
+        Query(
+            f"SELECT {_LOCK_COLUMNS} FROM metastore_tasklock WHERE (datasource = %s "
+            'AND start < %s AND "end" > %s) OR (task_id = %s AND revoked) ORDER BY id',
+            [datasource, _db_dt(interval.end), _db_dt(interval.start), task_id],
+        ),
+        # Other groups' WAITING tasks queued before this one (all of them if it is not queued).
+        Query(
+            "SELECT w.id, w.group_id, w.waiting_request FROM metastore_task w "
+            "JOIN metastore_task me ON me.id = %s WHERE w.datasource = %s AND w.status = %s "
+            "AND w.waiting_request IS NOT NULL AND w.group_id <> me.group_id "
+            "AND (me.waiting_since IS NULL OR w.waiting_since < me.waiting_since)",
+            [task_id, datasource, TaskStatus.WAITING.value],
+        ),
+        _last_commit_seq(datasource),
+    )
+    ds = _datasource(ds_rows)
+    if ds is None:
+        return None
+    task = None
+    if task_rows:
+        r = task_rows[0]
+        task = TaskState(r[0], r[1], r[2], r[3], bool(r[4]), _py_dt(r[5]), bool(r[6]))
+    return DecisionReads(
+        datasource=ds,
+        task=task,
+        locks=[_lock(r) for r in lock_rows],
+        queued=[(r[0], r[1], _json(r[2])) for r in queued_rows],
+        last_commit_seq=seq_rows[0][0],
+    )
+
+
+def grant_writes(
+    *,
+    revoke: Sequence[int] = (),
+    revoked_by: str = "",
+    datasource_version: tuple[int, str] | None = None,
+    new_lock: dict | None = None,
+    resume_task: str | None = None,
+) -> TaskLock | None:
+    """Carry out a granted decision in one round trip: revoke the victims' locks,
+    record the dataSource's new last version, insert the lock (`new_lock`: the
+    TaskLock fields but id) and clear the task's waiting state."""
+    queries = []
+    if revoke:
+        queries.append(
+            Query(
+                "UPDATE metastore_tasklock SET revoked = %s, revoked_by_id = %s "
+                f"WHERE id IN ({', '.join(['%s'] * len(revoke))})",
+                [True, revoked_by, *revoke],
+            )
+        )
+    if datasource_version is not None:
+        ds_id, version = datasource_version
+        queries.append(
+            Query(
+                "UPDATE metastore_datasource SET last_version = %s WHERE id = %s", [version, ds_id]
+            )
+        )
+    if resume_task is not None:
+        queries.append(
+            Query(
+                "UPDATE metastore_task SET status = %s, waiting_on = %s, waiting_request = NULL, "
+                "waiting_since = NULL WHERE id = %s",
+                [TaskStatus.RUNNING.value, "[]", resume_task],
+            )
+        )
+    values = None
+    if new_lock is not None:
+        values = [new_lock[f] for f in _LOCK_FIELDS[1:]]
+        queries.append(
+            Query(
+                f"INSERT INTO metastore_tasklock ({_LOCK_INSERT_COLUMNS}) "
+                f"VALUES ({', '.join(['%s'] * len(values))}) RETURNING id",
+                [_db_dt(v) if isinstance(v, datetime) else v for v in values],
+            )
+        )
+    results = run(*queries) if queries else []
+    if values is None:
+        return None
+    return TaskLock.from_db(connection.alias, _LOCK_FIELDS, [results[-1][0][0], *values])
+
+
+def datasource_set_last_version(datasource_id: int, version: str) -> None:
+    run(
+        Query(
+            "UPDATE metastore_datasource SET last_version = %s WHERE id = %s",
+            [version, datasource_id],
+        )
+    )
+
+
+def datasource_for_update(name: str) -> DataSource | None:
+    """The dataSource's row, locked until the surrounding transaction ends."""
+    return _datasource(run(_lock_datasource(name))[0])
+
+
+def lock_delete(lock_id: int) -> int:
+    return run(Query("DELETE FROM metastore_tasklock WHERE id = %s", [lock_id]))[0]
+
+
+# --- allocation -------------------------------------------------------------------
+
+
+def _chunk_params(ds: DataSource | str, interval: Interval) -> dict:
+    name = ds if isinstance(ds, str) else ds.name
+    params = {
+        "name": name,
+        "start": _db_dt(interval.start),
+        "end": _db_dt(interval.end),
+        "top": NON_ROOT_PARTITION_START,
+        "epoch": EPOCH_VERSION,
+    }
+    params.update({f"active{i}": status.value for i, status in enumerate(ACTIVE_STATUSES)})
+    return params
+
+
+_DS_ID = "(SELECT id FROM metastore_datasource WHERE name = %(name)s)"
+_ACTIVE = ", ".join(f"%(active{i})s" for i in range(len(ACTIVE_STATUSES)))
+_USED_VERSION = (
+    f"(SELECT MAX(version) FROM metastore_segment WHERE datasource_id = {_DS_ID} "
+    'AND used AND start = %(start)s AND "end" = %(end)s)'
+)
+# The version appends of still-running tasks were given while nothing was used
+# here: later appends must join them, or one would overshadow the other.
+_APPENDING_VERSION = (
+    "(SELECT MAX(p.version) FROM metastore_pendingsegment p JOIN metastore_task t "
+    'ON p.task_id = t.id WHERE p.datasource = %(name)s AND p.start = %(start)s AND p."end" = '
+    f"%(end)s AND p.append AND t.status IN ({_ACTIVE}))"
+)
+
+
+def _chunk_partitions_sql(version_sql: str) -> str:
+    """(core partitions, highest used root partition, highest allocated root
+    partition) of the chunk at the version `version_sql` evaluates to."""
+    chunk = f'start = %(start)s AND "end" = %(end)s AND version = {version_sql}'
+    return (
+        f"(SELECT MAX(core_partitions) FROM metastore_segment "
+        f"WHERE datasource_id = {_DS_ID} AND {chunk}), "
+        f"(SELECT MAX(partition) FROM metastore_segment "
+        f"WHERE datasource_id = {_DS_ID} AND {chunk} AND partition < %(top)s), "
+        f"(SELECT MAX(partition) FROM metastore_pendingsegment "
+        f"WHERE datasource = %(name)s AND {chunk} AND partition < %(top)s)"
+    )
+
+
+def _append_query(datasource: str, interval: Interval) -> Query:
+    """Where an append into `interval` goes: see `AppendTarget`."""
+    return Query(
+        f"SELECT (SELECT id FROM metastore_segment WHERE datasource_id = {_DS_ID} AND used "
+        'AND start < %(end)s AND "end" > %(start)s '
+        'AND NOT (start = %(start)s AND "end" = %(end)s) LIMIT 1), '
+        f"{_USED_VERSION}, {_APPENDING_VERSION}, "
+        "EXISTS (SELECT 1 FROM metastore_pendingsegment p LEFT JOIN metastore_task t "
+        'ON p.task_id = t.id WHERE p.datasource = %(name)s AND p.start = %(start)s AND p."end" = '
+        f"%(end)s AND p.version = %(epoch)s AND (t.status IS NULL OR t.status NOT IN ({_ACTIVE}))), "
+        + _chunk_partitions_sql(f"COALESCE({_USED_VERSION}, {_APPENDING_VERSION}, %(epoch)s)"),
+        _chunk_params(datasource, interval),
+    )
+
+
+def _partitions(core, used_top, pending_top) -> tuple[int, int]:
+    """(core partitions, next free root partition): root numbers are never reused,
+    neither after publish nor after kill."""
+    core = core or 0
+    top = max((h for h in (used_top, pending_top) if h is not None), default=-1)
+    return core, max(top + 1, core)
+
+
+def chunk_partitions(ds: DataSource, interval: Interval, version: str) -> tuple[int, int]:
+    """(core partitions, next free root partition number) of one chunk."""
+    params = {**_chunk_params(ds, interval), "v": version}
+    row = run(Query("SELECT " + _chunk_partitions_sql("%(v)s"), params))[0][0]
+    return _partitions(*row)
+
+
+@dataclass(frozen=True)
+class AppendTarget:
+    """What decides where an append into one chunk goes (SPEC §5): the chunk's
+    used version, else the version running appends were given, else EPOCH, or
+    a fresh version when a whole EPOCH chunk was killed or abandoned."""
+
+    foreign_segment: str | None  # a used segment over the chunk at another granularity
+    used_version: str | None  # the chunk's highest used version
+    appending_version: str | None  # given to appends of still-active tasks
+    ended_epoch_allocations: bool  # EPOCH ids were handed to tasks that ended
+    core: int  # core partitions at the first of those versions (or EPOCH)
+    next_partition: int  # next free root partition there
+
+    @property
+    def version(self) -> str | None:
+        """The version to append at; None means a fresh one must be derived."""
+        chosen = self.used_version or self.appending_version
+        if chosen is None and self.ended_epoch_allocations:
+            return None
+        return chosen or EPOCH_VERSION
+
+
+def _append_target(row) -> AppendTarget:
+    foreign, used, appending, ended, core, used_top, pending_top = row
+    core, next_partition = _partitions(core, used_top, pending_top)
+    return AppendTarget(foreign, used, appending, bool(ended), core, next_partition)
+
+
+def append_target(datasource: str, interval: Interval) -> AppendTarget:
+    return _append_target(run(_append_query(datasource, interval))[0][0])
+
+
+@dataclass(frozen=True)
+class AllocationReads:
+    """Everything one allocation reads, under the dataSource's row lock."""
+
+    datasource: DataSource
+    task_exists: bool
+    task_revoked: bool
+    existing: list[tuple[str, int]]  # (version, partition) already handed to this sequence
+    lock_version: str | None  # version of the task's covering time-chunk lock
+    append: AppendTarget | None
+
+
+def allocation_reads(
+    *, datasource: str, task_id: str, interval: Interval, sequence_name: str, append: bool
+) -> AllocationReads | None:
+    """Lock the dataSource's row (and the task's) and read what allocating in
+    `interval` needs, in one round trip; None when the dataSource has no row yet."""
+    params = {**_chunk_params(datasource, interval), "task": task_id, "seq": sequence_name}
+    queries = [
+        _lock_datasource(datasource),
+        Query(
+            "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %(task)s "
+            "AND revoked), (SELECT version FROM metastore_tasklock WHERE task_id = %(task)s "
+            "AND granularity = 'TIME_CHUNK' AND NOT revoked AND start <= %(start)s "
+            'AND "end" >= %(end)s ORDER BY created_at, id LIMIT 1) '
+            "FROM metastore_task WHERE id = %(task)s" + _for_update(),
+            params,
+        ),
+        Query(
+            "SELECT version, partition FROM metastore_pendingsegment WHERE task_id = %(task)s "
+            "AND sequence_name = %(seq)s AND datasource = %(name)s AND start = %(start)s "
+            'AND "end" = %(end)s ORDER BY partition',
+            params,
+        ),
+    ]
+    if append:
+        queries.append(_append_query(datasource, interval))
+    results = run(*queries)
+    ds = _datasource(results[0])
+    if ds is None:
+        return None
+    task_rows = results[1]
+    return AllocationReads(
+        datasource=ds,
+        task_exists=bool(task_rows),
+        task_revoked=bool(task_rows and task_rows[0][0]),
+        existing=[(v, p) for v, p in results[2]],
+        lock_version=task_rows[0][1] if task_rows else None,
+        append=_append_target(results[3][0]) if append else None,
+    )
+
+
+def pending_insert(
+    *,
+    task_id: str,
+    datasource: str,
+    interval: Interval,
+    version: str,
+    partitions: Iterable[int],
+    sequence_name: str,
+    append: bool,
+    datasource_version: tuple[int, str] | None = None,
+) -> None:
+    """Record allocated segment ids (and, for a fresh version, the dataSource's
+    new last version) in one round trip."""
+    now = _db_dt(timezone.now())
+    start, end = _db_dt(interval.start), _db_dt(interval.end)
+    rows = [
+        [datasource, start, end, version, p, task_id, sequence_name, append, now]
+        for p in partitions
+    ]
+    queries = []
+    if datasource_version is not None:
+        ds_id, last_version = datasource_version
+        queries.append(
+            Query(
+                "UPDATE metastore_datasource SET last_version = %s WHERE id = %s",
+                [last_version, ds_id],
+            )
+        )
+    if rows:
+        placeholders = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+        queries.append(
+            Query(
+                'INSERT INTO metastore_pendingsegment (datasource, start, "end", version, '
+                f"partition, task_id, sequence_name, append, created_at) VALUES {placeholders}",
+                [v for row in rows for v in row],
+            )
+        )
+    if queries:
+        run(*queries)
