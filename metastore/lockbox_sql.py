@@ -83,7 +83,8 @@ def run(*queries: Query) -> list[list[tuple] | int]:
         connection.ensure_connection()
         raw = connection.connection
         cursors = []
-        with raw.pipeline():
+        # Errors surface as Django's exception classes, as they would through the ORM.
+        with connection.wrap_database_errors, raw.pipeline():
             for query in queries:
                 cursor = psycopg.Cursor(raw)  # server-side binding, so it can be prepared
                 cursor.execute(query.sql, query.params)
@@ -278,15 +279,6 @@ def grant_writes(
     return TaskLock.from_db(connection.alias, _LOCK_FIELDS, [results[-1][0][0], *values])
 
 
-def datasource_set_last_version(datasource_id: int, version: str) -> None:
-    run(
-        Query(
-            "UPDATE metastore_datasource SET last_version = %s WHERE id = %s",
-            [version, datasource_id],
-        )
-    )
-
-
 def datasource_for_update(name: str) -> DataSource | None:
     """The dataSource's row, locked until the surrounding transaction ends."""
     return _datasource(run(_lock_datasource(name))[0])
@@ -341,19 +333,32 @@ def _chunk_partitions_sql(version_sql: str) -> str:
     )
 
 
-def _append_query(datasource: str, interval: Interval) -> Query:
-    """Where an append into `interval` goes: see `AppendTarget`."""
-    return Query(
-        f"SELECT (SELECT id FROM metastore_segment WHERE datasource_id = {_DS_ID} AND used "
-        'AND start < %(end)s AND "end" > %(start)s '
-        'AND NOT (start = %(start)s AND "end" = %(end)s) LIMIT 1), '
-        f"{_USED_VERSION}, {_APPENDING_VERSION}, "
-        "EXISTS (SELECT 1 FROM metastore_pendingsegment p LEFT JOIN metastore_task t "
-        'ON p.task_id = t.id WHERE p.datasource = %(name)s AND p.start = %(start)s AND p."end" = '
-        f"%(end)s AND p.version = %(epoch)s AND (t.status IS NULL OR t.status NOT IN ({_ACTIVE}))), "
-        + _chunk_partitions_sql(f"COALESCE({_USED_VERSION}, {_APPENDING_VERSION}, %(epoch)s)"),
-        _chunk_params(datasource, interval),
-    )
+_ENDED_EPOCH_ALLOCATIONS = (
+    "EXISTS (SELECT 1 FROM metastore_pendingsegment p LEFT JOIN metastore_task t "
+    'ON p.task_id = t.id WHERE p.datasource = %(name)s AND p.start = %(start)s AND p."end" = '
+    f"%(end)s AND p.version = %(epoch)s AND (t.status IS NULL OR t.status NOT IN ({_ACTIVE})))"
+)
+# Just above every version the chunk ever published, and so below the version of
+# any overwrite or REPLACE lock still running (those are newer): appends there
+# are overshadowed by, or carried onto, what such a task publishes.
+_FRESH_VERSION = (
+    f"(COALESCE((SELECT MAX(version) FROM metastore_segment WHERE datasource_id = {_DS_ID} "
+    "AND start = %(start)s AND \"end\" = %(end)s), %(epoch)s) || 'S')"
+)
+# SPEC §5: the chunk's used version, else the version appends still running
+# there were given, else EPOCH, or a fresh version if EPOCH ids were handed to
+# tasks that ended (a killed or abandoned EPOCH chunk).
+_APPEND_VERSION = (
+    f"COALESCE({_USED_VERSION}, {_APPENDING_VERSION}, "
+    f"CASE WHEN {_ENDED_EPOCH_ALLOCATIONS} THEN {_FRESH_VERSION} ELSE %(epoch)s END)"
+)
+# Where an append into a chunk goes: see `AppendTarget`.
+_APPEND_COLUMNS = (
+    f"(SELECT id FROM metastore_segment WHERE datasource_id = {_DS_ID} AND used "
+    'AND start < %(end)s AND "end" > %(start)s '
+    'AND NOT (start = %(start)s AND "end" = %(end)s) LIMIT 1), '
+    f"{_APPEND_VERSION}, " + _chunk_partitions_sql(_APPEND_VERSION)
+)
 
 
 def _partitions(core, used_top, pending_top) -> tuple[int, int]:
@@ -373,85 +378,96 @@ def chunk_partitions(ds: DataSource, interval: Interval, version: str) -> tuple[
 
 @dataclass(frozen=True)
 class AppendTarget:
-    """What decides where an append into one chunk goes (SPEC §5): the chunk's
-    used version, else the version running appends were given, else EPOCH, or
-    a fresh version when a whole EPOCH chunk was killed or abandoned."""
+    """Where an append into one chunk goes (SPEC §5, see `_APPEND_VERSION`)."""
 
     foreign_segment: str | None  # a used segment over the chunk at another granularity
-    used_version: str | None  # the chunk's highest used version
-    appending_version: str | None  # given to appends of still-active tasks
-    ended_epoch_allocations: bool  # EPOCH ids were handed to tasks that ended
-    core: int  # core partitions at the first of those versions (or EPOCH)
+    version: str
+    core: int  # core partitions of the chunk at that version
     next_partition: int  # next free root partition there
-
-    @property
-    def version(self) -> str | None:
-        """The version to append at; None means a fresh one must be derived."""
-        chosen = self.used_version or self.appending_version
-        if chosen is None and self.ended_epoch_allocations:
-            return None
-        return chosen or EPOCH_VERSION
 
 
 def _append_target(row) -> AppendTarget:
-    foreign, used, appending, ended, core, used_top, pending_top = row
+    foreign, version, core, used_top, pending_top = row
     core, next_partition = _partitions(core, used_top, pending_top)
-    return AppendTarget(foreign, used, appending, bool(ended), core, next_partition)
-
-
-def append_target(datasource: str, interval: Interval) -> AppendTarget:
-    return _append_target(run(_append_query(datasource, interval))[0][0])
+    return AppendTarget(foreign, version, core, next_partition)
 
 
 @dataclass(frozen=True)
-class AllocationReads:
-    """Everything one allocation reads, under the dataSource's row lock."""
+class ChunkReads:
+    """What one allocation request reads of its chunk."""
 
-    datasource: DataSource
-    task_exists: bool
-    task_revoked: bool
     existing: list[tuple[str, int]]  # (version, partition) already handed to this sequence
     lock_version: str | None  # version of the task's covering time-chunk lock
     append: AppendTarget | None
 
 
+@dataclass(frozen=True)
+class AllocationReads:
+    """Everything a batch of allocations reads, under the dataSource's row lock."""
+
+    datasource: DataSource
+    task_exists: bool
+    task_revoked: bool
+    chunks: list[ChunkReads]  # one per request, in order
+
+
 def allocation_reads(
-    *, datasource: str, task_id: str, interval: Interval, sequence_name: str, append: bool
+    *,
+    datasource: str,
+    task_id: str,
+    requests: Sequence[tuple[Interval, str]],
+    append: bool,
 ) -> AllocationReads | None:
-    """Lock the dataSource's row (and the task's) and read what allocating in
-    `interval` needs, in one round trip; None when the dataSource has no row yet."""
-    params = {**_chunk_params(datasource, interval), "task": task_id, "seq": sequence_name}
+    """Lock the dataSource's row (and the task's) and read what allocating for
+    each (interval, sequence name) needs, in one round trip; None when the
+    dataSource has no row yet."""
     queries = [
         _lock_datasource(datasource),
         Query(
-            "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %(task)s "
-            "AND revoked), (SELECT version FROM metastore_tasklock WHERE task_id = %(task)s "
-            "AND granularity = 'TIME_CHUNK' AND NOT revoked AND start <= %(start)s "
-            'AND "end" >= %(end)s ORDER BY created_at, id LIMIT 1) '
-            "FROM metastore_task WHERE id = %(task)s" + _for_update(),
-            params,
-        ),
-        Query(
-            "SELECT version, partition FROM metastore_pendingsegment WHERE task_id = %(task)s "
-            "AND sequence_name = %(seq)s AND datasource = %(name)s AND start = %(start)s "
-            'AND "end" = %(end)s ORDER BY partition',
-            params,
+            "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked) "
+            "FROM metastore_task WHERE id = %s" + _for_update(),
+            [task_id, task_id],
         ),
     ]
-    if append:
-        queries.append(_append_query(datasource, interval))
+    covering = (
+        "(SELECT version FROM metastore_tasklock WHERE task_id = %(task)s "
+        "AND granularity = 'TIME_CHUNK' AND NOT revoked AND start <= %(start)s "
+        'AND "end" >= %(end)s ORDER BY created_at, id LIMIT 1)'
+    )
+    for interval, sequence_name in requests:
+        params = {**_chunk_params(datasource, interval), "task": task_id, "seq": sequence_name}
+        queries.append(
+            Query(
+                "SELECT version, partition FROM metastore_pendingsegment WHERE task_id = %(task)s "
+                "AND sequence_name = %(seq)s AND datasource = %(name)s AND start = %(start)s "
+                'AND "end" = %(end)s ORDER BY partition',
+                params,
+            )
+        )
+        if append:
+            queries.append(Query(f"SELECT {covering}, " + _APPEND_COLUMNS, params))
+        else:
+            queries.append(Query(f"SELECT {covering}", params))
     results = run(*queries)
     ds = _datasource(results[0])
     if ds is None:
         return None
     task_rows = results[1]
+    chunks = []
+    for i in range(len(requests)):
+        existing, facts = results[2 + 2 * i], results[3 + 2 * i][0]
+        chunks.append(
+            ChunkReads(
+                existing=[(v, p) for v, p in existing],
+                lock_version=facts[0],
+                append=_append_target(facts[1:]) if append else None,
+            )
+        )
     return AllocationReads(
         datasource=ds,
         task_exists=bool(task_rows),
         task_revoked=bool(task_rows and task_rows[0][0]),
-        existing=[(v, p) for v, p in results[2]],
-        lock_version=task_rows[0][1] if task_rows else None,
-        append=_append_target(results[3][0]) if append else None,
+        chunks=chunks,
     )
 
 
@@ -459,37 +475,36 @@ def pending_insert(
     *,
     task_id: str,
     datasource: str,
-    interval: Interval,
-    version: str,
-    partitions: Iterable[int],
-    sequence_name: str,
+    allocations: Iterable[tuple[Interval, str, Iterable[int], str]],
     append: bool,
-    datasource_version: tuple[int, str] | None = None,
 ) -> None:
-    """Record allocated segment ids (and, for a fresh version, the dataSource's
-    new last version) in one round trip."""
+    """Record allocated segment ids, given as (interval, version, partitions,
+    sequence name), in one round trip."""
     now = _db_dt(timezone.now())
-    start, end = _db_dt(interval.start), _db_dt(interval.end)
     rows = [
-        [datasource, start, end, version, p, task_id, sequence_name, append, now]
+        [
+            datasource,
+            _db_dt(interval.start),
+            _db_dt(interval.end),
+            version,
+            p,
+            task_id,
+            sequence_name,
+            append,
+            now,
+        ]
+        for interval, version, partitions, sequence_name in allocations
         for p in partitions
     ]
     queries = []
-    if datasource_version is not None:
-        ds_id, last_version = datasource_version
-        queries.append(
-            Query(
-                "UPDATE metastore_datasource SET last_version = %s WHERE id = %s",
-                [last_version, ds_id],
-            )
-        )
-    if rows:
-        placeholders = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    for i in range(0, len(rows), 500):  # stay far below SQLite's bound-parameter limit
+        chunk = rows[i : i + 500]
+        placeholders = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(chunk))
         queries.append(
             Query(
                 'INSERT INTO metastore_pendingsegment (datasource, start, "end", version, '
                 f"partition, task_id, sequence_name, append, created_at) VALUES {placeholders}",
-                [v for row in rows for v in row],
+                [v for row in chunk for v in row],
             )
         )
     if queries:

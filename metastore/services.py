@@ -544,6 +544,15 @@ class Allocation:
     root_partitions: tuple[int, ...] | None = None  # overwrite by segment lock: union of inputs
 
 
+@dataclass(frozen=True)
+class AllocationRequest:
+    """`count` segment identities wanted in `interval` under `sequence_name`."""
+
+    interval: Interval
+    count: int
+    sequence_name: str = ""
+
+
 def segments_allocate(
     *,
     task: Task,
@@ -557,9 +566,10 @@ def segments_allocate(
 
     Overwrite (append=False): the version of the task's time-chunk lock and
     partitions 0..count-1, which form the chunk's core set. Append: the chunk's
-    current version (EPOCH for an empty chunk) and partition numbers after the
-    highest ever allocated there; the core set is unchanged. Idempotent per
-    (task, sequence_name, interval).
+    used version, else the version appends still running there were given,
+    else EPOCH (a fresh version if an EPOCH chunk was killed or abandoned), and
+    partition numbers after the highest ever allocated there; the core set is
+    unchanged. Idempotent per (task, sequence_name, interval).
 
     With `lock_granularity=SEGMENT` (appends under `forceTimeChunkLock: false`)
     the task needs no time-chunk lock: each allocated segment is locked with an
@@ -567,68 +577,122 @@ def segments_allocate(
     another task's time-chunk lock, nothing is allocated and None is returned
     (the task is WAITING).
     """
+    request = AllocationRequest(interval, count, sequence_name)
+    if lock_granularity != locking.SEGMENT:
+        return segments_allocate_many(task=task, requests=[request], append=append)[0]
+    if not append:
+        raise ServiceError("segment-locked overwrites use segments_allocate_overwrite")
     with transaction.atomic():
-        reads = lockbox_sql.allocation_reads(
-            datasource=task.datasource,
-            task_id=task.id,
-            interval=interval,
-            sequence_name=sequence_name,
-            append=append,
-        )
-        if reads is None:  # the dataSource's first allocation: create its row, read again
-            _datasource_for_update(task.datasource)
-            reads = lockbox_sql.allocation_reads(
-                datasource=task.datasource,
-                task_id=task.id,
-                interval=interval,
-                sequence_name=sequence_name,
-                append=append,
-            )
-        ds = reads.datasource
-        if not reads.task_exists:
-            raise ServiceError(f"there is no task {task.id}")
-        if reads.task_revoked:
-            raise LockRevoked(_revoked_reason(task.id))
-        if reads.existing:
-            version = reads.existing[0][0]
-            partitions = tuple(p for _, p in reads.existing)
-            core = (
-                len(partitions)
-                if not append
-                else lockbox_sql.chunk_partitions(ds, interval, version)[0]
-            )
-            return Allocation(interval, version, partitions, core, append)
-        new_version = None
-        if append:
-            version, core, next_partition, new_version = _append_target(ds, interval, reads.append)
-            partitions = tuple(range(next_partition, next_partition + count))
-        if lock_granularity == locking.SEGMENT:
-            if not append:
-                raise ServiceError("segment-locked overwrites use segments_allocate_overwrite")
-            if new_version is not None:
-                lockbox_sql.datasource_set_last_version(*new_version)
-                new_version = None
-            task = Task.objects.get(id=task.id)
-            if not _segment_locks_for_new(task, interval, version, partitions):
-                return None
-        else:
-            if reads.lock_version is None:
-                raise PublishError(f"task {task.id} holds no lock covering {interval}")
-            if not append:
-                version = reads.lock_version
-                partitions = tuple(range(count))
-                core = count
+        ds, (chunk,) = _allocation_reads(task, [request], append=True)
+        if chunk.existing:
+            return _existing_allocation(ds, request, chunk.existing, append=True)
+        version, core, next_partition = _append_target(interval, chunk.append)
+        partitions = tuple(range(next_partition, next_partition + count))
+        if not _segment_locks_for_new(Task.objects.get(id=task.id), interval, version, partitions):
+            return None
         lockbox_sql.pending_insert(
             task_id=task.id,
             datasource=task.datasource,
-            interval=interval,
-            version=version,
-            partitions=partitions,
-            sequence_name=sequence_name,
-            append=append,
-            datasource_version=new_version,
+            allocations=[(interval, version, partitions, sequence_name)],
+            append=True,
         )
-        return Allocation(interval, version, partitions, core, append)
+        return Allocation(interval, version, partitions, core, True)
+
+
+def segments_allocate_many(
+    *, task: Task, requests: Sequence[AllocationRequest], append: bool
+) -> list[Allocation]:
+    """`segments_allocate` for many chunks of a task that holds time-chunk locks,
+    in one transaction: the allocations, in order, that calling it for each
+    request in turn would give, for one critical section and two round trips.
+    A task publishing hundreds of chunks allocates them all at once."""
+    requests = list(requests)
+    if not requests:
+        return []
+    with transaction.atomic():
+        ds, chunks = _allocation_reads(task, requests, append=append)
+        out: list[Allocation] = []
+        done: dict[tuple[Interval, str], Allocation] = {}
+        planned: dict[Interval, tuple[str, int, int]] = {}  # chunk -> (version, next, core)
+        new_rows = []
+        for request, chunk in zip(requests, chunks, strict=True):
+            key = (request.interval, request.sequence_name)
+            if key in done:
+                out.append(done[key])
+                continue
+            if chunk.existing:
+                done[key] = _existing_allocation(ds, request, chunk.existing, append=append)
+                out.append(done[key])
+                continue
+            if chunk.lock_version is None:
+                raise PublishError(f"task {task.id} holds no lock covering {request.interval}")
+            if not append:
+                if request.interval in planned:
+                    raise ServiceError(
+                        f"an overwrite allocates the core set of {request.interval} once; "
+                        f"it was already asked for under another sequence name"
+                    )
+                version, partitions = chunk.lock_version, tuple(range(request.count))
+                core = request.count
+                planned[request.interval] = (version, request.count, core)
+            else:
+                if request.interval not in planned:
+                    version, core, first = _append_target(request.interval, chunk.append)
+                    planned[request.interval] = (version, first, core)
+                version, first, core = planned[request.interval]
+                partitions = tuple(range(first, first + request.count))
+                planned[request.interval] = (version, first + request.count, core)
+            new_rows.append((request.interval, version, partitions, request.sequence_name))
+            done[key] = Allocation(request.interval, version, partitions, core, append)
+            out.append(done[key])
+        try:
+            lockbox_sql.pending_insert(
+                task_id=task.id,
+                datasource=task.datasource,
+                allocations=new_rows,
+                append=append,
+            )
+        except IntegrityError as exc:
+            # Only an overwrite can collide: its core set starts at partition 0.
+            raise ServiceError(
+                f"task {task.id} already allocated the core set of one of these chunks "
+                f"under another sequence name; an overwrite allocates it once"
+            ) from exc
+        return out
+
+
+def _allocation_reads(
+    task: Task, requests: list[AllocationRequest], *, append: bool
+) -> tuple[DataSource, list[lockbox_sql.ChunkReads]]:
+    """Lock the dataSource (creating its row on first use) and read every request's chunk."""
+    args = {
+        "datasource": task.datasource,
+        "task_id": task.id,
+        "requests": [(r.interval, r.sequence_name) for r in requests],
+        "append": append,
+    }
+    reads = lockbox_sql.allocation_reads(**args)
+    if reads is None:  # the dataSource's first allocation: create its row, read again
+        _datasource_for_update(task.datasource)
+        reads = lockbox_sql.allocation_reads(**args)
+    if not reads.task_exists:
+        raise ServiceError(f"there is no task {task.id}")
+    if reads.task_revoked:
+        raise LockRevoked(_revoked_reason(task.id))
+    return reads.datasource, reads.chunks
+
+
+def _existing_allocation(
+    ds: DataSource, request: AllocationRequest, existing: list[tuple[str, int]], *, append: bool
+) -> Allocation:
+    """What an earlier call with the same (task, sequence name, interval) was given."""
+    version = existing[0][0]
+    partitions = tuple(p for _, p in existing)
+    if append:
+        core = lockbox_sql.chunk_partitions(ds, request.interval, version)[0]
+    else:
+        core = len(partitions)
+    return Allocation(request.interval, version, partitions, core, append)
 
 
 def _segment_locks_for_new(task: Task, interval: Interval, version: str, partitions) -> bool:
@@ -747,10 +811,7 @@ def segments_allocate_overwrite(
             lockbox_sql.pending_insert(
                 task_id=task.id,
                 datasource=task.datasource,
-                interval=interval,
-                version=version,
-                partitions=partitions,
-                sequence_name=sequence_name,
+                allocations=[(interval, version, partitions, sequence_name)],
                 append=False,
             )
         return Allocation(interval, version, partitions, core, False, minor, roots)
@@ -773,22 +834,15 @@ def _covering_lock(task: Task, interval: Interval) -> TaskLock:
     return lock
 
 
-def _append_target(
-    ds: DataSource, interval: Interval, target: lockbox_sql.AppendTarget
-) -> tuple[str, int, int, tuple[int, str] | None]:
-    """(version, core partitions, next partition number, the dataSource's new last
-    version if the append starts a fresh version) for an append into interval."""
+def _append_target(interval: Interval, target: lockbox_sql.AppendTarget) -> tuple[str, int, int]:
+    """(version, core partitions, next partition number) for an append into interval."""
     if target.foreign_segment is not None:
         foreign = Segment.objects.get(id=target.foreign_segment)
         raise ServiceError(
             f"cannot append {interval}: the dataSource holds segment {foreign.id} over "
             f"{foreign.interval} at another segment granularity; append with that granularity"
         )
-    if target.version is None:
-        # A killed or abandoned EPOCH chunk: start a fresh version, never reuse numbers.
-        version = _next_version(ds)
-        return version, 0, 0, (ds.id, version)
-    return target.version, target.core, target.next_partition, None
+    return target.version, target.core, target.next_partition
 
 
 # --- publish ------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""One client of the lock-box stress test / benchmark (run as a subprocess).
+"""One client of the lock-box stress test (run as a subprocess; the benchmark's
+client is bench/lock_client.py).
 
-Usage: python -m tests.lock_stress_worker <client> <requests> <seed> <mode>
-mode "check": after every grant, verify no two incompatible unrevoked locks exist.
-mode "bench": acquire+release as fast as possible; print latencies as JSON.
+Usage: python -m tests.lock_stress_worker <client> <requests> <seed> check
+After every grant it verifies that no two incompatible unrevoked locks exist.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 import os
 import random
 import sys
-import time
 from datetime import timedelta
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
@@ -41,11 +40,11 @@ def violations() -> list[str]:
 
 
 def main() -> int:
-    client, requests, seed, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    client, requests, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     rng = random.Random(seed)
-    latencies, allocations, problems, granted = [], [], [], 0
+    problems, granted = [], 0
     live = []
-    for i in range(requests):
+    for _ in range(requests):
         day = rng.randrange(5)
         span = rng.randint(1, 3)
         start = BASE.start + timedelta(days=day)
@@ -56,26 +55,11 @@ def main() -> int:
             datasource=DS,
             enqueue=False,
         )
-        lock_type = rng.choice(TYPES) if mode == "check" else locking.EXCLUSIVE
-        if mode == "bench":
-            interval = Interval(
-                BASE.start + timedelta(days=int(client) * 10 + i % 10),
-                BASE.start + timedelta(days=int(client) * 10 + i % 10 + 1),
-            )
-        t0 = time.perf_counter()
+        lock_type = rng.choice(TYPES)
         lock = services.lock_try_acquire(task=task, interval=interval, lock_type=lock_type)
         if lock is not None:
             granted += 1
-            if mode == "check":
-                problems += violations()
-            else:
-                a0 = time.perf_counter()
-                services.segments_allocate(task=task, interval=interval, count=1, append=True)
-                allocations.append(time.perf_counter() - a0)
-        if mode == "bench":
-            services.task_finish(task_id=task.id, status=TaskStatus.SUCCESS)
-            latencies.append(time.perf_counter() - t0)
-            continue
+            problems += violations()
         live.append(task)
         # End some tasks (releasing their locks) to keep churn going.
         while live and (len(live) > 3 or rng.random() < 0.5):
@@ -84,8 +68,7 @@ def main() -> int:
     for task in live:
         services.task_finish(task_id=task.id, status=TaskStatus.SUCCESS)
     print(json.dumps({"client": client, "granted": granted, "problems": problems[:10],
-                      "n_problems": len(problems), "latencies": latencies,
-                      "allocations": allocations}))
+                      "n_problems": len(problems)}))
     return 0
 
 

@@ -80,7 +80,9 @@ class World:
             spec={}, task_type="index_parallel", datasource=DS, enqueue=False
         )
         services.lock_acquire(task=task, interval=DAY, timeout_ms=0)
-        alloc = services.segments_allocate(task=task, interval=DAY, count=len(partitions), append=False)
+        alloc = services.segments_allocate(
+            task=task, interval=DAY, count=len(partitions), append=False
+        )
         segs = []
         for p, content in zip(alloc.partitions, partitions, strict=True):
             segs.append(
@@ -159,7 +161,9 @@ class Actor:
 
     def _lock_type(self) -> tuple[str, str]:
         if self.mode == CONC:
-            return (locking.APPEND if self.kind == "append" else locking.REPLACE), locking.TIME_CHUNK
+            return (
+                locking.APPEND if self.kind == "append" else locking.REPLACE
+            ), locking.TIME_CHUNK
         return locking.EXCLUSIVE, locking.TIME_CHUNK
 
     def _lock(self) -> bool:
@@ -220,10 +224,7 @@ class Actor:
         if self.kind == "compact":
             rows_ = []
             for seg in self.inputs:
-                visible = [
-                    (row, seg.id)
-                    for row in self.world.files[seg.location]
-                ]
+                visible = [(row, seg.id) for row in self.world.files[seg.location]]
                 rows_.extend(visible)
             self.input_rows = rows_
         return True
@@ -251,6 +252,9 @@ class Actor:
             return True
         if self.kind == "compact":
             content = [row for row, _ in self.input_rows]
+            if self.mode == SEG and not self.inputs:
+                self.staged = []  # nothing to compact: publish nothing, as the runner does
+                return True
             if self.mode == SEG:
                 alloc = services.segments_allocate_overwrite(
                     task=task, input_segment_ids=[s.id for s in self.inputs], count=1
@@ -302,9 +306,11 @@ class Actor:
             self.staged = staged
             return True
         # replace: new rows, bucketed by the replace's granularity (its interval's hours or the day)
-        buckets = [self.interval] if self.interval == DAY else [
-            hour(h) for h in range(24) if self.interval.contains(hour(h))
-        ]
+        buckets = (
+            [self.interval]
+            if self.interval == DAY
+            else [hour(h) for h in range(24) if self.interval.contains(hour(h))]
+        )
         staged = []
         for bucket in buckets:
             content = [
@@ -329,7 +335,8 @@ class Actor:
 
     def _publish(self) -> bool:
         try:
-            services.segments_publish(task=self.task, segments=self.staged)
+            if self.staged:
+                services.segments_publish(task=self.task, segments=self.staged)
         except services.PublishError:
             self._end(TaskStatus.FAILED, "failed")
             return True

@@ -3,6 +3,7 @@ timeouts, versions, allocation, publish checks, kill and the commit log."""
 
 from __future__ import annotations
 
+import random
 import time
 from datetime import timedelta
 
@@ -136,7 +137,10 @@ def test_segment_locks_by_partition_and_interval():
     assert services.lock_try_acquire(task=d, interval=wider, partition=7, **seg) is None
     big = task(100)
     assert services.lock_try_acquire(task=big, interval=DAY, lock_type="EXCLUSIVE")
-    assert set(TaskLock.objects.filter(revoked=True).values_list("task_id", flat=True)) == {a.id, b.id}
+    assert set(TaskLock.objects.filter(revoked=True).values_list("task_id", flat=True)) == {
+        a.id,
+        b.id,
+    }
 
 
 def test_append_and_replace_on_a_year():
@@ -185,8 +189,12 @@ def test_allocation_numbers_appends_and_overwrites_and_never_reuses_them():
     c = task(25, "compact", forceTimeChunkLock=False)
     for seg in inputs[:2]:
         assert services.lock_try_acquire(
-            task=c, interval=DAY, lock_type="EXCLUSIVE", granularity="SEGMENT",
-            partition=seg.partition, version=seg.version,
+            task=c,
+            interval=DAY,
+            lock_type="EXCLUSIVE",
+            granularity="SEGMENT",
+            partition=seg.partition,
+            version=seg.version,
         )
     over = services.segments_allocate_overwrite(
         task=c, input_segment_ids=[s.id for s in inputs[:2]], count=2
@@ -222,11 +230,17 @@ def test_changing_granularity_needs_time_chunk_locks():
     c = task(25, "compact", forceTimeChunkLock=False)
     for seg in segs:
         services.lock_try_acquire(
-            task=c, interval=seg.interval, lock_type="EXCLUSIVE", granularity="SEGMENT",
-            partition=seg.partition, version=seg.version,
+            task=c,
+            interval=seg.interval,
+            lock_type="EXCLUSIVE",
+            granularity="SEGMENT",
+            partition=seg.partition,
+            version=seg.version,
         )
     with pytest.raises(services.ServiceError, match="time-chunk locks"):
-        services.segments_allocate_overwrite(task=c, input_segment_ids=[s.id for s in segs], count=1)
+        services.segments_allocate_overwrite(
+            task=c, input_segment_ids=[s.id for s in segs], count=1
+        )
 
 
 def test_publish_refuses_segments_outside_the_tasks_locks_and_publishes_nothing():
@@ -234,7 +248,9 @@ def test_publish_refuses_segments_outside_the_tasks_locks_and_publishes_nothing(
     services.lock_acquire(task=t, interval=DAY)
     alloc = services.segments_allocate(task=t, interval=DAY, count=1, append=False)
     good = services.NewSegment(interval=DAY, version=alloc.version, partition=0, core_partitions=1)
-    bad = services.NewSegment(interval=day(2), version=alloc.version, partition=0, core_partitions=1)
+    bad = services.NewSegment(
+        interval=day(2), version=alloc.version, partition=0, core_partitions=1
+    )
     with pytest.raises(services.PublishError, match="holds no lock"):
         services.segments_publish(task=t, segments=[good, bad])
     assert not Segment.objects.exists()
@@ -326,3 +342,130 @@ def test_appends_racing_into_a_chunk_whose_epoch_append_failed_share_one_fresh_v
     visible = {ref.id for _, ref in selectors.timeline_for(datasource=DS).lookup(DAY)}
     assert visible == set(Segment.objects.filter(used=True).values_list("id", flat=True))
     assert len(visible) == 2
+
+
+def test_batch_allocation_gives_what_one_call_per_request_would():
+    rng = random.Random(7)
+    for round_ in range(5):
+        append = rng.random() < 0.7
+        names = "abc" if append else "a"  # an overwrite allocates a chunk's core set once
+        requests = [
+            services.AllocationRequest(day(rng.randrange(3)), rng.randint(1, 3), rng.choice(names))
+            for _ in range(rng.randint(1, 12))
+        ]
+        one_by_one, batched = task(50), task(50)
+        for t, ds in ((one_by_one, f"single{round_}"), (batched, f"batch{round_}")):
+            Task.objects.filter(id=t.id).update(datasource=ds)
+            t.datasource = ds
+            services.lock_acquire(task=t, interval=Interval(day(0).start, day(2).end))
+        expected = (
+            [
+                services.segments_allocate(
+                    task=one_by_one,
+                    interval=r.interval,
+                    count=r.count,
+                    append=append,
+                    sequence_name=r.sequence_name,
+                )
+                for r in requests
+            ]
+            if append
+            else None
+        )
+        got = services.segments_allocate_many(task=batched, requests=requests, append=append)
+        again = services.segments_allocate_many(task=batched, requests=requests, append=append)
+        assert got == again  # idempotent per (task, sequence name, interval)
+        if append:
+            assert [(a.interval, a.partitions, a.core_partitions, a.version) for a in got] == [
+                (a.interval, a.partitions, a.core_partitions, a.version) for a in expected
+            ]
+        else:
+            lock_version = TaskLock.objects.get(task=batched).version
+            assert {a.version for a in got} == {lock_version}
+            first = {}
+            for r, a in zip(requests, got, strict=True):
+                first.setdefault((r.interval, r.sequence_name), a)
+                assert a == first[(r.interval, r.sequence_name)]
+
+
+def test_a_batch_allocates_nothing_when_one_chunk_is_not_locked():
+    t = task(50)
+    services.lock_acquire(task=t, interval=day(0))
+    with pytest.raises(services.PublishError, match="holds no lock covering"):
+        services.segments_allocate_many(
+            task=t,
+            requests=[services.AllocationRequest(day(0), 1), services.AllocationRequest(day(1), 1)],
+            append=True,
+        )
+    assert not PendingSegment.objects.exists()
+
+
+def test_a_batch_puts_every_append_into_an_abandoned_epoch_chunk_on_one_fresh_version():
+    failed = task(50)
+    services.lock_acquire(task=failed, interval=DAY, lock_type="APPEND")
+    services.segments_allocate(task=failed, interval=DAY, count=1, append=True)
+    services.task_finish(task_id=failed.id, status=TaskStatus.FAILED, error="boom")
+    t = task(50)
+    services.lock_acquire(task=t, interval=DAY, lock_type="APPEND")
+    a, b = services.segments_allocate_many(
+        task=t,
+        requests=[services.AllocationRequest(DAY, 2, "x"), services.AllocationRequest(DAY, 1, "y")],
+        append=True,
+    )
+    assert a.version == b.version != "1970-01-01T00:00:00.000Z"
+    assert (a.partitions, b.partitions) == ((0, 1), (2,))
+    assert a.version == "1970-01-01T00:00:00.000ZS"  # just above EPOCH
+
+
+def test_an_overwrite_allocates_a_chunks_core_set_once():
+    t = task(50)
+    services.lock_acquire(task=t, interval=Interval(day(0).start, day(3).end))
+    services.segments_allocate(task=t, interval=DAY, count=2, append=False, sequence_name="a")
+    with pytest.raises(services.ServiceError, match="allocates it once"):
+        services.segments_allocate(task=t, interval=DAY, count=1, append=False, sequence_name="b")
+    with pytest.raises(services.ServiceError, match="allocates the core set of"):
+        services.segments_allocate_many(
+            task=t,
+            requests=[
+                services.AllocationRequest(day(3), 1, "a"),
+                services.AllocationRequest(day(3), 1, "b"),
+            ],
+            append=False,
+        )
+    assert PendingSegment.objects.count() == 2
+
+
+def test_an_append_into_an_abandoned_epoch_chunk_stays_below_a_running_replace():
+    failed = task(50)
+    services.lock_acquire(task=failed, interval=DAY, lock_type="APPEND")
+    services.segments_allocate(task=failed, interval=DAY, count=1, append=True)
+    services.task_finish(task_id=failed.id, status=TaskStatus.FAILED, error="boom")
+    replace = task(50, useConcurrentLocks=True)
+    assert services.lock_try_acquire(task=replace, interval=DAY, lock_type="REPLACE")
+    append = task(50, useConcurrentLocks=True)
+    assert services.lock_try_acquire(task=append, interval=DAY, lock_type="APPEND")
+    appended = publish(append, append=True)  # a fresh version, derived after the replace's
+    replaced = services.segments_allocate(task=replace, interval=DAY, count=1, append=False)
+    assert appended.version < replaced.version
+    services.segments_publish(
+        task=replace,
+        segments=[
+            services.NewSegment(
+                interval=DAY,
+                version=replaced.version,
+                partition=0,
+                core_partitions=1,
+                location="mem://replace",
+                num_rows=1,
+            )
+        ],
+    )
+    visible = [ref for _, ref in selectors.timeline_for(datasource=DS).lookup(DAY)]
+    assert {ref.version for ref in visible} == {replaced.version}
+    # The replace's rows and the append's (carried onto the replace's version) are visible.
+    locations = set(
+        Segment.objects.filter(id__in=[ref.id for ref in visible]).values_list(
+            "location", flat=True
+        )
+    )
+    assert locations == {"mem://replace", f"mem://{append.id}/{appended.partitions[0]}"}

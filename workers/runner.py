@@ -389,11 +389,11 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     for staged in result.segments:
         by_chunk.setdefault(staged.chunk, []).append(staged)
     new_segments: list[services.NewSegment] = []
-    for chunk in sorted(by_chunk, key=lambda iv: iv.start):
+    chunks = sorted(by_chunk, key=lambda iv: iv.start)
+    counts = [len(by_chunk[chunk]) for chunk in chunks]
+    allocations = _allocate(task, chunks, counts, spec.append_to_existing, segment_locked, timeout)
+    for chunk, alloc in zip(chunks, allocations, strict=True):
         staged = sorted(by_chunk[chunk], key=lambda s: s.index)
-        alloc = _allocate(
-            task, chunk, len(staged), spec.append_to_existing, segment_locked, timeout
-        )
         for seg, partition in zip(staged, alloc.partitions, strict=True):
             target_dir = deep_storage_dir(task.datasource, chunk, alloc.version, partition)
             target_dir.mkdir(parents=True, exist_ok=True)
@@ -429,28 +429,39 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
 
 
 def _allocate(
-    task: Task, chunk: Interval, count: int, append: bool, segment_locked: bool, timeout_ms: int
-) -> services.Allocation:
-    """Allocate segment ids; with segment locks, wait (up to the lock timeout) while
+    task: Task,
+    chunks: list[Interval],
+    counts: list[int],
+    append: bool,
+    segment_locked: bool,
+    timeout_ms: int,
+) -> list[services.Allocation]:
+    """Allocate segment ids for every chunk; under time-chunk locks in one batch,
+    with segment locks chunk by chunk, waiting (up to the lock timeout) while
     another task's time-chunk lock blocks them."""
     if not segment_locked:
-        return services.segments_allocate(task=task, interval=chunk, count=count, append=append)
+        requests = [services.AllocationRequest(c, n) for c, n in zip(chunks, counts, strict=True)]
+        return services.segments_allocate_many(task=task, requests=requests, append=append)
     deadline = time.monotonic() + timeout_ms / 1000.0
-    while True:
-        alloc = services.segments_allocate(
-            task=task,
-            interval=chunk,
-            count=count,
-            append=True,
-            lock_granularity=locking.SEGMENT,
-        )
-        if alloc is not None:
-            return alloc
-        if time.monotonic() >= deadline:
-            raise services.LockTimeout(
-                f"timed out after {timeout_ms} ms waiting for segment locks in {chunk}"
+    out = []
+    for chunk, count in zip(chunks, counts, strict=True):
+        while True:
+            alloc = services.segments_allocate(
+                task=task,
+                interval=chunk,
+                count=count,
+                append=True,
+                lock_granularity=locking.SEGMENT,
             )
-        time.sleep(services.LOCK_POLL_SECONDS)
+            if alloc is not None:
+                out.append(alloc)
+                break
+            if time.monotonic() >= deadline:
+                raise services.LockTimeout(
+                    f"timed out after {timeout_ms} ms waiting for segment locks in {chunk}"
+                )
+            time.sleep(services.LOCK_POLL_SECONDS)
+    return out
 
 
 def _shard_spec(template: dict, partition: int, core_partitions: int) -> dict:
@@ -491,22 +502,25 @@ def _source_pieces(spec: IngestionSpec, as_of: int | None = None) -> list[Source
 
 def _tombstones(task: Task, spec, chunks_with_rows: set[Interval]) -> list[services.NewSegment]:
     gran = Granularity.from_name(spec.segment_granularity)
-    out = []
-    for iv in spec.intervals:
-        for chunk in gran.iter_buckets(iv):
-            if chunk in chunks_with_rows:
-                continue
-            alloc = services.segments_allocate(
-                task=task, interval=chunk, count=1, append=False, sequence_name="tombstone"
-            )
-            out.append(
-                services.NewSegment(
-                    interval=chunk,
-                    version=alloc.version,
-                    partition=alloc.partitions[0],
-                    core_partitions=0,
-                    tombstone=True,
-                    shard_spec={"type": "tombstone"},
-                )
-            )
-    return out
+    empty = [
+        chunk
+        for iv in spec.intervals
+        for chunk in gran.iter_buckets(iv)
+        if chunk not in chunks_with_rows
+    ]
+    allocations = services.segments_allocate_many(
+        task=task,
+        requests=[services.AllocationRequest(chunk, 1, "tombstone") for chunk in empty],
+        append=False,
+    )
+    return [
+        services.NewSegment(
+            interval=alloc.interval,
+            version=alloc.version,
+            partition=alloc.partitions[0],
+            core_partitions=0,
+            tombstone=True,
+            shard_spec={"type": "tombstone"},
+        )
+        for alloc in allocations
+    ]
