@@ -83,6 +83,11 @@ def run(*queries: Query) -> list[list[tuple] | int]:
         connection.ensure_connection()
         raw = connection.connection
         cursors = []
+        if len(queries) == 1:  # a pipeline only pays off for several statements
+            with connection.wrap_database_errors:
+                cursor = psycopg.Cursor(raw)
+                cursor.execute(queries[0].sql, queries[0].params)
+            return [cursor.fetchall() if cursor.description is not None else cursor.rowcount]
         # Errors surface as Django's exception classes, as they would through the ORM.
         with connection.wrap_database_errors, raw.pipeline():
             for query in queries:
@@ -313,9 +318,9 @@ _USED_VERSION = (
 # The version appends of still-running tasks were given while nothing was used
 # here: later appends must join them, or one would overshadow the other.
 _APPENDING_VERSION = (
-    "(SELECT MAX(p.version) FROM metastore_pendingsegment p JOIN metastore_task t "
+    "(SELECT p.version FROM metastore_pendingsegment p JOIN metastore_task t "
     'ON p.task_id = t.id WHERE p.datasource = %(name)s AND p.start = %(start)s AND p."end" = '
-    f"%(end)s AND p.append AND t.status IN ({_ACTIVE}))"
+    f"%(end)s AND p.append AND t.status IN ({_ACTIVE}) ORDER BY p.version DESC LIMIT 1)"
 )
 
 

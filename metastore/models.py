@@ -232,7 +232,11 @@ class PendingSegment(models.Model):
                 name="pending_segment_identity",
             )
         ]
-        indexes = [models.Index(fields=["datasource", "start", "end"])]
+        indexes = [
+            models.Index(fields=["datasource", "start", "end"]),
+            # Allocation looks up what a task's sequence already got in a chunk.
+            models.Index(fields=["task", "sequence_name", "start", "end"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.datasource} {self.start}/{self.end} v{self.version} p{self.partition}"
