@@ -14,7 +14,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
-BENCH ?= $(sort $(wildcard bench/*.py))
+BENCH ?= $(filter-out %_client.py,$(sort $(wildcard bench/*.py)))
 BENCH_ARGS ?=
 PORT ?= 8000
 export PORT

@@ -357,12 +357,14 @@ _APPEND_VERSION = (
     f"COALESCE({_USED_VERSION}, {_APPENDING_VERSION}, "
     f"CASE WHEN {_ENDED_EPOCH_ALLOCATIONS} THEN {_FRESH_VERSION} ELSE %(epoch)s END)"
 )
-# Where an append into a chunk goes: see `AppendTarget`.
+# Where an append into a chunk goes (see `AppendTarget`), as the columns of a
+# query FROM the one-row `chosen` (the version, computed once).
+_APPEND_WITH = f"WITH chosen AS (SELECT {_APPEND_VERSION} AS version) "
 _APPEND_COLUMNS = (
     f"(SELECT id FROM metastore_segment WHERE datasource_id = {_DS_ID} AND used "
     'AND start < %(end)s AND "end" > %(start)s '
     'AND NOT (start = %(start)s AND "end" = %(end)s) LIMIT 1), '
-    f"{_APPEND_VERSION}, " + _chunk_partitions_sql(_APPEND_VERSION)
+    "chosen.version, " + _chunk_partitions_sql("chosen.version")
 )
 
 
@@ -450,7 +452,9 @@ def allocation_reads(
             )
         )
         if append:
-            queries.append(Query(f"SELECT {covering}, " + _APPEND_COLUMNS, params))
+            queries.append(
+                Query(f"{_APPEND_WITH}SELECT {covering}, {_APPEND_COLUMNS} FROM chosen", params)
+            )
         else:
             queries.append(Query(f"SELECT {covering}", params))
     results = run(*queries)
