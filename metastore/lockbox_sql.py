@@ -129,12 +129,36 @@ def _json(value):
 # --- statements -------------------------------------------------------------------
 
 
-def _lock_datasource(name: str) -> Query:
-    return Query(
-        "SELECT id, name, created_at, last_version FROM metastore_datasource WHERE name = %s"
-        + _for_update(),
+# Advisory-lock key space of the lock box (first of the two int4 keys).
+_ADVISORY_CLASS = 0x5354
+
+
+def _locked(name: str, *queries: Query) -> tuple[DataSource | None, list]:
+    """Take the dataSource's lock, then run `queries`: (its row, their results).
+
+    On PostgreSQL the lock is a transaction-level advisory lock on the
+    dataSource's id, not `FOR UPDATE` on its row: a lock grant updates the row
+    (its last version), and waiters queued on a row that keeps being updated
+    must chase its newest version and are woken out of order, which made the
+    slowest 1% of decisions ten times slower than the median. Every statement
+    after the lock sees everything committed before it was granted. SQLite's
+    IMMEDIATE transactions already serialize writers.
+    """
+    read = Query(
+        "SELECT id, name, created_at, last_version FROM metastore_datasource WHERE name = %s",
         [name],
     )
+    lock = []
+    if connection.vendor == "postgresql":
+        lock = [
+            Query(
+                "SELECT pg_advisory_xact_lock(%s, CAST(MOD(id, 2147483647) AS integer)) "
+                "FROM metastore_datasource WHERE name = %s",
+                [_ADVISORY_CLASS, name],
+            )
+        ]
+    results = run(*lock, read, *queries)
+    return _datasource(results[len(lock)]), results[len(lock) + 1 :]
 
 
 def _lock_task(task_id: str) -> Query:
@@ -199,8 +223,8 @@ class DecisionReads:
 def decision_reads(*, datasource: str, task_id: str, interval: Interval) -> DecisionReads | None:
     """Lock the dataSource's row (and the task's) and read what a decision needs;
     None when the dataSource has no row yet (nothing is locked then)."""
-    ds_rows, task_rows, lock_rows, queued_rows, seq_rows = run(
-        _lock_datasource(datasource),
+    ds, (task_rows, lock_rows, queued_rows, seq_rows) = _locked(
+        datasource,
         _lock_task(task_id),
         Query(
             f"SELECT {_LOCK_COLUMNS} FROM metastore_tasklock WHERE (datasource = %s "
@@ -217,7 +241,6 @@ def decision_reads(*, datasource: str, task_id: str, interval: Interval) -> Deci
         ),
         _last_commit_seq(datasource),
     )
-    ds = _datasource(ds_rows)
     if ds is None:
         return None
     task = None
@@ -285,8 +308,8 @@ def grant_writes(
 
 
 def datasource_for_update(name: str) -> DataSource | None:
-    """The dataSource's row, locked until the surrounding transaction ends."""
-    return _datasource(run(_lock_datasource(name))[0])
+    """The dataSource's row, its lock held until the surrounding transaction ends."""
+    return _locked(name)[0]
 
 
 def lock_delete(lock_id: int) -> int:
@@ -429,7 +452,6 @@ def allocation_reads(
     each (interval, sequence name) needs, in one round trip; None when the
     dataSource has no row yet."""
     queries = [
-        _lock_datasource(datasource),
         Query(
             "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked) "
             "FROM metastore_task WHERE id = %s" + _for_update(),
@@ -457,14 +479,13 @@ def allocation_reads(
             )
         else:
             queries.append(Query(f"SELECT {covering}", params))
-    results = run(*queries)
-    ds = _datasource(results[0])
+    ds, results = _locked(datasource, *queries)
     if ds is None:
         return None
-    task_rows = results[1]
+    task_rows = results[0]
     chunks = []
     for i in range(len(requests)):
-        existing, facts = results[2 + 2 * i], results[3 + 2 * i][0]
+        existing, facts = results[1 + 2 * i], results[2 + 2 * i][0]
         chunks.append(
             ChunkReads(
                 existing=[(v, p) for v, p in existing],

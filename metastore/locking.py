@@ -1,7 +1,7 @@
 """Lock compatibility and lock decisions (SPEC §4), free of Django and Spark.
 
 The lock box in ``metastore.services`` owns the database side: it loads the
-locks held on a dataSource (under ``select_for_update``), asks :func:`decide`
+locks held on a dataSource (holding the dataSource's lock), asks :func:`decide`
 what to do with a request, and then grants, revokes or queues. Everything here
 is a pure function of the locks it is given, so the rules can be tested alone.
 

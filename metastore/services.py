@@ -1,8 +1,9 @@
 """Every write to the metastore goes through a function here.
 
 Each service owns its transaction. Lock decisions, allocation and publish for
-one dataSource are serialized on that dataSource's row (`select_for_update`;
-on SQLite, IMMEDIATE transactions serialize writers), so two workers can never
+one dataSource are serialized on that dataSource's lock (on PostgreSQL a
+transaction-level advisory lock on its id, see `lockbox_sql._locked`; on
+SQLite, IMMEDIATE transactions serialize writers), so two workers can never
 both be granted incompatible locks, and a lock cannot be revoked while its task
 publishes. The pure rules live in `metastore.locking` and `metastore.timeline`.
 """
@@ -69,7 +70,7 @@ class PublishError(ServiceError):
 
 
 def _datasource_for_update(name: str) -> DataSource:
-    """The dataSource's row, locked until the surrounding transaction ends."""
+    """The dataSource's row, its lock held until the surrounding transaction ends."""
     ds = lockbox_sql.datasource_for_update(name)
     if ds is not None:
         return ds
@@ -77,7 +78,7 @@ def _datasource_for_update(name: str) -> DataSource:
     # fate (a savepoint), tolerating a concurrent creator.
     with contextlib.suppress(IntegrityError), transaction.atomic():
         DataSource.objects.create(name=name)
-    return DataSource.objects.select_for_update().get(name=name)
+    return lockbox_sql.datasource_for_update(name)
 
 
 def _next_version(ds: DataSource) -> str:

@@ -33,7 +33,11 @@ def test_eight_processes_never_hold_incompatible_locks():
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.lock_stress_worker", str(i), "200", str(i), "check"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for i in range(8)
     ]
@@ -46,3 +50,43 @@ def test_eight_processes_never_hold_incompatible_locks():
     assert sum(r["n_problems"] for r in results) == 0, problems
     assert sum(r["granted"] for r in results) > 100  # real contention, real grants
     assert TaskLock.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_waits_while_another_transaction_holds_the_datasource():
+    """The critical section is real: while one transaction holds the dataSource
+    (as a publish does), a lock decision in another connection cannot proceed."""
+    import threading
+    import time
+
+    from django.db import connections, transaction
+
+    from metastore import services
+    from metastore.intervals import Interval
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (set DATABASE_URL)")
+    day = Interval.parse("2024-01-01/2024-01-02")
+    task = services.task_create(
+        spec={}, task_type="index_parallel", datasource="held", enqueue=False
+    )
+    services._datasource_for_update("held")  # the dataSource's row exists
+    granted_at: list[float] = []
+
+    def decide() -> None:
+        try:
+            services.lock_try_acquire(task=task, interval=day)
+            granted_at.append(time.monotonic())
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        services._datasource_for_update("held")
+        other = threading.Thread(target=decide)
+        other.start()
+        time.sleep(1.0)
+        assert not granted_at  # still waiting for the dataSource
+        released_at = time.monotonic()
+    other.join(timeout=30)
+    assert granted_at and granted_at[0] >= released_at
+    assert TaskLock.objects.filter(task=task).count() == 1
