@@ -8,13 +8,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection
-from django.db.models import Count, Max, Min, Q, QuerySet, Sum
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Sum
 
 from metastore.intervals import Interval
 from metastore.models import (
+    FINAL_STATUSES,
     CommitKind,
     CommitLogEntry,
     DataSource,
+    PendingSegment,
     Segment,
     Task,
     TaskLock,
@@ -107,8 +109,12 @@ def _segment_refs(datasource: str, ids: set[str] | None = None) -> list[SegmentR
             times: dict[int, datetime] = {}
             rows = []
             for r in cursor.fetchall():
-                start = times.get(r[1]) or times.setdefault(r[1], _EPOCH + timedelta(microseconds=r[1]))
-                end = times.get(r[2]) or times.setdefault(r[2], _EPOCH + timedelta(microseconds=r[2]))
+                start = times.get(r[1]) or times.setdefault(
+                    r[1], _EPOCH + timedelta(microseconds=r[1])
+                )
+                end = times.get(r[2]) or times.setdefault(
+                    r[2], _EPOCH + timedelta(microseconds=r[2])
+                )
                 rows.append((r[0], start, end, *r[3:]))
         return _refs(rows)
     qs = Segment.objects.filter(datasource__name=datasource)
@@ -117,9 +123,7 @@ def _segment_refs(datasource: str, ids: set[str] | None = None) -> list[SegmentR
 
 
 def last_commit_seq(*, datasource: str) -> int:
-    return (
-        CommitLogEntry.objects.filter(datasource=datasource).aggregate(m=Max("seq"))["m"] or 0
-    )
+    return CommitLogEntry.objects.filter(datasource=datasource).aggregate(m=Max("seq"))["m"] or 0
 
 
 def used_ids_as_of(*, datasource: str, as_of: int) -> set[str]:
@@ -265,6 +269,37 @@ def tasks_list(
 
 
 def commits_for(*, datasource: str) -> QuerySet[CommitLogEntry]:
-    return CommitLogEntry.objects.filter(datasource=datasource).select_related("user").order_by(
-        "-seq"
+    return (
+        CommitLogEntry.objects.filter(datasource=datasource).select_related("user").order_by("-seq")
     )
+
+
+def unpublished_allocations(
+    *, ended_after: datetime, ended_before: datetime
+) -> list[PendingSegment]:
+    """Segment ids handed to tasks that ended in [ended_after, ended_before) and
+    never published under them: whatever such a task left in deep storage (a
+    worker killed between writing and publishing) belongs to no segment."""
+    published = Segment.objects.filter(
+        datasource__name=OuterRef("datasource"),
+        start=OuterRef("start"),
+        end=OuterRef("end"),
+        version=OuterRef("version"),
+        partition=OuterRef("partition"),
+    )
+    return list(
+        PendingSegment.objects.filter(
+            task__status__in=FINAL_STATUSES,
+            task__ended_at__gte=ended_after,
+            task__ended_at__lt=ended_before,
+        )
+        .exclude(Exists(published))
+        .order_by("id")
+    )
+
+
+def locations_under(*, directory: str) -> bool:
+    """Whether any segment's file lies under `directory` (upgraded copies share files)."""
+    return Segment.objects.filter(
+        Q(location=directory) | Q(location__startswith=directory.rstrip("/") + "/")
+    ).exists()

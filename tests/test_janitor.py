@@ -126,3 +126,93 @@ def test_queued_tasks_are_not_failed_for_lack_of_heartbeat(inline_spec, monkeypa
     intermediary_janitor()
 
     assert Task.objects.get(id=task.id).status == TaskStatus.PENDING
+
+
+DAY = Interval.parse("2024-01-01/2024-01-02")
+
+
+def written(task: Task, count: int) -> list[Path]:
+    """Lock DAY, allocate `count` segments and write their files into deep storage,
+    as the runner does just before it publishes."""
+    from workers.runner import deep_storage_dir
+
+    services.lock_acquire(task=task, interval=DAY)
+    alloc = services.segments_allocate(task=task, interval=DAY, count=count, append=False)
+    folders = []
+    for partition in alloc.partitions:
+        folder = deep_storage_dir(task.datasource, DAY, alloc.version, partition)
+        folder.mkdir(parents=True)
+        (folder / "data.parquet").write_bytes(b"PAR1")
+        folders.append(folder)
+    return folders
+
+
+def ended(task: Task, status: str, seconds_ago: float) -> None:
+    services.task_finish(task_id=task.id, status=status, error="" if status == "SUCCESS" else "x")
+    Task.objects.filter(id=task.id).update(ended_at=timezone.now() - timedelta(seconds=seconds_ago))
+
+
+def test_files_a_killed_worker_wrote_but_never_published_leave_deep_storage(
+    claimed_task, settings, tmp_path
+):
+    settings.STRATA_DEEP_STORAGE = tmp_path / "deep"
+    published = claimed_task("orphans")
+    kept = written(published, 1)
+    services.segments_publish(
+        task=published,
+        segments=[
+            services.NewSegment(
+                interval=DAY,
+                version=Task.objects.get(id=published.id).locks.get().version,
+                partition=0,
+                core_partitions=1,
+                location=str(kept[0] / "data.parquet"),
+                num_rows=1,
+            )
+        ],
+    )
+    ended(published, TaskStatus.SUCCESS, 2 * EXPIRY_S)
+    killed = claimed_task("orphans")
+    orphans = written(killed, 2)
+    ended(killed, TaskStatus.FAILED, 2 * EXPIRY_S)  # as the janitor fails a silent worker
+    recent = claimed_task("orphans")
+    fresh = written(recent, 1)
+    ended(recent, TaskStatus.FAILED, EXPIRY_S / 2)
+    running = claimed_task("orphans2")
+    in_flight = written(running, 1)
+
+    intermediary_janitor()
+
+    assert not any(folder.exists() for folder in orphans)
+    assert kept[0].exists()  # published
+    assert fresh[0].exists()  # ended, but not yet past the expiry
+    assert in_flight[0].exists()  # still running
+
+
+def test_an_unpublished_folder_a_segment_still_points_into_is_kept(
+    claimed_task, settings, tmp_path
+):
+    settings.STRATA_DEEP_STORAGE = tmp_path / "deep"
+    killed = claimed_task("shared")
+    (folder,) = written(killed, 1)
+    ended(killed, TaskStatus.FAILED, 2 * EXPIRY_S)
+    other = claimed_task("shared")
+    services.lock_acquire(task=other, interval=DAY)
+    alloc = services.segments_allocate(task=other, interval=DAY, count=1, append=False)
+    services.segments_publish(
+        task=other,
+        segments=[
+            services.NewSegment(
+                interval=DAY,
+                version=alloc.version,
+                partition=0,
+                core_partitions=1,
+                location=str(folder / "data.parquet"),  # e.g. an upgraded copy's file
+                num_rows=1,
+            )
+        ],
+    )
+
+    intermediary_janitor()
+
+    assert folder.exists()

@@ -8,12 +8,14 @@ import shutil
 import socket
 import time
 from datetime import timedelta
+from pathlib import Path
 
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from metastore import services
+from metastore import selectors, services
+from metastore.intervals import Interval
 from metastore.models import Task, TaskStatus
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,8 @@ def run_task(task_id: str) -> None:
 @shared_task(name="workers.tasks.intermediary_janitor")
 def intermediary_janitor() -> list[str]:
     """Remove intermediary directories of tasks that no longer run and sat idle
-    past STRATA_INTERMEDIARY_EXPIRY; fail tasks whose worker stopped heartbeating."""
+    past STRATA_INTERMEDIARY_EXPIRY, and deep-storage folders of segments ended
+    tasks never published; fail tasks whose worker stopped heartbeating."""
     expiry = settings.STRATA_INTERMEDIARY_EXPIRY
     removed = []
     stale_before = timezone.now() - timedelta(seconds=max(expiry, 30))
@@ -47,6 +50,7 @@ def intermediary_janitor() -> list[str]:
             status=TaskStatus.FAILED,
             error=f"worker {task.worker or '?'} stopped heartbeating (lost or killed)",
         )
+    _remove_unpublished_files(ended_before=timezone.now() - timedelta(seconds=expiry))
     root = settings.STRATA_INTERMEDIARY_DIR
     if not root.exists():
         return removed
@@ -59,12 +63,44 @@ def intermediary_janitor() -> list[str]:
     for entry in root.iterdir():
         if not entry.is_dir() or entry.name in running:
             continue
-        newest = max(
-            (p.stat().st_mtime for p in entry.rglob("*")), default=entry.stat().st_mtime
-        )
+        newest = max((p.stat().st_mtime for p in entry.rglob("*")), default=entry.stat().st_mtime)
         if now - newest >= expiry:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry.name)
     if removed:
         log.info("janitor removed intermediary data of %s", removed)
+    return removed
+
+
+# Tasks that ended longer ago than this were looked at by earlier janitor runs.
+UNPUBLISHED_LOOKBACK = timedelta(days=7)
+
+
+def _remove_unpublished_files(*, ended_before) -> list[str]:
+    """Remove the deep-storage folders of segment ids that tasks which ended (past
+    the expiry) never published: a worker killed between moving a segment into
+    deep storage and publishing it leaves the file behind. Partition numbers are
+    never reused, so such a folder belongs to nobody else; a folder a segment's
+    location still points into is kept all the same."""
+    from workers.runner import deep_storage_dir
+
+    deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
+    removed = []
+    for pending in selectors.unpublished_allocations(
+        ended_after=ended_before - UNPUBLISHED_LOOKBACK, ended_before=ended_before
+    ):
+        folder = deep_storage_dir(
+            pending.datasource,
+            Interval(pending.start, pending.end),
+            pending.version,
+            pending.partition,
+        ).resolve()
+        if deep not in folder.parents or not folder.exists():
+            continue
+        if selectors.locations_under(directory=str(folder)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(str(folder))
+    if removed:
+        log.info("janitor removed %d unpublished segment folders: %s", len(removed), removed)
     return removed
