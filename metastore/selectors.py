@@ -20,6 +20,7 @@ from metastore.models import (
     Segment,
     Task,
     TaskLock,
+    TaskStatus,
 )
 from metastore.timeline import SegmentRef, Timeline
 
@@ -303,3 +304,11 @@ def locations_under(*, directory: str) -> bool:
     return Segment.objects.filter(
         Q(location=directory) | Q(location__startswith=directory.rstrip("/") + "/")
     ).exists()
+
+
+def stale_active_tasks(*, older_than: datetime) -> QuerySet[Task]:
+    """RUNNING or WAITING tasks whose heartbeat stopped before `older_than` (a task
+    waiting for a lock heartbeats too; a PENDING one has no worker yet)."""
+    return Task.objects.filter(status__in=(TaskStatus.RUNNING, TaskStatus.WAITING)).filter(
+        Q(heartbeat_at__lt=older_than) | Q(heartbeat_at__isnull=True, created_at__lt=older_than)
+    )

@@ -16,11 +16,11 @@ import secrets
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.utils import timezone
 
 from metastore import lockbox_sql, locking
@@ -1225,10 +1225,3 @@ def segment_admin_update(*, segment: Segment, fields: dict, user=None) -> Commit
             removed=removed,
             note=f"admin edit of {segment.id}: {', '.join(sorted(fields))}",
         )
-
-
-def stale_active_tasks(*, older_than: datetime) -> Q:
-    """Filter for active tasks whose heartbeat stopped before `older_than`."""
-    return Q(status__in=ACTIVE_STATUSES) & (
-        Q(heartbeat_at__lt=older_than) | Q(heartbeat_at__isnull=True, created_at__lt=older_than)
-    )

@@ -41,10 +41,7 @@ def intermediary_janitor() -> list[str]:
     removed = []
     stale_before = timezone.now() - timedelta(seconds=max(expiry, 30))
     # A task waiting for a lock heartbeats too; a dead one must not stay queued.
-    for task in Task.objects.filter(
-        services.stale_active_tasks(older_than=stale_before),
-        status__in=(TaskStatus.RUNNING, TaskStatus.WAITING),
-    ):
+    for task in selectors.stale_active_tasks(older_than=stale_before):
         services.task_finish(
             task_id=task.id,
             status=TaskStatus.FAILED,
