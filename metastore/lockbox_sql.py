@@ -20,6 +20,7 @@ instances built with `Model.from_db`, as the ORM would give them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -77,30 +78,31 @@ def run(*queries: Query) -> list[list[tuple] | int]:
     On PostgreSQL they go to the server together (one round trip) and are
     prepared once per connection; elsewhere they run one after the other.
     """
-    if connection.vendor == "postgresql":
-        import psycopg
-
-        connection.ensure_connection()
-        raw = connection.connection
-        cursors = []
-        if len(queries) == 1:  # a pipeline only pays off for several statements
-            with connection.wrap_database_errors:
-                cursor = psycopg.Cursor(raw)
-                cursor.execute(queries[0].sql, queries[0].params)
-            return [cursor.fetchall() if cursor.description is not None else cursor.rowcount]
-        # Errors surface as Django's exception classes, as they would through the ORM.
-        with connection.wrap_database_errors, raw.pipeline():
+    if connection.vendor != "postgresql":
+        out = []
+        with connection.cursor() as cursor:
             for query in queries:
-                cursor = psycopg.Cursor(raw)  # server-side binding, so it can be prepared
                 cursor.execute(query.sql, query.params)
-                cursors.append(cursor)
-        return [c.fetchall() if c.description is not None else c.rowcount for c in cursors]
-    out = []
-    with connection.cursor() as cursor:
+                out.append(_result(cursor))
+        return out
+    import psycopg
+
+    connection.ensure_connection()
+    raw = connection.connection
+    # A pipeline only pays off for several statements.
+    batch = raw.pipeline() if len(queries) > 1 else contextlib.nullcontext()
+    cursors = []
+    # Errors surface as Django's exception classes, as they would through the ORM.
+    with connection.wrap_database_errors, batch:
         for query in queries:
+            cursor = psycopg.Cursor(raw)  # server-side binding, so it can be prepared
             cursor.execute(query.sql, query.params)
-            out.append(cursor.fetchall() if cursor.description is not None else cursor.rowcount)
-    return out
+            cursors.append(cursor)
+    return [_result(c) for c in cursors]
+
+
+def _result(cursor) -> list[tuple] | int:
+    return cursor.fetchall() if cursor.description is not None else cursor.rowcount
 
 
 def _for_update() -> str:
@@ -211,7 +213,7 @@ class TaskState:
 
 @dataclass(frozen=True)
 class DecisionReads:
-    """Everything one lock decision reads, under the dataSource's row lock."""
+    """Everything one lock decision reads, holding the dataSource's lock."""
 
     datasource: DataSource
     task: TaskState | None
@@ -221,7 +223,7 @@ class DecisionReads:
 
 
 def decision_reads(*, datasource: str, task_id: str, interval: Interval) -> DecisionReads | None:
-    """Lock the dataSource's row (and the task's) and read what a decision needs;
+    """Take the dataSource's lock (and the task's row) and read what a decision needs;
     None when the dataSource has no row yet (nothing is locked then)."""
     ds, (task_rows, lock_rows, queued_rows, seq_rows) = _locked(
         datasource,
@@ -433,7 +435,7 @@ class ChunkReads:
 
 @dataclass(frozen=True)
 class AllocationReads:
-    """Everything a batch of allocations reads, under the dataSource's row lock."""
+    """Everything a batch of allocations reads, holding the dataSource's lock."""
 
     datasource: DataSource
     task_exists: bool
@@ -448,7 +450,7 @@ def allocation_reads(
     requests: Sequence[tuple[Interval, str]],
     append: bool,
 ) -> AllocationReads | None:
-    """Lock the dataSource's row (and the task's) and read what allocating for
+    """Take the dataSource's lock (and the task's row) and read what allocating for
     each (interval, sequence name) needs, in one round trip; None when the
     dataSource has no row yet."""
     queries = [

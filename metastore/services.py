@@ -388,7 +388,7 @@ def _blocker(spec: locking.LockSpec, lock: TaskLock | None, queued_task: str | N
 
 
 def _revoke(victims: list[TaskLock], *, by: Task) -> None:
-    TaskLock.objects.filter(id__in=[v.id for v in victims]).update(revoked=True, revoked_by=by)
+    lockbox_sql.grant_writes(revoke=[v.id for v in victims], revoked_by=by.id)
     _log_revocation(victims, by=by)
 
 
@@ -404,11 +404,7 @@ def _log_revocation(victims: list[TaskLock], *, by: Task | lockbox_sql.TaskState
 def _resume(task: Task) -> None:
     """A granted task is no longer WAITING: clear what it waited on."""
     if task.status == TaskStatus.WAITING or task.waiting_request is not None:
-        task.status = TaskStatus.RUNNING
-        task.waiting_on = []
-        task.waiting_request = None
-        task.waiting_since = None
-        task.save(update_fields=["status", "waiting_on", "waiting_request", "waiting_since"])
+        lockbox_sql.grant_writes(resume_task=task.id)
 
 
 def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
@@ -1096,6 +1092,7 @@ def _append_carry_overs(
         return []
     out = []
     taken: dict = {}
+    cores: dict = {}
     for row in new_rows:
         if row.tombstone or row.minor_version > 0:
             continue
@@ -1109,9 +1106,11 @@ def _append_carry_overs(
         )
         if newer is None:
             continue
-        core = lockbox_sql.chunk_partitions(ds, row.interval, newer)[0]
-        partition = _next_free(ds, row.interval, newer, taken, core)
-        out.append(_copy_onto(ds, task, row, newer, partition, core))
+        key = (row.start, row.end, newer)
+        if key not in cores:  # one read per chunk: its core set and next free number
+            cores[key], taken[key] = lockbox_sql.chunk_partitions(ds, row.interval, newer)
+        partition = _next_free(ds, row.interval, newer, taken, cores[key])
+        out.append(_copy_onto(ds, task, row, newer, partition, cores[key]))
     return out
 
 
