@@ -34,7 +34,7 @@ PHASE_TIMEOUT_S = 300
 
 @pytest.fixture
 def run_spec(transactional_db, monkeypatch, settings):
-    monkeypatch.setattr(services, "_enqueue", lambda task_id: None)
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     settings.STRATA_HEARTBEAT_SECONDS = 0.2
 
     def run(spec: dict) -> Task:
@@ -266,7 +266,7 @@ def test_worker_killed_in_phase_2_leaves_data_the_janitor_removes_and_locks_it_r
 ):
     from django.db import connection
 
-    monkeypatch.setattr(services, "_enqueue", lambda task_id: None)
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     task = claim(hashed_flights(january_csv, "2013-01-01/2013-02-01", num_shards=8))
     env = {
         **os.environ,

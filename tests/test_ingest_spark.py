@@ -59,7 +59,7 @@ def flights_csv(strata_dirs, tmp_path_factory) -> Path:
 @pytest.fixture
 def run_spec(transactional_db, monkeypatch, settings):
     """`run_spec(spec)` -> the Task after the runner ran it here, on real Spark."""
-    monkeypatch.setattr(services, "_enqueue", lambda task_id: None)
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     settings.STRATA_HEARTBEAT_SECONDS = 0.2
 
     def run(spec: dict) -> Task:

@@ -119,7 +119,7 @@ def test_a_waiting_task_whose_worker_died_stops_waiting(claimed_task):
 
 
 def test_queued_tasks_are_not_failed_for_lack_of_heartbeat(inline_spec, monkeypatch):
-    monkeypatch.setattr(services, "_enqueue", lambda task_id: None)
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     task = services.task_submit(spec=inline_spec("queued"))
     Task.objects.filter(id=task.id).update(created_at=timezone.now() - timedelta(hours=1))
 

@@ -40,7 +40,7 @@ def test_high_priority_ingestion_preempts_a_running_low_priority_task(
         time.sleep(0.1)
 
     # The preemptor runs in this process (its own SparkSession), through the same services.
-    monkeypatch.setattr(services, "_enqueue", lambda task_id: None)
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     preemptor = services.task_submit(spec=_spec(base, 75))
     assert services.task_claim(task_id=preemptor.id, worker="test-preemptor")
     run_in_process(preemptor.id)

@@ -1,0 +1,98 @@
+"""Every write to the metastore goes through a function here.
+
+Each service owns its transaction. Lock decisions, allocation and publish for
+one dataSource are serialized on that dataSource's lock (on PostgreSQL a
+transaction-level advisory lock on its id, see `lockbox_sql._locked`; on
+SQLite, IMMEDIATE transactions serialize writers), so two workers can never
+both be granted incompatible locks, and a lock cannot be revoked while its task
+publishes. The pure rules live in `metastore.locking` and `metastore.timeline`.
+
+The functions live in a module per concern (tasks, locks, allocation,
+publish, segments); every public name is re-exported here.
+"""
+
+from metastore.services._common import (
+    LOCK_POLL_SECONDS,
+    LockRevoked,
+    LockTimeout,
+    PublishError,
+    ServiceError,
+    TaskCanceled,
+    _datasource_for_update,
+    _lock_request,
+    _lock_spec,
+    _request_json,
+    new_task_id,
+)
+from metastore.services.allocation import (
+    Allocation,
+    AllocationRequest,
+    segments_allocate,
+    segments_allocate_many,
+    segments_allocate_overwrite,
+)
+from metastore.services.locks import (
+    lock_acquire,
+    lock_release,
+    lock_try_acquire,
+    locks_release_all,
+)
+from metastore.services.publish import (
+    NewSegment,
+    segments_publish,
+)
+from metastore.services.segments import (
+    segment_admin_update,
+    segments_kill,
+    segments_mark_used,
+)
+from metastore.services.tasks import (
+    SUPPORTED_TASK_TYPES,
+    TaskSignals,
+    task_cancel,
+    task_claim,
+    task_create,
+    task_finish,
+    task_heartbeat,
+    task_report_update,
+    task_submit,
+    task_validate,
+)
+
+__all__ = [
+    "LOCK_POLL_SECONDS",
+    "LockRevoked",
+    "LockTimeout",
+    "PublishError",
+    "ServiceError",
+    "TaskCanceled",
+    "_datasource_for_update",
+    "_lock_request",
+    "_lock_spec",
+    "_request_json",
+    "new_task_id",
+    "task_validate",
+    "task_create",
+    "task_submit",
+    "task_claim",
+    "TaskSignals",
+    "task_heartbeat",
+    "task_report_update",
+    "task_finish",
+    "task_cancel",
+    "SUPPORTED_TASK_TYPES",
+    "lock_acquire",
+    "lock_try_acquire",
+    "lock_release",
+    "locks_release_all",
+    "Allocation",
+    "AllocationRequest",
+    "segments_allocate",
+    "segments_allocate_many",
+    "segments_allocate_overwrite",
+    "NewSegment",
+    "segments_publish",
+    "segments_mark_used",
+    "segments_kill",
+    "segment_admin_update",
+]

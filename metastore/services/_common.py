@@ -1,0 +1,194 @@
+"""What the service modules share: their errors and the lock box helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from metastore import lockbox_sql, locking
+from metastore.intervals import Interval, format_ts, parse_ts
+from metastore.models import (
+    DataSource,
+    Task,
+    TaskLock,
+    TaskStatus,
+)
+
+log = logging.getLogger(__name__)
+
+LOCK_POLL_SECONDS = 0.2
+
+
+class ServiceError(Exception):
+    """A write was refused; the message is for people."""
+
+
+class LockTimeout(ServiceError):
+    pass
+
+
+class LockRevoked(ServiceError):
+    pass
+
+
+class TaskCanceled(ServiceError):
+    pass
+
+
+class PublishError(ServiceError):
+    pass
+
+
+# --- helpers ------------------------------------------------------------------
+
+
+def _datasource_for_update(name: str) -> DataSource:
+    """The dataSource's row, its lock held until the surrounding transaction ends."""
+    ds = lockbox_sql.datasource_for_update(name)
+    if ds is not None:
+        return ds
+    # First use of this dataSource: create its row outside this transaction's
+    # fate (a savepoint), tolerating a concurrent creator.
+    with contextlib.suppress(IntegrityError), transaction.atomic():
+        DataSource.objects.create(name=name)
+    return lockbox_sql.datasource_for_update(name)
+
+
+def _next_version(ds: DataSource) -> str:
+    """A major version above every version ever handed out on this dataSource
+    (the caller records it as the dataSource's `last_version`)."""
+    candidate = format_ts(timezone.now())
+    if candidate <= ds.last_version:
+        candidate = format_ts(parse_ts(ds.last_version) + timedelta(milliseconds=1))
+    ds.last_version = candidate
+    return candidate
+
+
+def _lock_spec(lock: TaskLock) -> locking.LockSpec:
+    return locking.LockSpec(
+        group_id=lock.group_id,
+        datasource=lock.datasource,
+        interval=Interval(lock.start, lock.end),
+        type=lock.type,
+        priority=lock.priority,
+        granularity=lock.granularity,
+        partition=lock.partition,
+        version=lock.version if lock.granularity == locking.SEGMENT else None,
+        revoked=lock.revoked,
+    )
+
+
+def _request_json(request: locking.LockSpec) -> dict:
+    return {
+        "interval": str(request.interval),
+        "type": request.type,
+        "granularity": request.granularity,
+        "priority": request.priority,
+        "partition": request.partition,
+        "version": request.version,
+    }
+
+
+def _request_from_json(group_id: str, datasource: str, data: dict) -> locking.LockSpec:
+    return locking.LockSpec(
+        group_id=group_id,
+        datasource=datasource,
+        interval=Interval.parse(data["interval"]),
+        type=data["type"],
+        priority=data["priority"],
+        granularity=data["granularity"],
+        partition=data.get("partition"),
+        version=data.get("version"),
+    )
+
+
+def _revoked_reason(task_id: str) -> str | None:
+    lock = (
+        TaskLock.objects.filter(task_id=task_id, revoked=True).select_related("revoked_by").first()
+    )
+    if lock is None:
+        return None
+    by = lock.revoked_by
+    who = f"task {by.id} (priority {by.priority})" if by else "a higher-priority task"
+    return f"{lock.type} lock on {lock.interval} was revoked by {who}"
+
+
+def new_task_id(task_type: str, datasource: str) -> str:
+    """Druid-like id: `<type>_<dataSource>_<timestamp>_<random>`."""
+    stamp = timezone.now().strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return f"{task_type}_{datasource}_{stamp}_{secrets.token_hex(4)}"
+
+
+def _lock_request(
+    task: Task,
+    interval: Interval,
+    lock_type: str,
+    granularity: str,
+    partition: int | None,
+    version: str | None,
+) -> locking.LockSpec:
+    return locking.LockSpec(
+        group_id=task.group_id,
+        datasource=task.datasource,
+        interval=interval,
+        type=lock_type,
+        priority=task.priority,
+        granularity=granularity,
+        partition=partition,
+        version=version,
+    )
+
+
+def _blocker(spec: locking.LockSpec, lock: TaskLock | None, queued_task: str | None = None) -> dict:
+    """What a waiting task shows it waits on: a held lock, or an earlier queued request."""
+    return {
+        "lock": lock.id if lock else None,
+        "task": lock.task_id if lock else queued_task,
+        "type": spec.type,
+        "granularity": spec.granularity,
+        "interval": str(spec.interval),
+        "priority": spec.priority,
+        "queued": lock is None,
+    }
+
+
+def _revoke(victims: list[TaskLock], *, by: Task) -> None:
+    lockbox_sql.grant_writes(revoke=[v.id for v in victims], revoked_by=by.id)
+    _log_revocation(victims, by=by)
+
+
+def _log_revocation(victims: list[TaskLock], *, by: Task | lockbox_sql.TaskState) -> None:
+    log.info(
+        "task %s (priority %s) revoked locks of %s",
+        by.id,
+        by.priority,
+        sorted({v.task_id for v in victims}),
+    )
+
+
+def _resume(task: Task) -> None:
+    """A granted task is no longer WAITING: clear what it waited on."""
+    if task.status == TaskStatus.WAITING or task.waiting_request is not None:
+        lockbox_sql.grant_writes(resume_task=task.id)
+
+
+def _covering_lock(task: Task, interval: Interval) -> TaskLock:
+    lock = (
+        TaskLock.objects.filter(
+            task=task,
+            granularity=locking.TIME_CHUNK,
+            revoked=False,
+            start__lte=interval.start,
+            end__gte=interval.end,
+        )
+        .order_by("created_at")
+        .first()
+    )
+    if lock is None:
+        raise PublishError(f"task {task.id} holds no lock covering {interval}")
+    return lock

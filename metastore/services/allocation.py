@@ -1,0 +1,332 @@
+"""Segment allocation: which chunk, version and partition numbers a task writes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from metastore import lockbox_sql, locking
+from metastore.intervals import Interval
+from metastore.models import (
+    NON_ROOT_PARTITION_START,
+    DataSource,
+    PendingSegment,
+    Segment,
+    Task,
+    TaskLock,
+    TaskStatus,
+)
+from metastore.selectors import last_commit_seq
+from metastore.services._common import (
+    LockRevoked,
+    PublishError,
+    ServiceError,
+    _blocker,
+    _datasource_for_update,
+    _lock_request,
+    _lock_spec,
+    _resume,
+    _revoke,
+    _revoked_reason,
+)
+
+# --- allocation ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Allocation:
+    interval: Interval
+    version: str
+    partitions: tuple[int, ...]
+    core_partitions: int
+    append: bool
+    minor_version: int = 0
+    root_partitions: tuple[int, ...] | None = None  # overwrite by segment lock: union of inputs
+
+
+@dataclass(frozen=True)
+class AllocationRequest:
+    """`count` segment identities wanted in `interval` under `sequence_name`."""
+
+    interval: Interval
+    count: int
+    sequence_name: str = ""
+
+
+def segments_allocate(
+    *,
+    task: Task,
+    interval: Interval,
+    count: int,
+    append: bool,
+    sequence_name: str = "",
+    lock_granularity: str = locking.TIME_CHUNK,
+) -> Allocation | None:
+    """Hand out `count` segment identities in `interval` for `task`.
+
+    Overwrite (append=False): the version of the task's time-chunk lock and
+    partitions 0..count-1, which form the chunk's core set. Append: the chunk's
+    used version, else the version appends still running there were given,
+    else EPOCH (a fresh version if an EPOCH chunk was killed or abandoned), and
+    partition numbers after the highest ever allocated there; the core set is
+    unchanged. Idempotent per (task, sequence_name, interval).
+
+    With `lock_granularity=SEGMENT` (appends under `forceTimeChunkLock: false`)
+    the task needs no time-chunk lock: each allocated segment is locked with an
+    EXCLUSIVE segment lock in the same transaction; if that must wait for
+    another task's time-chunk lock, nothing is allocated and None is returned
+    (the task is WAITING).
+    """
+    request = AllocationRequest(interval, count, sequence_name)
+    if lock_granularity != locking.SEGMENT:
+        return segments_allocate_many(task=task, requests=[request], append=append)[0]
+    if not append:
+        raise ServiceError("segment-locked overwrites use segments_allocate_overwrite")
+    with transaction.atomic():
+        ds, (chunk,) = _allocation_reads(task, [request], append=True)
+        if chunk.existing:
+            return _existing_allocation(ds, request, chunk.existing, append=True)
+        version, core, next_partition = _append_target(interval, chunk.append)
+        partitions = tuple(range(next_partition, next_partition + count))
+        if not _segment_locks_for_new(Task.objects.get(id=task.id), interval, version, partitions):
+            return None
+        lockbox_sql.pending_insert(
+            task_id=task.id,
+            datasource=task.datasource,
+            allocations=[(interval, version, partitions, sequence_name)],
+            append=True,
+        )
+        return Allocation(interval, version, partitions, core, True)
+
+
+def segments_allocate_many(
+    *, task: Task, requests: Sequence[AllocationRequest], append: bool
+) -> list[Allocation]:
+    """`segments_allocate` for many chunks of a task that holds time-chunk locks,
+    in one transaction: the allocations, in order, that calling it for each
+    request in turn would give, for one critical section and two round trips.
+    A task publishing hundreds of chunks allocates them all at once."""
+    requests = list(requests)
+    if not requests:
+        return []
+    with transaction.atomic():
+        ds, chunks = _allocation_reads(task, requests, append=append)
+        out: list[Allocation] = []
+        done: dict[tuple[Interval, str], Allocation] = {}
+        planned: dict[Interval, tuple[str, int, int]] = {}  # chunk -> (version, next, core)
+        new_rows = []
+        for request, chunk in zip(requests, chunks, strict=True):
+            key = (request.interval, request.sequence_name)
+            if key in done:
+                out.append(done[key])
+                continue
+            if chunk.existing:
+                done[key] = _existing_allocation(ds, request, chunk.existing, append=append)
+                out.append(done[key])
+                continue
+            if chunk.lock_version is None:
+                raise PublishError(f"task {task.id} holds no lock covering {request.interval}")
+            if not append:
+                if request.interval in planned:
+                    raise ServiceError(
+                        f"an overwrite allocates the core set of {request.interval} once; "
+                        f"it was already asked for under another sequence name"
+                    )
+                version, partitions = chunk.lock_version, tuple(range(request.count))
+                core = request.count
+                planned[request.interval] = (version, request.count, core)
+            else:
+                if request.interval not in planned:
+                    version, core, first = _append_target(request.interval, chunk.append)
+                    planned[request.interval] = (version, first, core)
+                version, first, core = planned[request.interval]
+                partitions = tuple(range(first, first + request.count))
+                planned[request.interval] = (version, first + request.count, core)
+            new_rows.append((request.interval, version, partitions, request.sequence_name))
+            done[key] = Allocation(request.interval, version, partitions, core, append)
+            out.append(done[key])
+        try:
+            lockbox_sql.pending_insert(
+                task_id=task.id,
+                datasource=task.datasource,
+                allocations=new_rows,
+                append=append,
+            )
+        except IntegrityError as exc:
+            # Only an overwrite can collide: its core set starts at partition 0.
+            raise ServiceError(
+                f"task {task.id} already allocated the core set of one of these chunks "
+                f"under another sequence name; an overwrite allocates it once"
+            ) from exc
+        return out
+
+
+def _allocation_reads(
+    task: Task, requests: list[AllocationRequest], *, append: bool
+) -> tuple[DataSource, list[lockbox_sql.ChunkReads]]:
+    """Lock the dataSource (creating its row on first use) and read every request's chunk."""
+    args = {
+        "datasource": task.datasource,
+        "task_id": task.id,
+        "requests": [(r.interval, r.sequence_name) for r in requests],
+        "append": append,
+    }
+    reads = lockbox_sql.allocation_reads(**args)
+    if reads is None:  # the dataSource's first allocation: create its row, read again
+        _datasource_for_update(task.datasource)
+        reads = lockbox_sql.allocation_reads(**args)
+    if not reads.task_exists:
+        raise ServiceError(f"there is no task {task.id}")
+    if reads.task_revoked:
+        raise LockRevoked(_revoked_reason(task.id))
+    return reads.datasource, reads.chunks
+
+
+def _existing_allocation(
+    ds: DataSource, request: AllocationRequest, existing: list[tuple[str, int]], *, append: bool
+) -> Allocation:
+    """What an earlier call with the same (task, sequence name, interval) was given."""
+    version = existing[0][0]
+    partitions = tuple(p for _, p in existing)
+    if append:
+        core = lockbox_sql.chunk_partitions(ds, request.interval, version)[0]
+    else:
+        core = len(partitions)
+    return Allocation(request.interval, version, partitions, core, append)
+
+
+def _segment_locks_for_new(task: Task, interval: Interval, version: str, partitions) -> bool:
+    """Lock freshly allocated segments (inside the caller's critical section)."""
+    held = list(
+        TaskLock.objects.filter(
+            datasource=task.datasource, start__lt=interval.end, end__gt=interval.start
+        )
+    )
+    pairs = [(_lock_spec(lock), lock) for lock in held]
+    to_revoke: list[TaskLock] = []
+    requests = []
+    for p in partitions:
+        request = _lock_request(task, interval, locking.EXCLUSIVE, locking.SEGMENT, p, version)
+        decision = locking.decide(request, [spec for spec, _ in pairs])
+        if decision.kind == locking.WAIT:
+            task.status = TaskStatus.WAITING
+            task.waiting_on = [
+                _blocker(blocking, next(lock for spec, lock in pairs if spec is blocking))
+                for blocking in decision.blocking
+            ]
+            task.waiting_since = task.waiting_since or timezone.now()
+            task.save(update_fields=["status", "waiting_on", "waiting_since"])
+            return False
+        to_revoke += [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)]
+        requests.append(request)
+    if to_revoke:
+        _revoke(to_revoke, by=task)
+    seq = last_commit_seq(datasource=task.datasource)
+    TaskLock.objects.bulk_create(
+        [
+            TaskLock(
+                task=task,
+                group_id=r.group_id,
+                datasource=r.datasource,
+                start=interval.start,
+                end=interval.end,
+                granularity=locking.SEGMENT,
+                type=locking.EXCLUSIVE,
+                version=version,
+                priority=r.priority,
+                partition=r.partition,
+                granted_seq=seq,
+            )
+            for r in requests
+        ]
+    )
+    _resume(task)
+    return True
+
+
+def segments_allocate_overwrite(
+    *, task: Task, input_segment_ids: Sequence[str], count: int, sequence_name: str = ""
+) -> Allocation:
+    """Identities for segments that overwrite `input_segment_ids` inside their chunk
+    (segment locks, `forceTimeChunkLock: false`): same major version, the next
+    minor version, partition numbers from 32768, roots = union of the inputs' roots.
+    The task must hold segment locks on every input."""
+    with transaction.atomic():
+        _datasource_for_update(task.datasource)
+        reason = _revoked_reason(task.id)
+        if reason:
+            raise LockRevoked(reason)
+        inputs = list(Segment.objects.filter(id__in=list(input_segment_ids), used=True))
+        if len(inputs) != len(set(input_segment_ids)):
+            raise ServiceError("some input segments are not used segments of this dataSource")
+        chunks = {(s.start, s.end, s.version) for s in inputs}
+        if len(chunks) != 1:
+            raise ServiceError(
+                "a segment-locked overwrite works inside one chunk (interval and version); "
+                "changing granularity or versions needs time-chunk locks"
+            )
+        start, end, version = chunks.pop()
+        locked = set(
+            TaskLock.objects.filter(
+                task=task, granularity=locking.SEGMENT, revoked=False, start=start, end=end
+            ).values_list("partition", flat=True)
+        )
+        missing = [s.id for s in inputs if s.partition not in locked]
+        if missing:
+            raise ServiceError(f"task {task.id} holds no segment lock on {missing[0]}")
+        interval = Interval(start, end)
+        existing = list(
+            PendingSegment.objects.filter(
+                task=task,
+                sequence_name=sequence_name,
+                datasource=task.datasource,
+                start=start,
+                end=end,
+                version=version,
+            ).order_by("partition")
+        )
+        roots = tuple(sorted({r for s in inputs for r in (s.root_partitions or [s.partition])}))
+        chunk = Segment.objects.filter(
+            datasource__name=task.datasource, start=start, end=end, version=version
+        )
+        minor = (chunk.aggregate(m=Max("minor_version"))["m"] or 0) + 1
+        core = chunk.aggregate(m=Max("core_partitions"))["m"] or 0
+        if existing:
+            partitions = tuple(p.partition for p in existing)
+        else:
+            highest = [
+                chunk.filter(partition__gte=NON_ROOT_PARTITION_START).aggregate(m=Max("partition"))[
+                    "m"
+                ],
+                PendingSegment.objects.filter(
+                    datasource=task.datasource,
+                    start=start,
+                    end=end,
+                    version=version,
+                    partition__gte=NON_ROOT_PARTITION_START,
+                ).aggregate(m=Max("partition"))["m"],
+            ]
+            first = max([h + 1 for h in highest if h is not None] + [NON_ROOT_PARTITION_START])
+            partitions = tuple(range(first, first + count))
+            lockbox_sql.pending_insert(
+                task_id=task.id,
+                datasource=task.datasource,
+                allocations=[(interval, version, partitions, sequence_name)],
+                append=False,
+            )
+        return Allocation(interval, version, partitions, core, False, minor, roots)
+
+
+def _append_target(interval: Interval, target: lockbox_sql.AppendTarget) -> tuple[str, int, int]:
+    """(version, core partitions, next partition number) for an append into interval."""
+    if target.foreign_segment is not None:
+        foreign = Segment.objects.get(id=target.foreign_segment)
+        raise ServiceError(
+            f"cannot append {interval}: the dataSource holds segment {foreign.id} over "
+            f"{foreign.interval} at another segment granularity; append with that granularity"
+        )
+    return target.version, target.core, target.next_partition

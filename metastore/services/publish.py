@@ -1,0 +1,299 @@
+"""Publish: a task's segments, with replace upgrades and append carry-overs, in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+
+from metastore import lockbox_sql, locking
+from metastore.intervals import Interval
+from metastore.models import (
+    NON_ROOT_PARTITION_START,
+    CommitKind,
+    CommitLogEntry,
+    DataSource,
+    PendingSegment,
+    Segment,
+    Task,
+    TaskLock,
+)
+from metastore.services._common import (
+    LockRevoked,
+    PublishError,
+    TaskCanceled,
+    _datasource_for_update,
+    _revoked_reason,
+)
+
+# --- publish ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewSegment:
+    """A segment a task wrote (or re-registers) and wants published."""
+
+    interval: Interval
+    version: str
+    partition: int
+    core_partitions: int
+    location: str = ""
+    num_rows: int = 0
+    size_bytes: int = 0
+    shard_spec: dict = field(default_factory=dict)
+    minor_version: int = 0
+    root_partitions: tuple[int, ...] | None = None
+    atomic_update_group: tuple[int, ...] | None = None
+    tombstone: bool = False
+    upgraded_from: str = ""
+
+
+def segments_publish(
+    *, task: Task, segments: Sequence[NewSegment], note: str = ""
+) -> CommitLogEntry:
+    """Publish a task's segments atomically and release its locks.
+
+    One transaction: every lock of the task must be held and unrevoked and
+    every segment must be covered by the task's locks at a version it was
+    given; the segments are inserted, one commit-log entry records them, and
+    the task's locks are released. Any failure publishes nothing.
+
+    Concurrent append and replace (SPEC §5): a REPLACE publish also copies
+    every segment appended into its intervals after its lock was granted onto
+    its version; an APPEND publish also copies its segments onto any newer
+    version a replace committed meanwhile. Copies share the file, take
+    partition numbers after the target chunk's core set and name
+    `upgraded_from`.
+    """
+    with transaction.atomic():
+        ds = _datasource_for_update(task.datasource)
+        reason = _revoked_reason(task.id)
+        if reason:
+            raise LockRevoked(f"cannot publish: {reason}")
+        task = Task.objects.select_for_update().get(id=task.id)
+        if task.cancel_requested:
+            raise TaskCanceled(f"task {task.id} was canceled")
+        locks = list(TaskLock.objects.filter(task=task, revoked=False))
+        allocated = set(
+            PendingSegment.objects.filter(task=task).values_list(
+                "start", "end", "version", "partition"
+            )
+        )
+        # Overwrites inside a chunk (minor > 0) form one atomic update group per chunk.
+        groups: dict[tuple, list[int]] = {}
+        for seg in segments:
+            if seg.minor_version > 0 and seg.atomic_update_group is None:
+                key = (seg.interval, seg.version, seg.minor_version)
+                groups.setdefault(key, []).append(seg.partition)
+        rows = []
+        for seg in segments:
+            _check_covered(task, locks, allocated, seg)
+            roots = list(seg.root_partitions or (seg.partition,))
+            aug = seg.atomic_update_group
+            if aug is None:
+                aug = groups.get((seg.interval, seg.version, seg.minor_version), [seg.partition])
+            rows.append(_segment_row(ds, task, seg, roots, list(aug)))
+        rows += _replace_upgrades(ds, task, locks, rows)
+        rows += _append_carry_overs(ds, task, locks, rows)
+        try:
+            Segment.objects.bulk_create(rows)
+        except IntegrityError as exc:
+            raise PublishError(f"cannot publish: a segment id already exists ({exc})") from None
+        entry = CommitLogEntry.objects.create(
+            datasource=ds.name,
+            task=task,
+            kind=CommitKind.PUBLISH,
+            added=[r.id for r in rows],
+            removed=[],
+            note=note,
+        )
+        TaskLock.objects.filter(task=task).delete()
+        return entry
+
+
+def _check_covered(task: Task, locks: list[TaskLock], allocated: set, seg: NewSegment) -> None:
+    where = f"{seg.interval} v{seg.version} p{seg.partition}"
+    time_chunk = [
+        lock
+        for lock in locks
+        if lock.granularity == locking.TIME_CHUNK
+        and lock.start <= seg.interval.start
+        and lock.end >= seg.interval.end
+    ]
+    segment_locks = [
+        lock
+        for lock in locks
+        if lock.granularity == locking.SEGMENT
+        and lock.start == seg.interval.start
+        and lock.end == seg.interval.end
+        and lock.version == seg.version
+    ]
+    key = (seg.interval.start, seg.interval.end, seg.version, seg.partition)
+    if time_chunk:
+        if key in allocated or any(lock.version == seg.version for lock in time_chunk):
+            return
+        raise PublishError(
+            f"cannot publish {where}: that version and partition were not allocated to this task"
+        )
+    if segment_locks:
+        if key not in allocated:
+            raise PublishError(f"cannot publish {where}: it was not allocated to this task")
+        if seg.minor_version == 0 and not any(
+            lk.partition == seg.partition for lk in segment_locks
+        ):
+            raise PublishError(f"cannot publish {where}: task {task.id} holds no lock on it")
+        return
+    raise PublishError(f"cannot publish {where}: task {task.id} holds no lock covering it")
+
+
+def _segment_row(ds: DataSource, task: Task, seg: NewSegment, roots, aug) -> Segment:
+    return Segment(
+        id=Segment.make_id(ds.name, seg.interval, seg.version, seg.partition),
+        datasource=ds,
+        start=seg.interval.start,
+        end=seg.interval.end,
+        version=seg.version,
+        partition=seg.partition,
+        minor_version=seg.minor_version,
+        root_partitions=sorted(roots),
+        atomic_update_group=sorted(aug),
+        core_partitions=seg.core_partitions,
+        tombstone=seg.tombstone,
+        shard_spec=seg.shard_spec,
+        size_bytes=seg.size_bytes,
+        num_rows=seg.num_rows,
+        location=seg.location,
+        used=True,
+        created_by=task,
+        upgraded_from=seg.upgraded_from,
+    )
+
+
+def _copy_onto(
+    ds: DataSource, task: Task, source: Segment, version: str, partition: int, core: int
+) -> Segment:
+    return Segment(
+        id=Segment.make_id(ds.name, source.interval, version, partition),
+        datasource=ds,
+        start=source.start,
+        end=source.end,
+        version=version,
+        partition=partition,
+        minor_version=0,
+        root_partitions=[partition],
+        atomic_update_group=[partition],
+        core_partitions=core,
+        tombstone=False,
+        shard_spec={**(source.shard_spec or {}), "partitionNum": partition},
+        size_bytes=source.size_bytes,
+        num_rows=source.num_rows,
+        location=source.location,
+        used=True,
+        created_by=task,
+        upgraded_from=source.upgraded_from or source.id,
+    )
+
+
+def _next_free(ds: DataSource, interval: Interval, version: str, taken: dict, core: int) -> int:
+    key = (interval.start, interval.end, version)
+    if key not in taken:
+        taken[key] = max(lockbox_sql.chunk_partitions(ds, interval, version)[1], core)
+    value = taken[key]
+    taken[key] = value + 1
+    return value
+
+
+def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_rows) -> list[Segment]:
+    replace_locks = [lk for lk in locks if lk.type == locking.REPLACE]
+    if not replace_locks:
+        return []
+    since = min(lk.granted_seq for lk in replace_locks)
+    committed_at: dict[str, int] = {}
+    for seq, added in (
+        CommitLogEntry.objects.filter(datasource=ds.name, seq__gt=since, kind=CommitKind.PUBLISH)
+        .exclude(task=task)
+        .values_list("seq", "added")
+    ):
+        for seg_id in added or []:
+            committed_at[seg_id] = seq
+    if not committed_at:
+        return []
+    cores: dict[tuple, int] = {}
+    taken: dict = {}
+    for row in new_rows:
+        key = (row.start, row.end, row.version)
+        cores[key] = max(cores.get(key, 0), row.core_partitions)
+    for row in new_rows:
+        key = (row.start, row.end, row.version)
+        if row.partition < NON_ROOT_PARTITION_START:
+            taken[key] = max(taken.get(key, 0), row.partition + 1, cores[key])
+    out = []
+    candidates = Segment.objects.filter(id__in=list(committed_at), used=True, tombstone=False)
+    # An append and the copy it carried onto a newer version are one set of rows:
+    # upgrade each original once (its newest copy).
+    newest: dict[str, Segment] = {}
+    for source in candidates.order_by("version"):
+        newest[source.upgraded_from or source.id] = source
+    for source in sorted(newest.values(), key=lambda s: (s.start, s.partition)):
+        lock = next(
+            (
+                lk
+                for lk in replace_locks
+                if lk.start <= source.start
+                and lk.end >= source.end
+                and lk.granted_seq < committed_at[source.id]
+            ),
+            None,
+        )
+        if lock is None or source.version >= lock.version:
+            continue
+        if (source.start, source.end, lock.version) not in cores:
+            overlapping = [
+                row
+                for row in new_rows
+                if row.version == lock.version and row.start < source.end and row.end > source.start
+            ]
+            if overlapping:
+                # The replace's chunks cut across the append's: no copy can carry it
+                # onto the new version, and publishing would hide its rows.
+                raise PublishError(
+                    f"cannot publish: {source.id} was appended during this replace at "
+                    "another segment granularity; its rows would be hidden. Run the "
+                    "replace again (it will read them) or append at the replace's granularity"
+                )
+            # The replace wrote nothing over this chunk: the append stays visible as is.
+            continue
+        core = cores[(source.start, source.end, lock.version)]
+        partition = _next_free(ds, source.interval, lock.version, taken, core)
+        out.append(_copy_onto(ds, task, source, lock.version, partition, core))
+    return out
+
+
+def _append_carry_overs(
+    ds: DataSource, task: Task, locks: list[TaskLock], new_rows
+) -> list[Segment]:
+    if not any(lk.type == locking.APPEND for lk in locks):
+        return []
+    out = []
+    taken: dict = {}
+    cores: dict = {}
+    for row in new_rows:
+        if row.tombstone or row.minor_version > 0:
+            continue
+        newer = (
+            Segment.objects.filter(
+                datasource=ds, used=True, start=row.start, end=row.end, version__gt=row.version
+            )
+            .order_by("-version")
+            .values_list("version", flat=True)
+            .first()
+        )
+        if newer is None:
+            continue
+        key = (row.start, row.end, newer)
+        if key not in cores:  # one read per chunk: its core set and next free number
+            cores[key], taken[key] = lockbox_sql.chunk_partitions(ds, row.interval, newer)
+        partition = _next_free(ds, row.interval, newer, taken, cores[key])
+        out.append(_copy_onto(ds, task, row, newer, partition, cores[key]))
+    return out

@@ -1,0 +1,177 @@
+"""Task lifecycle: validate, create, submit, claim, heartbeat, finish, cancel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from celery import current_app
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from metastore import locking
+from metastore.models import (
+    ACTIVE_STATUSES,
+    FINAL_STATUSES,
+    DataSource,
+    Task,
+    TaskLock,
+    TaskStatus,
+)
+from metastore.services._common import (
+    ServiceError,
+    _revoked_reason,
+    new_task_id,
+)
+from metastore.specs import SpecError, TaskSpec, validate_task_spec
+
+# --- tasks --------------------------------------------------------------------
+
+SUPPORTED_TASK_TYPES = ("index_parallel", "kill")
+
+
+def task_validate(*, spec: dict) -> TaskSpec:
+    """Validate a spec against this installation (input roots, supported types)."""
+    validated = validate_task_spec(spec, input_roots=settings.STRATA_INPUT_ROOTS)
+    ingestion = validated.ingestion
+    if (
+        ingestion is not None
+        and ingestion.input.type == "druid"
+        and not DataSource.objects.filter(name=ingestion.input.datasource).exists()
+    ):
+        raise SpecError(
+            "spec.ioConfig.inputSource.dataSource",
+            f"there is no dataSource {ingestion.input.datasource!r} to read",
+        )
+    if validated.type not in SUPPORTED_TASK_TYPES:
+        raise SpecError(
+            "type",
+            f"{validated.type} tasks are not available yet; accepted: "
+            f"{', '.join(SUPPORTED_TASK_TYPES)} (alias index)",
+        )
+    return validated
+
+
+def task_create(
+    *, spec: dict, task_type: str, datasource: str, user=None, enqueue: bool = True
+) -> Task:
+    """Record a task as PENDING (and queue it once committed). `spec` is already valid."""
+    try:
+        priority = locking.default_priority(task_type, spec.get("context") or {})
+    except ValueError as exc:
+        raise SpecError("context.priority", str(exc)) from None
+    task_id = spec.get("id") or new_task_id(task_type, datasource)
+    if not isinstance(task_id, str) or Task.objects.filter(id=task_id).exists():
+        raise SpecError("id", f"task id {task_id!r} is taken or invalid")
+    with transaction.atomic():
+        task = Task.objects.create(
+            id=task_id,
+            type=task_type,
+            datasource=datasource,
+            spec=spec,
+            priority=priority,
+            group_id=spec.get("groupId") or task_id,
+            submitted_by=user if (user is not None and user.is_authenticated) else None,
+        )
+        if enqueue:
+            transaction.on_commit(lambda: _enqueue(task.id))
+    return task
+
+
+def task_submit(*, spec: dict, user=None) -> Task:
+    """Validate a spec, record the task as PENDING and queue it once committed.
+
+    Raises `SpecError` (nothing is created) for an invalid spec.
+    """
+    validated = task_validate(spec=spec)
+    return task_create(
+        spec=spec, task_type=validated.type, datasource=validated.datasource, user=user
+    )
+
+
+# The worker's Celery task, by name: the metastore does not import the workers.
+RUN_TASK = "workers.tasks.run_task"
+
+
+def _enqueue(task_id: str) -> None:
+    current_app.send_task(RUN_TASK, args=[task_id])
+
+
+def task_claim(*, task_id: str, worker: str) -> bool:
+    """Move a PENDING task to RUNNING. False if another delivery got it first."""
+    now = timezone.now()
+    claimed = Task.objects.filter(id=task_id, status=TaskStatus.PENDING).update(
+        status=TaskStatus.RUNNING, started_at=now, heartbeat_at=now, worker=worker, phase="starting"
+    )
+    return claimed == 1
+
+
+@dataclass(frozen=True)
+class TaskSignals:
+    """What a running task must react to."""
+
+    cancel_requested: bool = False
+    revoked_reason: str | None = None
+
+
+def task_heartbeat(
+    *, task_id: str, phase: str | None = None, progress: float | None = None
+) -> TaskSignals:
+    """Record that the task is alive (and its phase/progress); say if it must stop."""
+    updates: dict = {"heartbeat_at": timezone.now()}
+    if phase is not None:
+        updates["phase"] = phase
+    if progress is not None:
+        updates["progress"] = max(0.0, min(1.0, float(progress)))
+    Task.objects.filter(id=task_id, status__in=ACTIVE_STATUSES).update(**updates)
+    row = Task.objects.filter(id=task_id).values("cancel_requested").first()
+    return TaskSignals(
+        cancel_requested=bool(row and row["cancel_requested"]),
+        revoked_reason=_revoked_reason(task_id),
+    )
+
+
+def task_report_update(*, task_id: str, report: dict) -> None:
+    Task.objects.filter(id=task_id).update(report=report)
+
+
+def task_finish(*, task_id: str, status: str, error: str = "", report: dict | None = None) -> Task:
+    """End a task: record its status and reason, and release every lock it holds."""
+    if status not in FINAL_STATUSES:
+        raise ValueError(f"{status} is not a final status")
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(id=task_id)
+        TaskLock.objects.filter(task=task).delete()
+        if task.status not in FINAL_STATUSES:
+            task.status = status
+            task.error = error
+            task.ended_at = timezone.now()
+            task.waiting_on = []
+            task.waiting_request = None
+            task.waiting_since = None
+            if status == TaskStatus.SUCCESS:
+                task.progress = 1.0
+            if report is not None:
+                task.report = report
+            task.save()
+    return task
+
+
+def task_cancel(*, task_id: str, user=None) -> Task:
+    """Cancel a task: a PENDING one ends now; a running one is told to stop."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(id=task_id)
+        if task.status in FINAL_STATUSES:
+            raise ServiceError(f"task {task_id} already ended ({task.status})")
+        who = user.get_username() if user is not None and user.is_authenticated else "system"
+        if task.status == TaskStatus.PENDING:
+            task.status = TaskStatus.CANCELED
+            task.error = f"canceled by {who} before it started"
+            task.ended_at = timezone.now()
+            task.cancel_requested = True
+            task.save()
+            TaskLock.objects.filter(task=task).delete()
+        else:
+            task.cancel_requested = True
+            task.save(update_fields=["cancel_requested"])
+    return task
