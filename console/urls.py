@@ -29,5 +29,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/locks", api.LockListView.as_view(), name="api-locks"),
     path("api/v1/", include(router.urls)),
+    path("", include("console.druid")),
     path("", include((console_patterns, "console"))),
 ]

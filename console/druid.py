@@ -1,0 +1,577 @@
+"""Druid's Overlord and Coordinator HTTP API, over Strata's services and selectors.
+
+A Druid user's scripts (`POST /druid/indexer/v1/task`, poll `.../status`, read
+`.../reports`) run unchanged: the request and response shapes are Druid's (see
+Druid's "Tasks API", "Data management API" and "Legacy metadata API" reference
+pages). Everything is a thin edge: writes go through `metastore.services`,
+reads through `metastore.selectors`, authenticated like the rest of the API
+(plus HTTP Basic, which Druid's own clients use).
+
+Where Strata differs, the shape stays Druid's and the difference is named:
+a CANCELED task reports Druid's `FAILED` with its reason in `errorMsg`; a task
+waiting for a lock reports `statusCode` RUNNING and `runnerStatusCode` WAITING,
+as Druid's waiting tasks do.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.http import Http404
+from django.urls import re_path
+from django.utils import timezone
+from rest_framework import authentication, status
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from metastore import selectors, services
+from metastore.intervals import Interval, format_ts
+from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
+from metastore.specs import SpecError
+
+# --- shapes --------------------------------------------------------------------------
+
+_EPOCH_TEXT = "1970-01-01T00:00:00.000Z"
+
+# Strata status -> (Druid statusCode, Druid runnerStatusCode)
+_DRUID_STATUS = {
+    TaskStatus.PENDING: ("RUNNING", "PENDING"),
+    TaskStatus.WAITING: ("RUNNING", "WAITING"),
+    TaskStatus.RUNNING: ("RUNNING", "RUNNING"),
+    TaskStatus.SUCCESS: ("SUCCESS", "NONE"),
+    TaskStatus.FAILED: ("FAILED", "NONE"),
+    TaskStatus.CANCELED: ("FAILED", "NONE"),
+}
+
+# Druid's `state` filter -> Strata statuses
+_STATES = {
+    "running": (TaskStatus.RUNNING,),
+    "waiting": (TaskStatus.WAITING,),
+    "pending": (TaskStatus.PENDING,),
+    "complete": (TaskStatus.SUCCESS, TaskStatus.FAILED, TaskStatus.CANCELED),
+}
+
+
+def _ts(value: datetime | None) -> str:
+    return format_ts(value) if value is not None else _EPOCH_TEXT
+
+
+def _duration_ms(task: Task) -> int:
+    if task.started_at is None or task.ended_at is None:
+        return -1
+    return int((task.ended_at - task.started_at).total_seconds() * 1000)
+
+
+def _location(task: Task) -> dict:
+    host = task.worker.rsplit(":", 1)[0] if task.worker else None
+    return {"host": host, "port": -1, "tlsPort": -1}
+
+
+def _error_msg(task: Task) -> str | None:
+    if task.status == TaskStatus.CANCELED:
+        return f"canceled: {task.error}" if task.error else "canceled"
+    return task.error or None
+
+
+def task_status_json(task: Task) -> dict:
+    """A task as Druid's task list and `task/{id}/status` show it."""
+    code, runner = _DRUID_STATUS[task.status]
+    return {
+        "id": task.id,
+        "groupId": task.group_id,
+        "type": task.type,
+        "createdTime": _ts(task.created_at),
+        "queueInsertionTime": _ts(task.created_at),
+        "statusCode": code,
+        "status": code,
+        "runnerStatusCode": runner,
+        "duration": _duration_ms(task),
+        "location": _location(task),
+        "dataSource": task.datasource,
+        "errorMsg": _error_msg(task),
+    }
+
+
+def _ingestion_state(task: Task) -> str:
+    if task.status in (TaskStatus.PENDING, TaskStatus.WAITING):
+        return "NOT_STARTED"
+    if task.status == TaskStatus.RUNNING:
+        return "BUILD_SEGMENTS"
+    return "COMPLETED"
+
+
+def _row_stats(report: dict) -> dict:
+    stats = report.get("rowStats") or {}
+    processed_bytes = int(report.get("ingest/task/bytes/processed") or 0)
+    build = {
+        "processed": int(stats.get("processed") or 0),
+        "processedBytes": processed_bytes,
+        "processedWithError": int(stats.get("processedWithError") or 0),
+        "thrownAway": int(stats.get("thrownAway") or 0),
+        "unparseable": int(stats.get("unparseable") or 0),
+    }
+    empty = {key: 0 for key in build}
+    return {"determinePartitions": empty, "buildSegments": build}
+
+
+def task_report_json(task: Task) -> dict:
+    """Druid's `ingestionStatsAndErrors` report; while the task runs it shows the
+    current state, phase and progress (the row counts arrive when a phase ends)."""
+    report = task.report or {}
+    samples = report.get("parseExceptionSamples") or []
+    return {
+        "ingestionStatsAndErrors": {
+            "type": "ingestionStatsAndErrors",
+            "taskId": task.id,
+            "payload": {
+                "ingestionState": _ingestion_state(task),
+                "unparseableEvents": {"buildSegments": samples} if samples else {},
+                "rowStats": _row_stats(report),
+                "errorMsg": _error_msg(task),
+                "segmentAvailabilityConfirmed": False,
+                "segmentAvailabilityWaitTimeMs": 0,
+                # Strata's own fields, beside Druid's: live phase and progress.
+                "phase": task.phase,
+                "progress": task.progress,
+                "segmentsPublished": report.get("segmentsPublished"),
+            },
+        }
+    }
+
+
+def lock_json(lock: TaskLock) -> dict:
+    """A lock as Druid's TaskLock serializes (`granularity` timeChunk | segment)."""
+    out = {
+        "granularity": "segment" if lock.granularity == "SEGMENT" else "timeChunk",
+        "type": lock.type,
+        "groupId": lock.group_id,
+        "dataSource": lock.datasource,
+        "interval": str(lock.interval),
+        "version": lock.version,
+        "priority": lock.priority,
+        "revoked": lock.revoked,
+    }
+    if lock.granularity == "SEGMENT":
+        out["partitionId"] = lock.partition
+    return out
+
+
+def _names(items) -> str:
+    return ",".join(str(item.get("name")) for item in items or () if isinstance(item, dict))
+
+
+def segment_json(seg: Segment) -> dict:
+    """A segment as Druid's DataSegment serializes."""
+    schema = getattr(seg, "schema", None) or {}
+    out = {
+        "dataSource": seg.datasource.name,
+        "interval": str(seg.interval),
+        "version": seg.version,
+        "loadSpec": {"type": "tombstone"}
+        if seg.tombstone
+        else {"type": "local", "path": seg.location},
+        "dimensions": _names(schema.get("dimensions")),
+        "metrics": _names(schema.get("metrics")),
+        "shardSpec": seg.shard_spec or {"type": "numbered", "partitionNum": seg.partition},
+        "binaryVersion": 9,
+        "size": seg.size_bytes,
+        "identifier": seg.id,
+        "id": seg.id,
+    }
+    compaction_state = getattr(seg, "compaction_state", None)
+    if compaction_state:
+        out["lastCompactionState"] = compaction_state
+    return out
+
+
+def _druid_error(message: str, http_status: int = status.HTTP_400_BAD_REQUEST) -> Response:
+    return Response({"error": message}, status=http_status)
+
+
+# --- views ---------------------------------------------------------------------------
+
+
+class DruidView(APIView):
+    """Authenticated like the rest of the API; Druid's clients also send HTTP Basic."""
+
+    authentication_classes = [
+        *api_settings.DEFAULT_AUTHENTICATION_CLASSES,
+        authentication.BasicAuthentication,
+    ]
+
+    def handle_exception(self, exc):
+        # Druid answers bad requests with {"error": "..."}; keep the field it names.
+        if isinstance(exc, SpecError):
+            return Response(
+                {"error": str(exc), "field": exc.field}, status=status.HTTP_400_BAD_REQUEST
+            )
+        if isinstance(exc, services.ServiceError):
+            return _druid_error(str(exc))
+        if isinstance(exc, Http404):
+            return _druid_error(str(exc), status.HTTP_404_NOT_FOUND)
+        return super().handle_exception(exc)
+
+
+def _task_or_404(task_id: str) -> Task:
+    task = Task.objects.filter(id=task_id).first()
+    if task is None:
+        raise Http404(f"Cannot find any task with id: [{task_id}]")
+    return task
+
+
+class TaskSubmit(DruidView):
+    """POST /druid/indexer/v1/task: a task spec -> {"task": id}."""
+
+    def post(self, request):
+        if not isinstance(request.data, dict):
+            return _druid_error("the request body must be a JSON object (a task spec)")
+        task = services.task_submit(spec=request.data, user=request.user)
+        return Response({"task": task.id})
+
+
+class TaskPayload(DruidView):
+    """GET /druid/indexer/v1/task/{id}: {"task": id, "payload": spec}."""
+
+    def get(self, request, task_id):
+        task = _task_or_404(task_id)
+        payload = {
+            **task.spec,
+            "id": task.id,
+            "groupId": task.group_id,
+            "dataSource": task.datasource,
+        }
+        payload.setdefault("context", {})
+        return Response({"task": task.id, "payload": payload})
+
+
+class TaskStatusView(DruidView):
+    def get(self, request, task_id):
+        task = Task.objects.filter(id=task_id).first()
+        if task is None:
+            return Response({"task": task_id, "status": None}, status=status.HTTP_404_NOT_FOUND)
+        return Response({"task": task.id, "status": task_status_json(task)})
+
+
+class TaskReports(DruidView):
+    def get(self, request, task_id):
+        return Response(task_report_json(_task_or_404(task_id)))
+
+
+class TaskShutdown(DruidView):
+    def post(self, request, task_id):
+        task = _task_or_404(task_id)
+        if not task.is_active:
+            return _druid_error(
+                f"task {task_id} is no longer running ({task.status})", status.HTTP_404_NOT_FOUND
+            )
+        services.task_cancel(task_id=task_id, user=request.user)
+        return Response({"task": task_id})
+
+
+def _created_interval(request) -> Interval | None:
+    value = request.query_params.get("createdTimeInterval")
+    if not value:
+        return None
+    try:
+        return Interval.parse(value.replace("_", "/"))
+    except ValueError as exc:
+        raise SpecError("createdTimeInterval", f"malformed interval {value!r}: {exc}") from None
+
+
+class TaskList(DruidView):
+    """GET /druid/indexer/v1/tasks?state=&datasource=&type=&max=&createdTimeInterval=
+    (and the runningTasks, pendingTasks, waitingTasks, completeTasks shortcuts)."""
+
+    state: str | None = None
+
+    def get(self, request):
+        state = self.state or request.query_params.get("state")
+        if state is not None:
+            state = state.lower()
+            if state not in _STATES:
+                raise SpecError("state", f"invalid state {state!r}; accepted: {', '.join(_STATES)}")
+        tasks = selectors.tasks_list(
+            datasource=request.query_params.get("datasource"),
+            type=request.query_params.get("type"),
+        )
+        if state:
+            tasks = tasks.filter(status__in=_STATES[state])
+        created = _created_interval(request)
+        if created is not None:
+            tasks = tasks.filter(created_at__gte=created.start, created_at__lt=created.end)
+        max_param = request.query_params.get("max")
+        if max_param is not None:
+            if not max_param.isdigit():
+                raise SpecError("max", "must be a non-negative integer")
+            if state == "complete":
+                tasks = tasks[: int(max_param)]
+        return Response([task_status_json(t) for t in tasks[:5000]])
+
+
+class TaskStatusBulk(DruidView):
+    """POST /druid/indexer/v1/taskStatus: [ids] -> {id: status} (unknown ids left out)."""
+
+    strata_role = "viewer"  # a read, sent as POST
+
+    def post(self, request):
+        ids = request.data
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return _druid_error("the request body must be a JSON array of task ids")
+        tasks = Task.objects.defer("spec", "report").filter(id__in=ids)
+        return Response(
+            {
+                t.id: {
+                    "id": t.id,
+                    "status": _DRUID_STATUS[t.status][0],
+                    "duration": _duration_ms(t),
+                    "errorMsg": _error_msg(t),
+                    "location": _location(t),
+                }
+                for t in tasks
+            }
+        )
+
+
+def _lock_filters(data) -> list[dict]:
+    """Druid's LockFilterPolicy list: [{"datasource", "priority"?, "intervals"?, "context"?}]."""
+    if not isinstance(data, list) or not data:
+        raise SpecError("body", "give a non-empty JSON array of lock filter policies")
+    policies = []
+    for i, item in enumerate(data):
+        where = f"[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("datasource"), str):
+            raise SpecError(f"{where}.datasource", "each policy names a datasource")
+        priority = item.get("priority", 0)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise SpecError(f"{where}.priority", "must be an integer")
+        intervals = []
+        for j, text in enumerate(item.get("intervals") or []):
+            try:
+                intervals.append(Interval.parse(text))
+            except (ValueError, TypeError) as exc:
+                raise SpecError(f"{where}.intervals[{j}]", f"malformed interval: {exc}") from None
+        context = item.get("context") or {}
+        if not isinstance(context, dict):
+            raise SpecError(f"{where}.context", "must be an object")
+        # A task that would take a REPLACE lock (concurrent locks) is not blocked by
+        # APPEND locks, so Druid leaves them out for it.
+        ignore_append = bool(context.get("useConcurrentLocks")) or (
+            context.get("taskLockType") == "REPLACE"
+        )
+        policies.append(
+            {
+                "datasource": item["datasource"],
+                "priority": priority,
+                "intervals": intervals,
+                "ignore_append": ignore_append,
+            }
+        )
+    return policies
+
+
+def _matching_locks(policies: list[dict]) -> dict[str, list[TaskLock]]:
+    out: dict[str, list[TaskLock]] = {}
+    for policy in policies:
+        locks = [
+            lock
+            for lock in selectors.locks_list(datasource=policy["datasource"])
+            if not lock.revoked
+            and lock.priority >= policy["priority"]
+            and not (policy["ignore_append"] and lock.type == "APPEND")
+            and (
+                not policy["intervals"]
+                or any(lock.interval.overlaps(iv) for iv in policy["intervals"])
+            )
+        ]
+        if locks:
+            out.setdefault(policy["datasource"], []).extend(locks)
+    return out
+
+
+class ActiveLocks(DruidView):
+    """POST /druid/indexer/v1/activeLocks: [policy] -> {"datasourceToLocks": {ds: [lock]}}."""
+
+    strata_role = "viewer"
+
+    def post(self, request):
+        found = _matching_locks(_lock_filters(request.data))
+        return Response(
+            {
+                "datasourceToLocks": {
+                    ds: [lock_json(lk) for lk in locks] for ds, locks in found.items()
+                }
+            }
+        )
+
+
+class LockedIntervals(DruidView):
+    """POST /druid/indexer/v1/lockedIntervals/v2: [policy] -> {ds: [interval]}."""
+
+    strata_role = "viewer"
+
+    def post(self, request):
+        found = _matching_locks(_lock_filters(request.data))
+        out = {}
+        for ds, locks in found.items():
+            seen: list[str] = []
+            for lock in locks:
+                text = str(lock.interval)
+                if text not in seen:
+                    seen.append(text)
+            out[ds] = seen
+        return Response(out)
+
+
+class MarkSegments(DruidView):
+    """POST .../datasources/{ds}/markUsed | markUnused with {"interval", "versions"?}
+    or {"segmentIds"} -> {"numChangedSegments": n}."""
+
+    used: bool = False
+
+    def post(self, request, datasource):
+        if not DataSource.objects.filter(name=datasource).exists():
+            raise Http404(f"no dataSource {datasource}")
+        data = request.data
+        if not isinstance(data, dict):
+            raise SpecError("body", "give a JSON object with interval or segmentIds")
+        interval_text, ids, versions = (
+            data.get("interval"),
+            data.get("segmentIds"),
+            data.get("versions"),
+        )
+        if (interval_text is None) == (ids is None):
+            raise SpecError("interval", "give exactly one of interval or segmentIds")
+        if ids is not None and (
+            not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)
+        ):
+            raise SpecError("segmentIds", "must be an array of segment ids")
+        if versions is not None:
+            if ids is not None:
+                raise SpecError("versions", "versions go with an interval, not with segmentIds")
+            if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
+                raise SpecError("versions", "must be an array of version strings")
+        interval = None
+        if interval_text is not None:
+            try:
+                interval = Interval.parse(interval_text)
+            except (ValueError, TypeError) as exc:
+                raise SpecError("interval", f"malformed interval: {exc}") from None
+        if versions is not None:
+            # Segments wholly inside the interval, at one of the versions.
+            ids = list(
+                selectors.segments_for(datasource=datasource, interval=interval, used=None)
+                .filter(start__gte=interval.start, end__lte=interval.end, version__in=versions)
+                .values_list("id", flat=True)
+            )
+            interval = None
+            if not ids:
+                return Response({"numChangedSegments": 0})
+        entry = services.segments_mark_used(
+            datasource=datasource,
+            used=self.used,
+            interval=interval,
+            segment_ids=ids,
+            user=request.user,
+        )
+        changed = len((entry.added if self.used else entry.removed) if entry else [])
+        return Response({"numChangedSegments": changed})
+
+
+# --- Coordinator metadata --------------------------------------------------------------
+
+
+def _flag(request, name: str) -> bool:
+    """Druid's flag parameters are present-or-absent (`?full`), or `=true`."""
+    if name not in request.query_params:
+        return False
+    return request.query_params.get(name, "").lower() not in ("false", "0")
+
+
+class MetadataDataSources(DruidView):
+    """GET /druid/coordinator/v1/metadata/datasources[?full]: names of dataSources with
+    used segments, or with `full` each with its used segments."""
+
+    def get(self, request):
+        names = [s.name for s in selectors.datasources_list() if s.segments]
+        if not _flag(request, "full"):
+            return Response(names)
+        out = []
+        for name in names:
+            segs = selectors.segments_for(datasource=name).select_related("datasource")
+            out.append(
+                {
+                    "name": name,
+                    "properties": {"created": _ts(timezone.now())},
+                    "segments": [segment_json(s) for s in segs],
+                }
+            )
+        return Response(out)
+
+
+class MetadataDataSourceSegments(DruidView):
+    """GET /druid/coordinator/v1/metadata/datasources/{ds}/segments[?full]."""
+
+    def get(self, request, datasource):
+        if not DataSource.objects.filter(name=datasource).exists():
+            raise Http404(f"no dataSource {datasource}")
+        segs = selectors.segments_for(datasource=datasource).select_related("datasource")
+        if _flag(request, "full"):
+            return Response([segment_json(s) for s in segs])
+        return Response([s.id for s in segs])
+
+
+class MetadataSegments(DruidView):
+    """GET /druid/coordinator/v1/metadata/segments[?includeOvershadowedStatus][&datasources=]:
+    every used segment; with the flag, [{"dataSegment", "overshadowed"}] where
+    overshadowed means fully overshadowed (visible at no instant)."""
+
+    def get(self, request):
+        wanted = request.query_params.getlist("datasources")
+        names = wanted or [s.name for s in selectors.datasources_list() if s.segments]
+        with_status = _flag(request, "includeOvershadowedStatus")
+        out = []
+        for name in names:
+            segs = selectors.segments_for(datasource=name).select_related("datasource")
+            if not with_status:
+                out.extend(segment_json(s) for s in segs)
+                continue
+            hidden = selectors.timeline_for(datasource=name).fully_overshadowed()
+            out.extend(
+                {"dataSegment": segment_json(s), "overshadowed": s.id in hidden} for s in segs
+            )
+        return Response(out)
+
+
+_ID = r"(?P<task_id>[^/]+)"
+_DS = r"(?P<datasource>[^/]+)"
+
+urlpatterns = [
+    re_path(r"^druid/indexer/v1/task/?$", TaskSubmit.as_view()),
+    re_path(rf"^druid/indexer/v1/task/{_ID}/status/?$", TaskStatusView.as_view()),
+    re_path(rf"^druid/indexer/v1/task/{_ID}/reports/?$", TaskReports.as_view()),
+    re_path(rf"^druid/indexer/v1/task/{_ID}/shutdown/?$", TaskShutdown.as_view()),
+    re_path(rf"^druid/indexer/v1/task/{_ID}/?$", TaskPayload.as_view()),
+    re_path(r"^druid/indexer/v1/tasks/?$", TaskList.as_view()),
+    re_path(r"^druid/indexer/v1/runningTasks/?$", TaskList.as_view(state="running")),
+    re_path(r"^druid/indexer/v1/pendingTasks/?$", TaskList.as_view(state="pending")),
+    re_path(r"^druid/indexer/v1/waitingTasks/?$", TaskList.as_view(state="waiting")),
+    re_path(r"^druid/indexer/v1/completeTasks/?$", TaskList.as_view(state="complete")),
+    re_path(r"^druid/indexer/v1/taskStatus/?$", TaskStatusBulk.as_view()),
+    re_path(r"^druid/indexer/v1/activeLocks/?$", ActiveLocks.as_view()),
+    re_path(r"^druid/indexer/v1/lockedIntervals/v2/?$", LockedIntervals.as_view()),
+    re_path(
+        rf"^druid/(?:indexer|coordinator)/v1/datasources/{_DS}/markUnused/?$",
+        MarkSegments.as_view(used=False),
+    ),
+    re_path(
+        rf"^druid/(?:indexer|coordinator)/v1/datasources/{_DS}/markUsed/?$",
+        MarkSegments.as_view(used=True),
+    ),
+    re_path(r"^druid/coordinator/v1/metadata/datasources/?$", MetadataDataSources.as_view()),
+    re_path(
+        rf"^druid/coordinator/v1/metadata/datasources/{_DS}/segments/?$",
+        MetadataDataSourceSegments.as_view(),
+    ),
+    re_path(r"^druid/coordinator/v1/metadata/segments/?$", MetadataSegments.as_view()),
+]
