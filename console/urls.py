@@ -30,5 +30,6 @@ urlpatterns = [
     path("api/v1/locks", api.LockListView.as_view(), name="api-locks"),
     path("api/v1/", include(router.urls)),
     path("", include("console.druid")),
+    path("", include("console.query_api")),
     path("", include((console_patterns, "console"))),
 ]

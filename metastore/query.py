@@ -1,0 +1,354 @@
+"""SQL over the visible rows (SPEC §7 `POST /api/v1/query`, Druid's `/druid/v2/sql`).
+
+Each dataSource is a table with `__time`, its dimensions and its metrics, made of
+exactly the rows its timeline shows as of the latest commit or `as_of`: for every
+visible piece of the timeline the segment's Parquet file is read, filtered to the
+piece's interval when the segment is only partly visible; tombstones hold no
+rows. The files are read by an embedded DuckDB (the interactive engine chosen by
+`bench/query.py`, see the README); `workers.query.spark_query` runs the same
+tables on Spark SQL, the reference that scales on a cluster, and the tests check
+that both return the same rows.
+
+Read-only: one SELECT statement (a WITH ... SELECT, a VALUES, ...), anything
+else is refused before it runs; DuckDB itself may open only the segment files of
+the tables the query names (no other file, no extension loading, no ATTACH).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import threading
+from dataclasses import dataclass, field
+
+from metastore import selectors
+from metastore.intervals import Interval
+from metastore.models import DataSource, Segment
+
+MAX_ROWS = 100_000  # a result larger than this is refused: add a LIMIT or aggregate
+_EVERYTHING = Interval.parse("0001-01-01/9999-12-31")
+
+
+class QueryError(ValueError):
+    """A query that cannot run; `field` names the request field at fault."""
+
+    def __init__(self, message: str, field: str = "sql") -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class TableSource:
+    """The files behind one dataSource's table: `whole` files are visible over all
+    of their rows; each of `partial` is visible only inside its intervals."""
+
+    name: str
+    whole: tuple[str, ...] = ()
+    partial: tuple[tuple[str, tuple[Interval, ...]], ...] = ()
+    schema_file: str | None = None  # any file of the dataSource, for an empty table's columns
+
+    @property
+    def files(self) -> list[str]:
+        return [*self.whole, *(f for f, _ in self.partial)]
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[list] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+
+
+# --- what a query reads ------------------------------------------------------------------
+
+
+def visible_source(*, datasource: str, as_of: int | None = None) -> TableSource:
+    """The visible rows of `datasource` as files and intervals, from its timeline."""
+    timeline = selectors.timeline_for(datasource=datasource, as_of=as_of)
+    pieces = [(iv, ref) for iv, ref in timeline.lookup(_EVERYTHING) if not ref.tombstone]
+    locations = dict(
+        Segment.objects.filter(id__in={ref.id for _, ref in pieces}).values_list("id", "location")
+    )
+    shown: dict[str, list[Interval]] = {}
+    whole_of: dict[str, Interval] = {}
+    for piece, ref in pieces:
+        location = locations.get(ref.id)
+        if not location:
+            continue
+        shown.setdefault(location, []).append(piece)
+        whole_of[location] = ref.interval
+    whole, partial = [], []
+    for location, intervals in shown.items():
+        if intervals == [whole_of[location]]:
+            whole.append(location)
+        else:
+            partial.append((location, tuple(sorted(intervals))))
+    schema_file = None
+    if not shown:
+        schema_file = (
+            Segment.objects.filter(datasource__name=datasource, tombstone=False)
+            .exclude(location="")
+            .order_by("-created_at")
+            .values_list("location", flat=True)
+            .first()
+        )
+    return TableSource(
+        name=datasource,
+        whole=tuple(sorted(whole)),
+        partial=tuple(sorted(partial)),
+        schema_file=schema_file,
+    )
+
+
+def _statements(sql: str):
+    import duckdb
+
+    if not isinstance(sql, str) or not sql.strip():
+        raise QueryError("give the SQL text of a query")
+    try:
+        return duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"cannot parse the query: {_first_line(exc)}") from None
+
+
+def check_read_only(sql: str) -> None:
+    """Refuse anything but a single query, naming what was sent instead."""
+    import duckdb
+
+    statements = _statements(sql)
+    if len(statements) != 1:
+        raise QueryError(f"send one query at a time (got {len(statements)} statements)")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise QueryError(
+            f"only queries (SELECT) are accepted; this is a {kind.name} statement, and "
+            "the data is read-only here: change it through tasks"
+        )
+
+
+def _identifier(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        text = text[1:-1].replace('""', '"')
+    return text
+
+
+def prepare(sql: str) -> tuple[str, list[str]]:
+    """(the query with Druid's `druid.` schema prefix dropped, the dataSources it names).
+
+    Names come from the query's tokens (identifiers, quoted or not, matched
+    case-insensitively like SQL names), so string constants never count and a
+    query with `?` parameters needs no binding to be read."""
+    import duckdb
+
+    try:
+        tokens = duckdb.tokenize(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"cannot parse the query: {_first_line(exc)}") from None
+    spans = []
+    for i, (pos, kind) in enumerate(tokens):
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+        spans.append((pos, end, kind, sql[pos:end]))
+    by_lower = {name.lower(): name for name in DataSource.objects.values_list("name", flat=True)}
+    names, drop = set(), []
+    identifier = (duckdb.token_type.identifier, duckdb.token_type.keyword)
+    for i, (pos, end, kind, text) in enumerate(spans):
+        if kind not in identifier:
+            continue
+        name = _identifier(text).lower()
+        if name in by_lower:
+            names.add(by_lower[name])
+        nxt = spans[i + 1] if i + 1 < len(spans) else None
+        if name == "druid" and nxt is not None and nxt[3].strip() == ".":
+            drop.append((pos, nxt[1]))
+    for pos, end in reversed(drop):
+        sql = sql[:pos] + sql[end:]
+    return sql, sorted(names)
+
+
+def sources_for(sql: str, *, as_of: int | None = None) -> list[TableSource]:
+    return [visible_source(datasource=name, as_of=as_of) for name in prepare(sql)[1]]
+
+
+# --- the DuckDB engine -------------------------------------------------------------------
+
+# Druid SQL's common time functions, for queries written for Druid. ISO-8601 periods
+# ('PT1H', 'P1D', 'P1M', 'P1W', ...) become DuckDB intervals.
+_PERIOD = r"^P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$"
+
+
+def _part(n: int) -> str:
+    return f"coalesce(nullif(regexp_extract(upper(p), '{_PERIOD}', {n}), ''), '0')::BIGINT"
+
+
+_MACROS = [
+    "CREATE MACRO iso_period(p) AS "
+    f"to_years({_part(1)}::INTEGER) + to_months({_part(2)}::INTEGER) + to_days(7 * {_part(3)}) "
+    f"+ to_days({_part(4)}) + to_hours({_part(5)}) + to_minutes({_part(6)}) "
+    f"+ to_seconds({_part(7)}::DOUBLE)",
+    "CREATE MACRO time_floor(t, p) AS time_bucket(iso_period(p), t)",
+    "CREATE MACRO time_shift(t, p, n) AS t + n * iso_period(p)",
+    "CREATE MACRO timestamp_to_millis(t) AS epoch_ms(t)",
+    "CREATE MACRO millis_to_timestamp(ms) AS make_timestamptz(ms * 1000)",
+    "CREATE MACRO time_extract(t, unit) AS date_part(unit, t)",
+]
+
+_db_lock = threading.Lock()
+_db: tuple[str, object] | None = None
+
+
+def _database(root: str):
+    """One in-memory DuckDB per process (its Parquet metadata cache stays warm), with
+    file access limited to deep storage; each query runs on its own connection
+    (cursor), whose temporary views no other query sees."""
+    global _db
+    import duckdb
+
+    with _db_lock:
+        if _db is not None and _db[0] == root:
+            return _db[1]
+        db = duckdb.connect(":memory:", config={"threads": 2})
+        db.execute("SET TimeZone = 'UTC'")
+        db.execute("SET memory_limit = '2GB'")
+        db.execute("SET parquet_metadata_cache = true")
+        db.execute("SET autoinstall_known_extensions = false")
+        db.execute("SET autoload_known_extensions = false")
+        db.execute("SET allowed_directories = ?", [[root.rstrip("/") + "/"]])
+        db.execute("SET enable_external_access = false")
+        for macro in _MACROS:
+            db.execute(macro)
+        db.execute("SET lock_configuration = true")
+        _db = (root, db)
+        return db
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _files(files) -> str:
+    return "[" + ", ".join(_literal(f) for f in files) + "]"
+
+
+def _ts(t: dt.datetime) -> str:
+    return f"TIMESTAMPTZ {_literal(t.isoformat())}"
+
+
+def table_sql(source: TableSource) -> str:
+    """The SELECT that yields exactly a table's visible rows."""
+    parts = []
+    if source.whole:
+        parts.append(f"SELECT * FROM read_parquet({_files(source.whole)}, union_by_name = true)")
+    by_intervals: dict[tuple[Interval, ...], list[str]] = {}
+    for location, intervals in source.partial:
+        by_intervals.setdefault(intervals, []).append(location)
+    for intervals, files in sorted(by_intervals.items()):
+        cond = " OR ".join(
+            f"(__time >= {_ts(iv.start)} AND __time < {_ts(iv.end)})" for iv in intervals
+        )
+        parts.append(
+            f"SELECT * FROM read_parquet({_files(files)}, union_by_name = true) WHERE {cond}"
+        )
+    if not parts:
+        if source.schema_file:
+            return f"SELECT * FROM read_parquet({_literal(source.schema_file)}) WHERE false"
+        return "SELECT NULL::TIMESTAMPTZ AS __time WHERE false"
+    return " UNION ALL BY NAME ".join(parts)
+
+
+def duckdb_query(
+    sql: str, sources: list[TableSource], *, root: str, params: list | None = None
+) -> QueryResult:
+    """Run a (checked) query on DuckDB over the given tables."""
+    import duckdb
+
+    con = _database(root).cursor()
+    try:
+        for source in sources:
+            con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {table_sql(source)}")
+        try:
+            relation = con.sql(sql, params=params or None)
+            if relation is None:
+                return QueryResult(columns=[], rows=[])
+            reader = relation.to_arrow_reader(10_000)
+            batches, count = [], 0
+            for batch in reader:
+                count += batch.num_rows
+                if count > MAX_ROWS:
+                    raise QueryError(
+                        f"the result has more than {MAX_ROWS} rows: add a LIMIT or aggregate"
+                    )
+                batches.append(batch)
+        except duckdb.Error as exc:
+            raise QueryError(_first_line(exc)) from None
+        import pyarrow as pa
+
+        return arrow_result(pa.Table.from_batches(batches, schema=reader.schema))
+    finally:
+        con.close()
+
+
+def run_query(*, sql: str, as_of: int | None = None, params: list | None = None) -> QueryResult:
+    """SQL over the visible rows of the dataSources it names, on DuckDB."""
+    from django.conf import settings
+
+    if as_of is not None and (isinstance(as_of, bool) or not isinstance(as_of, int) or as_of < 0):
+        raise QueryError("as_of must be a commit sequence number", field="as_of")
+    check_read_only(sql)
+    sql, names = prepare(sql)
+    sources = [visible_source(datasource=name, as_of=as_of) for name in names]
+    return duckdb_query(sql, sources, root=str(settings.STRATA_DEEP_STORAGE), params=params)
+
+
+# --- results -----------------------------------------------------------------------------
+
+
+def _json_value(value):
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    return value
+
+
+def arrow_result(table) -> QueryResult:
+    """Columns and JSON-ready rows from an Arrow table: timestamps as Druid writes
+    them (`2013-01-01T05:00:00.000Z`, UTC), whole decimals as integers."""
+    import pyarrow as pa
+
+    columns, types = [], []
+    for i, f in enumerate(table.schema):
+        col = table.column(i)
+        if pa.types.is_timestamp(f.type):
+            # Through naive UTC: converting zone-aware values needs no time zone database.
+            micros = col.cast(pa.timestamp("us", tz=f.type.tz)).cast(pa.int64())
+            col = micros.cast(pa.timestamp("us"))
+        columns.append(col)
+        types.append(str(f.type))
+    names = list(table.schema.names)
+    pylists = [c.to_pylist() for c in columns]
+    rows = [[_json_value(v) for v in row] for row in zip(*pylists, strict=True)] if names else []
+    return QueryResult(columns=names, rows=rows, types=types)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
