@@ -154,7 +154,7 @@ def prepare(sql: str) -> tuple[str, list[str]]:
     by_lower = {name.lower(): name for name in DataSource.objects.values_list("name", flat=True)}
     names, drop = set(), []
     identifier = (duckdb.token_type.identifier, duckdb.token_type.keyword)
-    for i, (pos, end, kind, text) in enumerate(spans):
+    for i, (pos, _end, kind, text) in enumerate(spans):
         if kind not in identifier:
             continue
         name = _identifier(text).lower()

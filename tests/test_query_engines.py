@@ -9,9 +9,9 @@ import math
 
 import pytest
 from django.conf import settings
+from test_query import history  # noqa: F401 - the shared metastore history fixture
 
 from metastore import query
-from test_query import history  # noqa: F401 - the shared metastore history fixture
 
 pytestmark = [pytest.mark.django_db, pytest.mark.spark]
 
