@@ -31,5 +31,6 @@ urlpatterns = [
     path("api/v1/", include(router.urls)),
     path("", include("console.druid")),
     path("", include("console.query_api")),
+    path("", include("console.query_views")),
     path("", include((console_patterns, "console"))),
 ]

@@ -191,7 +191,7 @@ _MACROS = [
     "CREATE MACRO time_floor(t, p) AS time_bucket(iso_period(p), t)",
     "CREATE MACRO time_shift(t, p, n) AS t + n * iso_period(p)",
     "CREATE MACRO timestamp_to_millis(t) AS epoch_ms(t)",
-    "CREATE MACRO millis_to_timestamp(ms) AS make_timestamptz(ms * 1000)",
+    "CREATE MACRO millis_to_timestamp(ms) AS make_timestamp(ms * 1000)",
     "CREATE MACRO time_extract(t, unit) AS date_part(unit, t)",
 ]
 
@@ -240,11 +240,36 @@ def _ts(t: dt.datetime) -> str:
     return f"TIMESTAMPTZ {_literal(t.isoformat())}"
 
 
+_schema_lock = threading.Lock()
+_schemas: dict[str, tuple] = {}  # segment files never change: their schemas are cached
+
+
+def _schema(path: str) -> tuple:
+    with _schema_lock:
+        found = _schemas.get(path)
+    if found is None:
+        import pyarrow.parquet as pq
+
+        found = tuple((f.name, str(f.type)) for f in pq.read_schema(path))
+        with _schema_lock:
+            if len(_schemas) > 200_000:
+                _schemas.clear()
+            _schemas[path] = found
+    return found
+
+
 def table_sql(source: TableSource) -> str:
-    """The SELECT that yields exactly a table's visible rows."""
+    """The SELECT that yields exactly a table's visible rows.
+
+    `__time` is Druid SQL's TIMESTAMP: UTC, without a zone (zone-aware values
+    would make every time function go through the time zone library)."""
+    # Files written with other dimensions are matched by column name; reading the
+    # schema of every file at each query would cost more than the query itself.
+    mixed = len({_schema(f) for f in source.files}) > 1
+    option = ", union_by_name = true" if mixed else ""
     parts = []
     if source.whole:
-        parts.append(f"SELECT * FROM read_parquet({_files(source.whole)}, union_by_name = true)")
+        parts.append(f"SELECT * FROM read_parquet({_files(source.whole)}{option})")
     by_intervals: dict[tuple[Interval, ...], list[str]] = {}
     for location, intervals in source.partial:
         by_intervals.setdefault(intervals, []).append(location)
@@ -252,14 +277,14 @@ def table_sql(source: TableSource) -> str:
         cond = " OR ".join(
             f"(__time >= {_ts(iv.start)} AND __time < {_ts(iv.end)})" for iv in intervals
         )
-        parts.append(
-            f"SELECT * FROM read_parquet({_files(files)}, union_by_name = true) WHERE {cond}"
-        )
+        parts.append(f"SELECT * FROM read_parquet({_files(files)}{option}) WHERE {cond}")
     if not parts:
         if source.schema_file:
-            return f"SELECT * FROM read_parquet({_literal(source.schema_file)}) WHERE false"
-        return "SELECT NULL::TIMESTAMPTZ AS __time WHERE false"
-    return " UNION ALL BY NAME ".join(parts)
+            parts.append(f"SELECT * FROM read_parquet({_literal(source.schema_file)}) WHERE false")
+        else:
+            return "SELECT NULL::TIMESTAMP AS __time WHERE false"
+    union = (" UNION ALL BY NAME " if mixed else " UNION ALL ").join(parts)
+    return f"SELECT * REPLACE (CAST(__time AS TIMESTAMP) AS __time) FROM ({union})"
 
 
 def duckdb_query(

@@ -29,17 +29,19 @@ def t(text: str) -> datetime:
 
 
 def write_segment_file(datasource: str, rows: list[tuple]) -> str:
-    """A segment file as the ingestion job writes it: `__time` (UTC micros), page, added, count."""
+    """A segment file as the ingestion job writes it: `__time` (UTC micros), page, added,
+    count; a row with a fourth value adds a `user` dimension to its file."""
     path = settings.STRATA_DEEP_STORAGE / datasource / uuid.uuid4().hex / "data.parquet"
     path.parent.mkdir(parents=True)
-    table = pa.table(
-        {
-            "__time": pa.array([t(r[0]) for r in rows], type=pa.timestamp("us", tz="UTC")),
-            "page": pa.array([r[1] for r in rows], type=pa.string()),
-            "added": pa.array([r[2] for r in rows], type=pa.int64()),
-            "count": pa.array([1] * len(rows), type=pa.int64()),
-        }
-    )
+    columns = {
+        "__time": pa.array([t(r[0]) for r in rows], type=pa.timestamp("us", tz="UTC")),
+        "page": pa.array([r[1] for r in rows], type=pa.string()),
+        "added": pa.array([r[2] for r in rows], type=pa.int64()),
+        "count": pa.array([1] * len(rows), type=pa.int64()),
+    }
+    if any(len(r) > 3 for r in rows):
+        columns["user"] = pa.array([r[3] for r in rows], type=pa.string())
+    table = pa.table(columns)
     pq.write_table(table, path)
     return str(path)
 
@@ -168,6 +170,26 @@ def test_an_append_and_a_mark_unused_change_what_is_seen(history, inline_spec):
     assert query.run_query(sql="SELECT sum(added) FROM wiki").rows == [[1 + 2 + 4 + 8 + 16 + 512]]
     assert query.run_query(sql="SELECT sum(added) FROM wiki", as_of=seq_append).rows == [
         [404 + 512]
+    ]
+
+
+def test_files_with_a_new_dimension_are_read_by_column_name(history, inline_spec):
+    commit(
+        inline_spec,
+        "wiki",
+        "2024-01-04/2024-01-05",
+        {"2024-01-04/2024-01-05": [[("2024-01-04T00:00", "e", 1024, "bob")]]},
+    )
+
+    result = query.run_query(sql="SELECT page, added, user FROM wiki ORDER BY __time")
+
+    assert result.columns == ["page", "added", "user"]
+    assert result.rows == [
+        ["z", 128, None],
+        ["a", 256, None],
+        ["a", 4, None],
+        ["b", 16, None],
+        ["e", 1024, "bob"],
     ]
 
 
