@@ -4,9 +4,9 @@ SVG chart; errors in words. Server-rendered (Django's client) and in Chromium.""
 from __future__ import annotations
 
 import pytest
+from test_query import history  # noqa: F401 - the shared metastore history fixture
 
 from console.query_views import time_series_chart
-from test_query import history  # noqa: F401 - the shared metastore history fixture
 
 pytestmark = pytest.mark.django_db
 
