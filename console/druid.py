@@ -19,7 +19,6 @@ from datetime import datetime
 
 from django.http import Http404
 from django.urls import re_path
-from django.utils import timezone
 from rest_framework import authentication, status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -496,13 +495,14 @@ class MetadataDataSources(DruidView):
         names = [s.name for s in selectors.datasources_list() if s.segments]
         if not _flag(request, "full"):
             return Response(names)
+        created = dict(DataSource.objects.filter(name__in=names).values_list("name", "created_at"))
         out = []
         for name in names:
             segs = selectors.segments_for(datasource=name).select_related("datasource")
             out.append(
                 {
                     "name": name,
-                    "properties": {"created": _ts(timezone.now())},
+                    "properties": {"created": _ts(created.get(name))},
                     "segments": [segment_json(s) for s in segs],
                 }
             )
