@@ -45,8 +45,14 @@ def _span(interval: Interval, window: Interval) -> tuple[float, float]:
 def _ticks(window: Interval, y: float, height: float) -> list[str]:
     span = window.end - window.start
     steps = [
-        timedelta(minutes=1), timedelta(minutes=15), timedelta(hours=1), timedelta(hours=6),
-        timedelta(days=1), timedelta(days=7), timedelta(days=30), timedelta(days=91),
+        timedelta(minutes=1),
+        timedelta(minutes=15),
+        timedelta(hours=1),
+        timedelta(hours=6),
+        timedelta(days=1),
+        timedelta(days=7),
+        timedelta(days=30),
+        timedelta(days=91),
         timedelta(days=365),
     ]
     step = next((s for s in steps if span / s <= 10), timedelta(days=3650))
@@ -142,9 +148,7 @@ def overview(
     body = _ticks(window, 0, top + bar_h + 14 * len(FLAG_ROWS) + 6)
     body.append(f'<text x="4" y="{top + bar_h - 4}" font-size="11">rows (visible)</text>')
     for i, (_f, label, _style) in enumerate(FLAG_ROWS):
-        body.append(
-            f'<text x="4" y="{top + bar_h + 14 * i + 13}" font-size="11">{label}</text>'
-        )
+        body.append(f'<text x="4" y="{top + bar_h + 14 * i + 13}" font-size="11">{label}</text>')
     for i in range(n):
         if not segs[i] and not flags[i]:
             continue
@@ -187,7 +191,11 @@ def _seg_title(ref, status, rows_of, by, vis, window) -> str:
     if ref.tombstone:
         parts.append("tombstone")
     if by:
-        parts.append("overshadowed by " + ", ".join(by[:3]) + (f" and {len(by) - 3} more" if len(by) > 3 else ""))
+        parts.append(
+            "overshadowed by "
+            + ", ".join(by[:3])
+            + (f" and {len(by) - 3} more" if len(by) > 3 else "")
+        )
     if status == "partial":
         parts.append("visible " + ", ".join(str(v) for v in vis))
     return "\n".join(parts)
@@ -228,7 +236,14 @@ def interval_view(
         key = (p.start, p.end, p.version)
         extra[key] = extra.get(key, 0) + 1
     for (s, e, v), k in extra.items():
-        base = max((len(c.segments) for c in chunks if c.version == v and c.interval.start == s and c.interval.end == e), default=0)
+        base = max(
+            (
+                len(c.segments)
+                for c in chunks
+                if c.version == v and c.interval.start == s and c.interval.end == e
+            ),
+            default=0,
+        )
         if mode == "chunks":
             base = 1 if base else 0
         lanes[v] = max(lanes.get(v, 0), base + k)
@@ -259,13 +274,20 @@ def interval_view(
         if mode == "chunks":
             used_rows[key] = 1
             st = (
-                "incomplete" if not c.complete
-                else "visible" if c.n_visible == len(c.segments)
-                else "overshadowed" if c.n_overshadowed == len(c.segments)
+                "incomplete"
+                if not c.complete
+                else "visible"
+                if c.n_visible == len(c.segments)
+                else "overshadowed"
+                if c.n_overshadowed == len(c.segments)
                 else "mixed"
             )
             fill = "#3d74e0" if st == "visible" else "url(#p-hatch)"
-            stroke = 'stroke="#c0392b" stroke-dasharray="3 2"' if st == "incomplete" else 'stroke="#1d2330" stroke-width="0.3"'
+            stroke = (
+                'stroke="#c0392b" stroke-dasharray="3 2"'
+                if st == "incomplete"
+                else 'stroke="#1d2330" stroke-width="0.3"'
+            )
             title = (
                 f"{c.interval} v{c.version}: {len(c.segments)} segments — {c.n_visible} visible, "
                 f"{c.n_partial} partially overshadowed, {c.n_overshadowed} overshadowed"
@@ -290,7 +312,11 @@ def interval_view(
         used_rows[key] = len(c.segments)
         for row, ref in enumerate(c.segments):
             status = state.status.get(ref.id, "overshadowed")
-            by = sorted(timeline.overshadowed_by(ref.id)) if status in ("partial", "overshadowed") else []
+            by = (
+                sorted(timeline.overshadowed_by(ref.id))
+                if status in ("partial", "overshadowed")
+                else []
+            )
             vis = timeline.visible_intervals(ref.id) if status == "partial" else []
             flags = []
             if ref.tombstone:
@@ -370,7 +396,11 @@ def interval_view(
             f'data-version="{escape(seg.version)}" data-partition="{seg.partition}" data-flags="unused'
             f'{" tombstone" if seg.tombstone else ""}"><a href="{href}"><title>{escape(seg.id)}\nunused</title>'
             f'<rect x="{x}" y="{ry}" width="{w}" height="{ROW - 2}" fill="url(#p-unused)" stroke="#aaa" stroke-width="0.6"/>'
-            + (f'<text x="{x + 2}" y="{ry + ROW - 4}" font-size="8" fill="#777">unused</text>' if w > 40 else "")
+            + (
+                f'<text x="{x + 2}" y="{ry + ROW - 4}" font-size="8" fill="#777">unused</text>'
+                if w > 40
+                else ""
+            )
             + "</a></g>"
         )
         marks += 1
@@ -395,7 +425,11 @@ def interval_view(
         ly = top + 14 * i
         revoked = " revoked" if lock.revoked else ""
         text = f"{lock.type} {lock.task_id} p{lock.priority}{revoked}"
-        style = 'fill="#fbdada" stroke="#8a1c1c" stroke-dasharray="2 2"' if lock.revoked else 'fill="#f5c26b" stroke="#8a5a00"'
+        style = (
+            'fill="#fbdada" stroke="#8a1c1c" stroke-dasharray="2 2"'
+            if lock.revoked
+            else 'fill="#f5c26b" stroke="#8a5a00"'
+        )
         body.append(
             f'<g class="lock" data-lock-id="{lock.pk}" data-lock-type="{lock.type}" '
             f'data-holder="{escape(lock.task_id)}" data-priority="{lock.priority}" '
@@ -404,7 +438,11 @@ def interval_view(
             f'<rect x="{x}" y="{ly}" width="{w}" height="12" {style}/>'
             f'<rect x="{x}" y="{ly}" width="{w}" height="{height - ly - 4:.0f}" fill="none" stroke="#8a5a00" '
             f'stroke-width="0.8" stroke-dasharray="1 3" pointer-events="none"/>'
-            + (f'<text x="{x + 2}" y="{ly + 9}" font-size="8">🔒 {escape(text)}</text>' if w > 60 else "")
+            + (
+                f'<text x="{x + 2}" y="{ly + 9}" font-size="8">🔒 {escape(text)}</text>'
+                if w > 60
+                else ""
+            )
             + "</g>"
         )
         marks += 1

@@ -9,6 +9,7 @@ import re
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Max, Min
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -54,7 +55,9 @@ def tasks_page(request):
         selectors.tasks_list(status=status, datasource=datasource, type=ttype), TASKS_PER_PAGE
     )
     page = paginator.get_page(request.GET.get("page"))
-    query = {k: v for k, v in (("status", status), ("type", ttype), ("datasource", datasource)) if v}
+    query = {
+        k: v for k, v in (("status", status), ("type", ttype), ("datasource", datasource)) if v
+    }
     context = {
         "tasks": page.object_list,
         "page": page,
@@ -92,7 +95,10 @@ def spec_template(kind: str, datasource: str, interval: str) -> dict:
             },
             "ioConfig": {
                 "type": "index_parallel",
-                "inputSource": {"type": "inline", "data": '{"ts": "' + interval[:10] + 'T00:00:00Z", "page": "A"}'},
+                "inputSource": {
+                    "type": "inline",
+                    "data": '{"ts": "' + interval[:10] + 'T00:00:00Z", "page": "A"}',
+                },
                 "inputFormat": {"type": "json"},
                 "appendToExisting": False,
             },
@@ -108,7 +114,10 @@ def spec_template(kind: str, datasource: str, interval: str) -> dict:
         return {
             "type": "compact",
             "dataSource": datasource,
-            "ioConfig": {"type": "compact", "inputSpec": {"type": "interval", "interval": interval}},
+            "ioConfig": {
+                "type": "compact",
+                "inputSpec": {"type": "interval", "interval": interval},
+            },
             "tuningConfig": {"type": "index_parallel", "partitionsSpec": {"type": "dynamic"}},
         }
     elif kind == "kill":
@@ -179,7 +188,10 @@ def task_submit(request):
         return render(request, "console/task_new.html", context, status=400)
     except SpecError as exc:
         return render(
-            request, "console/task_new.html", _submit_context(text, kind, ds, interval, exc), status=400
+            request,
+            "console/task_new.html",
+            _submit_context(text, kind, ds, interval, exc),
+            status=400,
         )
     messages.success(request, f"Submitted {task.id}")
     return redirect("console:task", task_id=task.id)
@@ -193,7 +205,12 @@ def _phase_rows(task: Task) -> list[dict]:
         if not isinstance(seconds, int | float):
             continue
         rows.append(
-            {"name": name, "seconds": seconds, "share": (seconds / total * 100) if total else 0, "done": 100}
+            {
+                "name": name,
+                "seconds": seconds,
+                "share": (seconds / total * 100) if total else 0,
+                "done": 100,
+            }
         )
     if task.is_active and task.phase and task.phase not in phases:
         rows.append(
@@ -214,8 +231,9 @@ def task_page(request, task_id: str):
         "task": task,
         "locks": list(task.locks.select_related("revoked_by")),
         "blocking": list(
-            Task.objects.filter(status=TaskStatus.WAITING, waiting_on__contains=[{"task": task.id}])
-            .values_list("id", flat=True)[:50]
+            Task.objects.filter(
+                status=TaskStatus.WAITING, waiting_on__contains=[{"task": task.id}]
+            ).values_list("id", flat=True)[:50]
         )
         if _json_contains()
         else [],
@@ -313,7 +331,9 @@ def locks_page(request):
 
 @login_required
 def datasources_page(request):
-    return render(request, "console/datasources.html", {"datasources": selectors.datasources_list()})
+    return render(
+        request, "console/datasources.html", {"datasources": selectors.datasources_list()}
+    )
 
 
 def _parse_interval(text: str | None) -> Interval | None:
@@ -326,15 +346,28 @@ def _parse_interval(text: str | None) -> Interval | None:
     return interval if interval.start < interval.end else None
 
 
-def _timeline_context(request, name: str, *, as_of: int | None, window: Interval | None, highlight=None) -> dict:
+def _timeline_context(
+    request, name: str, *, as_of: int | None, window: Interval | None, highlight=None
+) -> dict:
     show_unused = request.GET.get("unused") == "1"
     state = selectors.timeline_state(datasource=name, as_of=as_of)
-    extent = state.extent
+    current = as_of is None
+    all_locks = selectors.active_locks(datasource=name) if current else []
+    all_pendings = selectors.pending_allocations(datasource=name) if current else []
+    # The whole dataSource: its segments, and what is locked or being written.
+    spans = [(state.extent.start, state.extent.end)] if state.extent else []
+    spans += [(x.start, x.end) for x in (*all_locks, *all_pendings)]
+    if show_unused:
+        agg = Segment.objects.filter(datasource__name=name, used=False).aggregate(
+            lo=Min("start"), hi=Max("end")
+        )
+        if agg["lo"] is not None:
+            spans.append((agg["lo"], agg["hi"]))
+    extent = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
     if window is None:
         window = extent or Interval.parse("2000-01-01/2000-01-02")
-    current = as_of is None
-    locks = selectors.active_locks(datasource=name, interval=window) if current else []
-    pendings = selectors.pending_allocations(datasource=name, interval=window) if current else []
+    locks = [x for x in all_locks if x.start < window.end and x.end > window.start]
+    pendings = [x for x in all_pendings if x.start < window.end and x.end > window.start]
     ids = None if current else {r.id for r in state.timeline.segments()}
     try:
         buckets = int(request.GET.get("buckets", 400))
@@ -342,7 +375,12 @@ def _timeline_context(request, name: str, *, as_of: int | None, window: Interval
         buckets = 400
     overview_window = window
     overview_svg, n_buckets = timeline_svg.overview(
-        state, overview_window, selectors.chunk_rows(datasource=name, ids=ids), locks, pendings, buckets
+        state,
+        overview_window,
+        selectors.chunk_rows(datasource=name, ids=ids),
+        locks,
+        pendings,
+        buckets,
     )
     chunks = state.chunks_overlapping(window)
     n_segments = sum(len(c.segments) for c in chunks)
@@ -369,7 +407,9 @@ def _timeline_context(request, name: str, *, as_of: int | None, window: Interval
     table = []
     if n_segments <= SEGMENT_TABLE_MAX:
         for c in chunks:
-            for ref in sorted(c.segments, key=lambda r: (r.version, r.minor_version, r.partition), reverse=True):
+            for ref in sorted(
+                c.segments, key=lambda r: (r.version, r.minor_version, r.partition), reverse=True
+            ):
                 st = state.status.get(ref.id, "overshadowed")
                 d = details.get(ref.id, (0, 0, ""))
                 table.append(
@@ -386,18 +426,31 @@ def _timeline_context(request, name: str, *, as_of: int | None, window: Interval
                         "upgraded_from": d[2],
                         "status": "overshadowed" if st == "incomplete" else st,
                         "incomplete": st == "incomplete",
-                        "visible": state.timeline.visible_intervals(ref.id) if st == "partial" else [],
-                        "by": sorted(state.timeline.overshadowed_by(ref.id)) if st in ("partial", "overshadowed") else [],
+                        "visible": state.timeline.visible_intervals(ref.id)
+                        if st == "partial"
+                        else [],
+                        "by": sorted(state.timeline.overshadowed_by(ref.id))
+                        if st in ("partial", "overshadowed")
+                        else [],
                     }
                 )
         for seg in unused:
             table.append(
                 {
-                    "id": seg.id, "interval": seg.interval, "version": seg.version,
-                    "minor": seg.minor_version, "partition": seg.partition, "roots": [],
-                    "tombstone": seg.tombstone, "rows": seg.num_rows, "size": seg.size_bytes,
-                    "upgraded_from": seg.upgraded_from, "status": "unused", "incomplete": False,
-                    "visible": [], "by": [],
+                    "id": seg.id,
+                    "interval": seg.interval,
+                    "version": seg.version,
+                    "minor": seg.minor_version,
+                    "partition": seg.partition,
+                    "roots": [],
+                    "tombstone": seg.tombstone,
+                    "rows": seg.num_rows,
+                    "size": seg.size_bytes,
+                    "upgraded_from": seg.upgraded_from,
+                    "status": "unused",
+                    "incomplete": False,
+                    "visible": [],
+                    "by": [],
                 }
             )
     counts = {"visible": 0, "partial": 0, "overshadowed": 0, "incomplete": 0}
@@ -475,7 +528,9 @@ def segment_page(request, name: str, segment_id: str):
 
 @login_required
 def commit_page(request, name: str, seq: int):
-    entry = get_object_or_404(CommitLogEntry.objects.select_related("user", "task"), datasource=name, seq=seq)
+    entry = get_object_or_404(
+        CommitLogEntry.objects.select_related("user", "task"), datasource=name, seq=seq
+    )
     added, removed = list(entry.added or []), list(entry.removed or [])
     touched = Segment.objects.filter(id__in=(added + removed)[:2000])
     bounds = [(s.start, s.end) for s in touched.only("start", "end")]
@@ -484,11 +539,20 @@ def commit_page(request, name: str, seq: int):
         window = Interval(min(b[0] for b in bounds), max(b[1] for b in bounds))
     highlight = {sid: "added" for sid in added}
     after = _timeline_context(request, name, as_of=seq, window=window, highlight=highlight)
-    prev = CommitLogEntry.objects.filter(datasource=name, seq__lt=seq).order_by("-seq").values_list("seq", flat=True).first()
+    prev = (
+        CommitLogEntry.objects.filter(datasource=name, seq__lt=seq)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
     before = None
     if prev is not None:
         before = _timeline_context(
-            request, name, as_of=prev, window=after["window"], highlight={sid: "removed" for sid in removed}
+            request,
+            name,
+            as_of=prev,
+            window=after["window"],
+            highlight={sid: "removed" for sid in removed},
         )
     return render(
         request,
@@ -503,7 +567,10 @@ def commit_page(request, name: str, seq: int):
             "after": after,
             "before": before,
             "prev": prev,
-            "next": CommitLogEntry.objects.filter(datasource=name, seq__gt=seq).order_by("seq").values_list("seq", flat=True).first(),
+            "next": CommitLogEntry.objects.filter(datasource=name, seq__gt=seq)
+            .order_by("seq")
+            .values_list("seq", flat=True)
+            .first(),
         },
     )
 
@@ -523,13 +590,16 @@ def datasource_action(request, name: str):
     interval_text = (request.POST.get("interval") or "").strip()
     interval = _parse_interval(interval_text)
     ids = [i for i in request.POST.getlist("segment") if i]
-    back = reverse("console:datasource", args=[name]) + (f"?interval={interval_text}" if interval else "")
+    back = reverse("console:datasource", args=[name]) + (
+        f"?interval={interval_text}" if interval else ""
+    )
     if action == "compact":
         if interval is None:
             messages.error(request, "compact needs an interval")
             return redirect(back)
         return redirect(
-            reverse("console:task-new") + f"?template=compact&datasource={name}&interval={interval_text}"
+            reverse("console:task-new")
+            + f"?template=compact&datasource={name}&interval={interval_text}"
         )
     if action in ("mark_unused", "mark_used") and not ids and interval is None:
         messages.error(request, "give an interval or select segments")
@@ -565,7 +635,8 @@ def datasource_action(request, name: str):
     if action == "kill":
         try:
             task = services.task_submit(
-                spec={"type": "kill", "dataSource": name, "interval": interval_text}, user=request.user
+                spec={"type": "kill", "dataSource": name, "interval": interval_text},
+                user=request.user,
             )
         except SpecError as exc:
             messages.error(request, f"kill refused — {exc}")
@@ -587,5 +658,8 @@ def datasource_action(request, name: str):
         messages.info(request, "nothing to change")
     else:
         n = len(entry.added or entry.removed)
-        messages.success(request, f"commit #{entry.seq}: {n} segments marked {'used' if action == 'mark_used' else 'unused'}")
+        messages.success(
+            request,
+            f"commit #{entry.seq}: {n} segments marked {'used' if action == 'mark_used' else 'unused'}",
+        )
     return redirect(back)

@@ -510,7 +510,9 @@ def active_locks(*, datasource: str, interval: Interval | None = None) -> list[T
     return list(qs.order_by("start", "created_at")[:200])
 
 
-def pending_allocations(*, datasource: str, interval: Interval | None = None) -> list[PendingSegment]:
+def pending_allocations(
+    *, datasource: str, interval: Interval | None = None
+) -> list[PendingSegment]:
     """Segment ids handed to active tasks and not published yet (being written)."""
     published = Segment.objects.filter(
         datasource__name=OuterRef("datasource"),
@@ -582,5 +584,7 @@ def segment_detail(*, segment_id: str) -> dict | None:
 
 
 def commit_neighbours(*, datasource: str) -> tuple[int, int]:
-    agg = CommitLogEntry.objects.filter(datasource=datasource).aggregate(lo=Min("seq"), hi=Max("seq"))
+    agg = CommitLogEntry.objects.filter(datasource=datasource).aggregate(
+        lo=Min("seq"), hi=Max("seq")
+    )
     return agg["lo"] or 0, agg["hi"] or 0
