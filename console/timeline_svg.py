@@ -20,6 +20,7 @@ LEFT = 170
 WIDTH = 1100
 ROW = 12
 LANE_GAP = 6
+MAX_BY = 5  # ids named in a mark's data-overshadowed-by (the count says how many)
 
 DEFS = """<defs>
 <pattern id="p-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#eceff4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#8a94a8" stroke-width="2"/></pattern>
@@ -149,35 +150,52 @@ def overview(
     body.append(f'<text x="4" y="{top + bar_h - 4}" font-size="11">rows (visible)</text>')
     for i, (_f, label, _style) in enumerate(FLAG_ROWS):
         body.append(f'<text x="4" y="{top + bar_h + 14 * i + 13}" font-size="11">{label}</text>')
-    for i in range(n):
-        if not segs[i] and not flags[i]:
-            continue
-        b0 = window.start + i * step
-        b1 = b0 + step
-        x = LEFT + i * width
-        h = max(2.0, nrows[i] / peak * bar_h) if segs[i] else 0
-        names = " ".join(sorted(flags[i]))
-        title = (
-            f"{format_ts(b0)} / {format_ts(b1)}: {segs[i]} segments, "
-            f"{int(nrows[i]):,} rows{'; ' + names if names else ''}"
-        )
-        body.append(
-            f'<g class="bucket" data-start="{format_ts(b0)}" data-end="{format_ts(b1)}" '
-            f'data-segments="{segs[i]}" data-rows="{int(nrows[i])}" data-flags="{names}">'
-            f"<title>{escape(title)}</title>"
-            f'<rect x="{x:.2f}" y="{top}" width="{max(width, 0.8):.2f}" height="{bar_h}" fill="transparent"/>'
-            f'<rect class="bar" x="{x:.2f}" y="{top + bar_h - h:.1f}" width="{max(width - 0.3, 0.6):.2f}" '
-            f'height="{h:.1f}" fill="#3d74e0"/>'
-        )
-        for j, (f, _, style) in enumerate(FLAG_ROWS):
-            if f in flags[i]:
-                body.append(
-                    f'<rect class="flag flag-{f}" x="{x:.2f}" y="{top + bar_h + 14 * j + 3}" '
-                    f'width="{max(width - 0.3, 0.8):.2f}" height="11" {style}/>'
+    # Neighbouring buckets that look the same are drawn as one run (a day inside
+    # one chunk is a single shape, not hundreds).
+    i = 0
+    while i < n:
+        key = (segs[i], int(nrows[i]), frozenset(flags[i]))
+        j = i + 1
+        while j < n and (segs[j], int(nrows[j]), frozenset(flags[j])) == key:
+            j += 1
+        if segs[i] or flags[i]:
+            body.append(
+                _bucket_run(
+                    window, step, i, j, segs[i], nrows[i], flags[i], peak, top, bar_h, width
                 )
-        body.append("</g>")
+            )
+        i = j
     height = top + bar_h + 14 * len(FLAG_ROWS) + 8
     return _svg(body, height, window, "overview", f'data-buckets="{n}"'), n
+
+
+def _bucket_run(window, step, i, j, segs, nrows, flags, peak, top, bar_h, width) -> str:
+    b0 = window.start + i * step
+    b1 = window.start + j * step
+    x = LEFT + i * width
+    w = (j - i) * width
+    h = max(2.0, nrows / peak * bar_h) if segs else 0
+    names = " ".join(sorted(flags))
+    title = (
+        f"{format_ts(b0)} / {format_ts(b1)}: {segs} segments, {int(nrows):,} rows"
+        f"{' per bucket' if j - i > 1 else ''}{'; ' + names if names else ''}"
+    )
+    out = [
+        f'<g class="bucket" data-start="{format_ts(b0)}" data-end="{format_ts(b1)}" '
+        f'data-buckets="{j - i}" data-segments="{segs}" data-rows="{int(nrows)}" data-flags="{names}">'
+        f"<title>{escape(title)}</title>"
+        f'<rect x="{x:.1f}" y="{top}" width="{max(w, 0.8):.1f}" height="{bar_h}" fill="transparent"/>'
+        f'<rect class="bar" x="{x:.1f}" y="{top + bar_h - h:.1f}" width="{max(w - 0.3, 0.6):.1f}" '
+        f'height="{h:.1f}" fill="#3d74e0"/>'
+    ]
+    for k, (f, _, style) in enumerate(FLAG_ROWS):
+        if f in flags:
+            out.append(
+                f'<rect class="flag flag-{f}" x="{x:.1f}" y="{top + bar_h + 14 * k + 3}" '
+                f'width="{max(w - 0.3, 0.8):.1f}" height="11" {style}/>'
+            )
+    out.append("</g>")
+    return "".join(out)
 
 
 # --- interval view ----------------------------------------------------------------------------
@@ -337,8 +355,8 @@ def interval_view(
             attrs = (
                 f'class="seg seg-{status}" data-segment-id="{escape(ref.id)}" data-status="{status}" '
                 f'data-version="{escape(ref.version)}" data-partition="{ref.partition}" '
-                f'data-flags="{" ".join(flags)}" data-overshadowed-by="{escape(" ".join(by))}"'
-                + (f' data-commit="{hl}"' if hl else "")
+                f'data-flags="{" ".join(flags)}" data-overshadowed-by="{escape(" ".join(by[:MAX_BY]))}" '
+                f'data-overshadowed-count="{len(by)}"' + (f' data-commit="{hl}"' if hl else "")
             )
             href = reverse("console:segment", args=[datasource, ref.id])
             if ref.tombstone:

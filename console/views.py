@@ -377,7 +377,7 @@ def _timeline_context(
     overview_svg, n_buckets = timeline_svg.overview(
         state,
         overview_window,
-        selectors.chunk_rows(datasource=name, ids=ids),
+        selectors.chunk_rows(datasource=name, ids=ids, interval=window),
         locks,
         pendings,
         buckets,

@@ -481,10 +481,15 @@ def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineStat
     return state
 
 
-def chunk_rows(*, datasource: str, ids: set[str] | None = None) -> dict[tuple, tuple[int, int]]:
-    """(start, end, version) -> (rows, bytes) of the used segments (or of `ids`)."""
+def chunk_rows(
+    *, datasource: str, ids: set[str] | None = None, interval: Interval | None = None
+) -> dict[tuple, tuple[int, int]]:
+    """(start, end, version) -> (rows, bytes) of the used segments (or of `ids`),
+    of the chunks overlapping `interval` if given."""
     qs = Segment.objects.filter(datasource__name=datasource)
     qs = qs.filter(used=True) if ids is None else qs.filter(id__in=list(ids))
+    if interval is not None:
+        qs = qs.filter(start__lt=interval.end, end__gt=interval.start)
     return {
         (r["start"], r["end"], r["version"]): (r["rows"] or 0, r["size"] or 0)
         for r in qs.values("start", "end", "version")
