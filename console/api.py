@@ -136,17 +136,7 @@ class CommitOutput(serializers.ModelSerializer):
 
     class Meta:
         model = CommitLogEntry
-        fields = [
-            "seq",
-            "datasource",
-            "created_at",
-            "kind",
-            "actor",
-            "task",
-            "added",
-            "removed",
-            "note",
-        ]
+        fields = ["seq", "datasource", "created_at", "kind", "actor", "task", "added", "removed", "note"]
 
 
 class MarkInput(serializers.Serializer):
@@ -160,9 +150,7 @@ class MarkInput(serializers.Serializer):
             try:
                 attrs["interval"] = Interval.parse(attrs["interval"])
             except ValueError as exc:
-                raise serializers.ValidationError(
-                    {"interval": f"malformed interval: {exc}"}
-                ) from None
+                raise serializers.ValidationError({"interval": f"malformed interval: {exc}"}) from None
         return attrs
 
 
@@ -219,9 +207,7 @@ class TaskViewSet(viewsets.ViewSet):
 
 
 class LockListView(APIView):
-    @extend_schema(
-        parameters=[OpenApiParameter("datasource", str)], responses=LockOutput(many=True)
-    )
+    @extend_schema(parameters=[OpenApiParameter("datasource", str)], responses=LockOutput(many=True))
     def get(self, request):
         locks = selectors.locks_list(datasource=request.query_params.get("datasource"))
         return Response(LockOutput(locks, many=True).data)

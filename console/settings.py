@@ -50,7 +50,9 @@ STRATA_DEEP_STORAGE = STRATA_DATA_DIR / "deep"
 STRATA_INTERMEDIARY_DIR = STRATA_DATA_DIR / "intermediary"
 STRATA_INPUT_ROOTS = [
     Path(p).resolve()
-    for p in os.environ.get("STRATA_INPUT_ROOTS", str(STRATA_DATA_DIR / "input")).split(os.pathsep)
+    for p in os.environ.get("STRATA_INPUT_ROOTS", str(STRATA_DATA_DIR / "input")).split(
+        os.pathsep
+    )
     if p
 ]
 STRATA_INTERMEDIARY_EXPIRY = int(os.environ.get("STRATA_INTERMEDIARY_EXPIRY", "600"))
