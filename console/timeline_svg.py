@@ -278,7 +278,7 @@ def interval_view(
         body.append(
             f'<g class="lane" data-version="{escape(v)}"><rect x="{LEFT}" y="{y - 2}" width="{WIDTH}" '
             f'height="{h + 4}" fill="#fbfcfe" stroke="#e3e6ec"/>'
-            f'<text x="4" y="{y + 10}" font-size="11">v {escape(v[:19])}</text></g>'
+            f'<text x="4" y="{y + 9}" font-size="9.5">v {escape(v)}</text></g>'
         )
         y += h + LANE_GAP
     height = max(y + 6, top + 40)
