@@ -67,8 +67,6 @@ def tasks_page(request):
         "statuses": TaskStatus.values,
         "types": TaskType.values,
         "query": "&".join(f"{k}={v}" for k, v in query.items()),
-        "any_active": any(t.status in ACTIVE_STATUSES for t in page.object_list)
-        or Task.objects.filter(status__in=ACTIVE_STATUSES).exists(),
     }
     return _render(request, "console/tasks.html", "partials/task_table.html", context)
 
