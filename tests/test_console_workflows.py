@@ -175,3 +175,27 @@ def test_mark_unused_selection_is_confirmed_and_logged(console_page, states, use
     expect(page.locator(f'table.commits tr[data-seq="{entry.seq}"]')).to_contain_text(user.username)
     expect(seg(page, visible)).to_have_count(0)
     assert page.problems == []
+
+
+def test_live_refresh_keeps_the_zoomed_window(console_page, states, publish):
+    page = console_page
+    window = "2024-03-01T00:00:00.000Z/2024-03-03T00:00:00.000Z"
+    page.goto(page.console_url(f"/datasources/{DS}?interval={window}"))
+    page.evaluate("window.__strataMarker = 'same document'")
+    expect(page.locator("#datasource-timeline[hx-trigger]")).to_have_count(1)  # tasks are active
+    added = publish(DS, "2024-03-01/2024-03-02", {"2024-03-01/2024-03-02": 1})
+    # the poll brings the new segment in, for the same window, without a reload
+    expect(seg(page, added.segment_ids[0])).to_have_attribute(
+        "data-status", "visible", timeout=30_000
+    )
+    expect(seg(page, states.ids["visible"][0])).to_have_attribute("data-status", "overshadowed")
+    expect(page.locator("svg.timeline-interval")).to_have_attribute(
+        "data-window-end", "2024-03-03T00:00:00.000Z"
+    )
+    assert page.evaluate("window.__strataMarker") == "same document"
+    # once nothing is active on the dataSource, the page no longer polls
+    for task_id in (states.running, states.waiter):
+        services.task_finish(task_id=task_id, status=TaskStatus.CANCELED, error="test over")
+    page.reload()
+    expect(page.locator("#datasource-timeline[hx-trigger]")).to_have_count(0)
+    assert page.problems == []
