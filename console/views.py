@@ -527,7 +527,9 @@ def segment_page(request, name: str, segment_id: str):
 @login_required
 def commit_page(request, name: str, seq: int):
     entry = get_object_or_404(
-        CommitLogEntry.objects.select_related("user", "task"), datasource=name, seq=seq
+        CommitLogEntry.objects.select_related("user", "task__submitted_by"),
+        datasource=name,
+        seq=seq,
     )
     added, removed = list(entry.added or []), list(entry.removed or [])
     touched = Segment.objects.filter(id__in=(added + removed)[:2000])

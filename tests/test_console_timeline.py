@@ -321,3 +321,46 @@ def test_timeline_follows_the_commit_log_incrementally(states, publish):
     assert {s.id for s in now.segments()} == {s.id for s in fresh.segments()}
     assert all(now.status(s) == fresh.status(s) for s in added.segment_ids + states.ids["visible"])
     assert now.status(states.ids["visible"][0]) == "overshadowed"
+
+
+def test_task_page_draws_phases_row_stats_and_parse_errors(logged_in, states):
+    report = {
+        "phases": {"lock": 0.5, "phase 1": 3.0, "publish": 0.5},
+        "rowStats": {"processed": 90, "processedWithError": 0, "thrownAway": 4, "unparseable": 6},
+        "parseExceptionSamples": ["line 3: cannot parse timestamp 'yesterday'"],
+        "segmentsPublished": 2,
+    }
+    services.task_finish(
+        task_id=states.running,
+        status=TaskStatus.FAILED,
+        error="too many parse errors",
+        report=report,
+    )
+    html = logged_in.get(f"/tasks/{states.running}").content.decode()
+    assert re.findall(r'<tr data-phase="([^"]+)">', html) == ["lock", "phase 1", "publish"]
+    chart = html.split('<svg class="phase-chart"')[1].split("</svg>")[0]
+    widths = [int(w) for w in re.findall(r'<rect x="\d+" y="2" width="(\d+)"', chart)]
+    assert widths == [75, 450, 75]  # 600 px shared by duration
+    assert "<td>90</td>" in html and "<td>6</td>" in html
+    assert "cannot parse timestamp" in html.split('class="parse-errors"')[1]
+    assert (
+        'data-active="0"' in html
+        and "hx-trigger" not in html.split('id="task-detail"')[1].split(">")[0]
+    )
+
+
+def test_kill_commit_names_the_user_who_submitted_it(logged_in, states, user):
+    from metastore.models import TaskLock
+
+    kill = services.task_submit(
+        spec={"type": "kill", "dataSource": DS, "interval": "2024-03-08/2024-03-09"}, user=user
+    )
+    assert services.task_claim(task_id=kill.id, worker="pytest")
+    services.lock_acquire(task=Task.objects.get(id=kill.id), interval=console_states.day(8))
+    entry, _ = services.segments_kill(
+        task=Task.objects.get(id=kill.id), interval=console_states.day(8)
+    )
+    assert not TaskLock.objects.filter(task_id=kill.id).exists()
+    page = logged_in.get(f"/datasources/{DS}/commits/{entry.seq}").content.decode()
+    assert f'<span class="submitted-by">{user.username}</span>' in page
+    assert states.ids["unused"][0] in page.split('class="removed"')[1]
