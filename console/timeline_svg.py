@@ -101,7 +101,8 @@ def overview(
     buckets: int = 400,
 ) -> tuple[str, int]:
     """The window cut into at most MAX_BUCKETS buckets: rows, segments and flags per bucket."""
-    n = max(1, min(buckets, MAX_BUCKETS))
+    span_us = (window.end - window.start) // timedelta(microseconds=1)
+    n = max(1, min(buckets, MAX_BUCKETS, span_us))
     step = (window.end - window.start) / n
     segs = [0] * n
     nrows = [0.0] * n

@@ -400,7 +400,10 @@ class TimelineState:
         from bisect import bisect_left
 
         j = bisect_left(self.starts, interval.end)
-        lowest = interval.start - self.max_length
+        try:
+            lowest = interval.start - self.max_length
+        except OverflowError:
+            lowest = interval.start.min.replace(tzinfo=interval.start.tzinfo)
         i = bisect_left(self.starts, lowest)
         return [c for c in self.chunks[i:j] if c.interval.end > interval.start]
 
