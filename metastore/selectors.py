@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection
@@ -199,16 +200,29 @@ def _apply_commits(datasource: str, timeline: Timeline, after: int, upto: int) -
         if refs
         else set()
     )
+    spans: list[tuple[datetime, datetime]] = []
     try:
         for sid in removed:
-            if sid in timeline:
+            ref = timeline.get(sid)
+            if ref is not None:
+                spans.append((ref.interval.start, ref.interval.end))
                 timeline.remove(sid)
         for ref in refs:
             if ref.id in still_used:
+                spans.append((ref.interval.start, ref.interval.end))
                 timeline.add(ref)
     except (KeyError, ValueError):
         _timeline_cache.pop(datasource, None)
+        _state_cache.pop(datasource, None)
         return None
+    # The console's state of this timeline can follow the same change.
+    state = _state_cache.get(datasource)
+    if state is not None and state.timeline is timeline:
+        if (state.pending_seq is None and state.seq == after) or state.pending_seq == after:
+            state.pending_spans.extend(spans)
+            state.pending_seq = upto
+        else:
+            _state_cache.pop(datasource, None)
     return timeline
 
 
@@ -386,7 +400,8 @@ class ChunkInfo:
 
 @dataclass
 class TimelineState:
-    """What the console draws from a timeline, computed once per commit seq."""
+    """What the console draws from a timeline, computed once per commit seq and
+    then kept up to date with the parts of time that later commits touched."""
 
     seq: int | None
     timeline: Timeline
@@ -395,6 +410,8 @@ class TimelineState:
     max_length: timedelta
     status: dict[str, str]  # id -> visible | partial | overshadowed | incomplete
     extent: Interval | None
+    pending_seq: int | None = None  # the timeline moved on to this seq ...
+    pending_spans: list[tuple[datetime, datetime]] = dc_field(default_factory=list)  # ... here
 
     def chunks_overlapping(self, interval: Interval) -> list[ChunkInfo]:
         from bisect import bisect_left
@@ -411,50 +428,53 @@ class TimelineState:
 _state_cache: dict[str, TimelineState] = {}
 
 
-def _state_of(timeline: Timeline, seq: int | None) -> TimelineState:
+def _chunk_infos(timeline: Timeline, refs) -> tuple[list[ChunkInfo], dict[str, str]]:
+    """Per-chunk visibility of `refs` (whole chunks of `timeline`)."""
     chunks: dict[tuple, list[SegmentRef]] = {}
-    first = last = None
-    for ref in timeline.segments():
+    for ref in refs:
         chunks.setdefault((ref.interval, ref.version), []).append(ref)
     status: dict[str, str] = {}
     infos: list[ChunkInfo] = []
-    if chunks:
-        first = min(k[0].start for k in chunks)
-        last = max(k[0].end for k in chunks)
-        fully = timeline.fully_overshadowed()
-        shown: dict[str, timedelta] = {}
-        for piece, ref in timeline.lookup(Interval(first, last)):
-            shown[ref.id] = shown.get(ref.id, timedelta(0)) + (piece.end - piece.start)
-        for (interval, version), refs in chunks.items():
-            refs.sort(key=lambda r: r.partition)
-            complete = timeline.chunk_complete((interval, version))
-            present = {r.partition for r in refs}
-            length = interval.end - interval.start
-            counts = {"visible": 0, "partial": 0, "overshadowed": 0, "incomplete": 0}
-            for r in refs:
-                if not complete:
-                    st = "incomplete"
-                elif r.id in fully or r.id not in shown:
-                    st = "overshadowed"
-                elif shown[r.id] >= length:
-                    st = "visible"
-                else:
-                    st = "partial"
-                status[r.id] = st
-                counts[st] += 1
-            infos.append(
-                ChunkInfo(
-                    interval=interval,
-                    version=version,
-                    segments=refs,
-                    complete=complete,
-                    partial_aug=frozenset(r.id for r in refs if not r.aug <= present),
-                    tombstones=sum(1 for r in refs if r.tombstone),
-                    n_visible=counts["visible"],
-                    n_partial=counts["partial"],
-                    n_overshadowed=counts["overshadowed"] + counts["incomplete"],
-                )
+    looked: dict[Interval, dict[str, timedelta]] = {}
+    for (interval, version), members in chunks.items():
+        members.sort(key=lambda r: r.partition)
+        shown = looked.get(interval)
+        if shown is None:
+            shown = looked[interval] = {}
+            for piece, ref in timeline.lookup(interval):
+                shown[ref.id] = shown.get(ref.id, timedelta(0)) + (piece.end - piece.start)
+        complete = timeline.chunk_complete((interval, version))
+        present = {r.partition for r in members}
+        length = interval.end - interval.start
+        counts = {"visible": 0, "partial": 0, "overshadowed": 0, "incomplete": 0}
+        for r in members:
+            if not complete:
+                st = "incomplete"
+            elif r.id not in shown:
+                st = "overshadowed"
+            elif shown[r.id] >= length:
+                st = "visible"
+            else:
+                st = "partial"
+            status[r.id] = st
+            counts[st] += 1
+        infos.append(
+            ChunkInfo(
+                interval=interval,
+                version=version,
+                segments=members,
+                complete=complete,
+                partial_aug=frozenset(r.id for r in members if not r.aug <= present),
+                tombstones=sum(1 for r in members if r.tombstone),
+                n_visible=counts["visible"],
+                n_partial=counts["partial"],
+                n_overshadowed=counts["overshadowed"] + counts["incomplete"],
             )
+        )
+    return infos, status
+
+
+def _state_from(timeline: Timeline, seq, infos: list[ChunkInfo], status) -> TimelineState:
     infos.sort(key=lambda c: (c.interval.start, c.interval.end, c.version))
     return TimelineState(
         seq=seq,
@@ -463,12 +483,40 @@ def _state_of(timeline: Timeline, seq: int | None) -> TimelineState:
         starts=[c.interval.start for c in infos],
         max_length=max((c.interval.end - c.interval.start for c in infos), default=timedelta(0)),
         status=status,
-        extent=Interval(first, last) if first is not None else None,
+        extent=Interval(infos[0].interval.start, max(c.interval.end for c in infos))
+        if infos
+        else None,
     )
 
 
+def _state_of(timeline: Timeline, seq: int | None) -> TimelineState:
+    infos, status = _chunk_infos(timeline, timeline.segments())
+    return _state_from(timeline, seq, infos, status)
+
+
+def _state_moved(old: TimelineState, seq: int) -> TimelineState:
+    """`old` brought to `seq`: only chunks overlapping the changed spans are redone
+    (visibility elsewhere cannot have changed)."""
+    timeline = old.timeline
+    spans = old.pending_spans
+
+    def touched(start: datetime, end: datetime) -> bool:
+        return any(s < end and start < e for s, e in spans)
+
+    kept = [c for c in old.chunks if not touched(c.interval.start, c.interval.end)]
+    status = {sid: st for sid, st in old.status.items()}
+    for c in old.chunks:
+        if touched(c.interval.start, c.interval.end):
+            for r in c.segments:
+                status.pop(r.id, None)
+    redo = [r for r in timeline.segments() if touched(r.interval.start, r.interval.end)]
+    infos, new_status = _chunk_infos(timeline, redo)
+    status.update(new_status)
+    return _state_from(timeline, seq, kept + infos, status)
+
+
 def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineState:
-    """The timeline and its per-chunk, per-segment visibility (cached per commit seq)."""
+    """The timeline and its per-chunk, per-segment visibility (kept per commit seq)."""
     timeline = timeline_for(datasource=datasource, as_of=as_of)
     if as_of is not None:
         return _state_of(timeline, as_of)
@@ -476,8 +524,13 @@ def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineStat
         entry = _timeline_cache.get(datasource)
         seq = entry[0] if entry is not None and entry[1] is timeline else None
         found = _state_cache.get(datasource)
-        if found is not None and found.timeline is timeline and found.seq == seq:
-            return found
+        if found is not None and found.timeline is timeline:
+            if found.seq == seq:
+                return found
+            if seq is not None and found.pending_seq == seq:
+                state = _state_moved(found, seq)
+                _state_cache[datasource] = state
+                return state
     state = _state_of(timeline, seq)
     with _cache_lock:
         _state_cache[datasource] = state

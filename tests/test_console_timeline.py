@@ -317,6 +317,7 @@ def test_mark_unused_asks_first_and_records_the_user(logged_in, states, user):
 
 def test_timeline_follows_the_commit_log_incrementally(states, publish):
     cached = selectors.timeline_for(datasource=DS)
+    state = selectors.timeline_state(datasource=DS)
     added = publish(DS, "2024-03-01/2024-03-02", {"2024-03-01/2024-03-02": 2})
     services.segments_mark_used(datasource=DS, used=True, segment_ids=states.ids["unused"])
     now = selectors.timeline_for(datasource=DS)
@@ -325,6 +326,20 @@ def test_timeline_follows_the_commit_log_incrementally(states, publish):
     assert {s.id for s in now.segments()} == {s.id for s in fresh.segments()}
     assert all(now.status(s) == fresh.status(s) for s in added.segment_ids + states.ids["visible"])
     assert now.status(states.ids["visible"][0]) == "overshadowed"
+    # the console's state followed too, redoing only the touched chunks
+    moved = selectors.timeline_state(datasource=DS)
+    assert moved is not state and moved.timeline is now
+    full = selectors._state_of(fresh, moved.seq)
+    assert moved.status == full.status and moved.extent == full.extent
+    assert [
+        (c.interval, c.version, [r.id for r in c.segments], c.complete, c.partial_aug)
+        for c in moved.chunks
+    ] == [
+        (c.interval, c.version, [r.id for r in c.segments], c.complete, c.partial_aug)
+        for c in full.chunks
+    ]
+    untouched = next(c for c in state.chunks if c.interval == console_states.day(3))
+    assert any(c is untouched for c in moved.chunks)  # day 3 was not redone
 
 
 def test_task_page_draws_phases_row_stats_and_parse_errors(logged_in, states):
