@@ -160,6 +160,20 @@ def main() -> None:
             f"{label}: {_ms(times)}, HTML {size / 1024:.0f} KB"
             f"  [target <= {300 * args.scale if args.scale > 1 else 300} ms, <= 500 KB]"
         )
+    # the first render after a commit: timeline and console state follow it, not rebuilt
+    after_commit = []
+    for i in range(args.runs):
+        CommitLogEntry.objects.create(
+            datasource="bench",
+            kind=CommitKind.MARK_UNUSED if i % 2 == 0 else CommitKind.MARK_USED,
+            added=[] if i % 2 == 0 else list(some),
+            removed=list(some) if i % 2 == 0 else [],
+        )
+        Segment.objects.filter(id__in=list(some)).update(used=i % 2 == 1)
+        t = time.perf_counter()
+        assert client.get(pages[0][1]).status_code == 200
+        after_commit.append(time.perf_counter() - t)
+    print(f"dataSource page, first render after a new commit: {_ms(after_commit)}")
     print(
         f"ratios to the cold timeline build: page render / rebuild = "
         f"{statistics.median(times) / statistics.median(cold):.2f}"
