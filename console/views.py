@@ -366,7 +366,6 @@ def _timeline_context(
         window = extent or Interval.parse("2000-01-01/2000-01-02")
     locks = [x for x in all_locks if x.start < window.end and x.end > window.start]
     pendings = [x for x in all_pendings if x.start < window.end and x.end > window.start]
-    ids = None if current else {r.id for r in state.timeline.segments()}
     try:
         buckets = int(request.GET.get("buckets", 400))
     except ValueError:
@@ -375,7 +374,7 @@ def _timeline_context(
     overview_svg, n_buckets = timeline_svg.overview(
         state,
         overview_window,
-        selectors.chunk_rows(datasource=name, ids=ids, interval=window),
+        selectors.state_rows(datasource=name, state=state, interval=window),
         locks,
         pendings,
         buckets,
@@ -451,9 +450,7 @@ def _timeline_context(
                     "by": [],
                 }
             )
-    counts = {"visible": 0, "partial": 0, "overshadowed": 0, "incomplete": 0}
-    for st in state.status.values():
-        counts[st] += 1
+    counts = state.counts
     return {
         "name": name,
         "window": window,

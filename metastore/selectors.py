@@ -412,6 +412,19 @@ class TimelineState:
     extent: Interval | None
     pending_seq: int | None = None  # the timeline moved on to this seq ...
     pending_spans: list[tuple[datetime, datetime]] = dc_field(default_factory=list)  # ... here
+    # (start, end, version) -> (rows, bytes) of the whole dataSource, read once per state
+    rows: dict[tuple, tuple[int, int]] | None = None
+    _counts: dict[str, int] | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many segments are visible, partial, overshadowed, in incomplete chunks."""
+        if self._counts is None:
+            counts = {"visible": 0, "partial": 0, "overshadowed": 0, "incomplete": 0}
+            for st in self.status.values():
+                counts[st] += 1
+            self._counts = counts
+        return self._counts
 
     def chunks_overlapping(self, interval: Interval) -> list[ChunkInfo]:
         from bisect import bisect_left
@@ -494,7 +507,7 @@ def _state_of(timeline: Timeline, seq: int | None) -> TimelineState:
     return _state_from(timeline, seq, infos, status)
 
 
-def _state_moved(old: TimelineState, seq: int) -> TimelineState:
+def _state_moved(old: TimelineState, seq: int, datasource: str | None = None) -> TimelineState:
     """`old` brought to `seq`: only chunks overlapping the changed spans are redone
     (visibility elsewhere cannot have changed)."""
     timeline = old.timeline
@@ -512,7 +525,32 @@ def _state_moved(old: TimelineState, seq: int) -> TimelineState:
     redo = [r for r in timeline.segments() if touched(r.interval.start, r.interval.end)]
     infos, new_status = _chunk_infos(timeline, redo)
     status.update(new_status)
-    return _state_from(timeline, seq, kept + infos, status)
+    state = _state_from(timeline, seq, kept + infos, status)
+    if old.rows is not None and datasource is not None:
+        rows = {k: v for k, v in old.rows.items() if not touched(k[0], k[1])}
+        hull = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+        if hull is not None:
+            for k, v in chunk_rows(datasource=datasource, interval=hull).items():
+                if touched(k[0], k[1]):
+                    rows[k] = v
+        state.rows = rows
+    return state
+
+
+def state_rows(*, datasource: str, state: TimelineState, interval: Interval | None = None):
+    """Rows and bytes per chunk: of the current state from its cache (read once,
+    then only the chunks later commits touched), else read for `interval`."""
+    if state.seq is None or not _is_current(datasource, state):
+        ids = {r.id for r in state.timeline.segments()}
+        return chunk_rows(datasource=datasource, ids=ids, interval=interval)
+    if state.rows is None:
+        state.rows = chunk_rows(datasource=datasource)
+    return state.rows
+
+
+def _is_current(datasource: str, state: TimelineState) -> bool:
+    with _cache_lock:
+        return _state_cache.get(datasource) is state
 
 
 def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineState:
@@ -528,7 +566,7 @@ def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineStat
             if found.seq == seq:
                 return found
             if seq is not None and found.pending_seq == seq:
-                state = _state_moved(found, seq)
+                state = _state_moved(found, seq, datasource)
                 _state_cache[datasource] = state
                 return state
     state = _state_of(timeline, seq)

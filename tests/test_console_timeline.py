@@ -318,6 +318,7 @@ def test_mark_unused_asks_first_and_records_the_user(logged_in, states, user):
 def test_timeline_follows_the_commit_log_incrementally(states, publish):
     cached = selectors.timeline_for(datasource=DS)
     state = selectors.timeline_state(datasource=DS)
+    assert selectors.state_rows(datasource=DS, state=state) == selectors.chunk_rows(datasource=DS)
     added = publish(DS, "2024-03-01/2024-03-02", {"2024-03-01/2024-03-02": 2})
     services.segments_mark_used(datasource=DS, used=True, segment_ids=states.ids["unused"])
     now = selectors.timeline_for(datasource=DS)
@@ -338,6 +339,7 @@ def test_timeline_follows_the_commit_log_incrementally(states, publish):
         (c.interval, c.version, [r.id for r in c.segments], c.complete, c.partial_aug)
         for c in full.chunks
     ]
+    assert selectors.state_rows(datasource=DS, state=moved) == selectors.chunk_rows(datasource=DS)
     untouched = next(c for c in state.chunks if c.interval == console_states.day(3))
     assert any(c is untouched for c in moved.chunks)  # day 3 was not redone
 
