@@ -180,16 +180,15 @@ def task_submit(request):
         spec = json.loads(text)
         task = services.task_submit(spec=spec, user=request.user)
     except json.JSONDecodeError as exc:
-        error = SpecError(f"(JSON line {exc.lineno})", exc.msg)
+        error = SpecError(f"(JSON line {exc.lineno})", f"the spec is not valid JSON: {exc.msg}")
         context = _submit_context(text, kind, ds, interval, error)
         context["error_line"] = exc.lineno
-        return render(request, "console/task_new.html", context, status=400)
+        return render(request, "console/task_new.html", context)
     except SpecError as exc:
         return render(
             request,
             "console/task_new.html",
             _submit_context(text, kind, ds, interval, exc),
-            status=400,
         )
     messages.success(request, f"Submitted {task.id}")
     return redirect("console:task", task_id=task.id)
