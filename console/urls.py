@@ -14,11 +14,15 @@ router.register("datasources", api.DataSourceViewSet, basename="datasource")
 console_patterns = [
     path("", views.tasks_page, name="tasks"),
     path("tasks/submit", views.task_submit, name="task-submit"),
+    path("tasks/new", views.task_new, name="task-new"),
     path("tasks/<str:task_id>", views.task_page, name="task"),
     path("tasks/<str:task_id>/cancel", views.task_cancel, name="task-cancel"),
     path("locks", views.locks_page, name="locks"),
     path("datasources", views.datasources_page, name="datasources"),
     path("datasources/<str:name>", views.datasource_page, name="datasource"),
+    path("datasources/<str:name>/actions", views.datasource_action, name="datasource-action"),
+    path("datasources/<str:name>/commits/<int:seq>", views.commit_page, name="commit"),
+    path("datasources/<str:name>/segments/<path:segment_id>", views.segment_page, name="segment"),
 ]
 
 urlpatterns = [

@@ -1,20 +1,37 @@
 """Console pages. Each partial is both part of its page and the HTMX fragment that
-refreshes it (`hx-trigger="every 2s"`)."""
+refreshes it; only parts that can change (active tasks) poll."""
 
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
+import re
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Max, Min
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from console import timeline_svg
 from metastore import selectors, services
-from metastore.models import DataSource, Task, TaskStatus
+from metastore.intervals import Interval
+from metastore.models import (
+    ACTIVE_STATUSES,
+    CommitLogEntry,
+    DataSource,
+    Segment,
+    Task,
+    TaskStatus,
+    TaskType,
+)
 from metastore.specs import SpecError
+
+TASKS_PER_PAGE = 50
+COMMITS_PER_PAGE = 25
+SEGMENT_TABLE_MAX = 200
 
 
 def _render(request, page: str, partial: str, context: dict) -> HttpResponse:
@@ -22,46 +39,215 @@ def _render(request, page: str, partial: str, context: dict) -> HttpResponse:
     return render(request, template, context)
 
 
+# --- tasks ------------------------------------------------------------------------------------
+
+
 @login_required
 def tasks_page(request):
-    status = request.GET.get("status") or None
-    if status and status.upper() not in TaskStatus.values:
+    status = (request.GET.get("status") or "").upper() or None
+    if status and status not in TaskStatus.values:
         status = None
+    ttype = request.GET.get("type") or None
+    if ttype and ttype not in TaskType.values:
+        ttype = None
+    datasource = request.GET.get("datasource") or None
+    paginator = Paginator(
+        selectors.tasks_list(status=status, datasource=datasource, type=ttype), TASKS_PER_PAGE
+    )
+    page = paginator.get_page(request.GET.get("page"))
+    query = {
+        k: v for k, v in (("status", status), ("type", ttype), ("datasource", datasource)) if v
+    }
     context = {
-        "tasks": selectors.tasks_list(status=status, datasource=request.GET.get("datasource"))[:200],
+        "tasks": page.object_list,
+        "page": page,
         "status": status,
+        "type": ttype,
+        "datasource": datasource or "",
         "statuses": TaskStatus.values,
+        "types": TaskType.values,
+        "query": "&".join(f"{k}={v}" for k, v in query.items()),
     }
     return _render(request, "console/tasks.html", "partials/task_table.html", context)
+
+
+TEMPLATES = ("ingest", "append", "replace", "compact", "kill")
+
+
+def spec_template(kind: str, datasource: str, interval: str) -> dict:
+    """A prefilled spec of each kind for `datasource` over `interval`."""
+    ingest = {
+        "type": "index_parallel",
+        "spec": {
+            "dataSchema": {
+                "dataSource": datasource,
+                "timestampSpec": {"column": "ts", "format": "iso"},
+                "dimensionsSpec": {"dimensions": ["page"]},
+                "metricsSpec": [{"type": "count", "name": "count"}],
+                "granularitySpec": {
+                    "segmentGranularity": "DAY",
+                    "queryGranularity": "NONE",
+                    "rollup": True,
+                    "intervals": [interval],
+                },
+            },
+            "ioConfig": {
+                "type": "index_parallel",
+                "inputSource": {
+                    "type": "inline",
+                    "data": '{"ts": "' + interval[:10] + 'T00:00:00Z", "page": "A"}',
+                },
+                "inputFormat": {"type": "json"},
+                "appendToExisting": False,
+            },
+            "tuningConfig": {"type": "index_parallel", "partitionsSpec": {"type": "dynamic"}},
+        },
+    }
+    if kind == "append":
+        ingest["spec"]["ioConfig"]["appendToExisting"] = True
+        del ingest["spec"]["dataSchema"]["granularitySpec"]["intervals"]
+    elif kind == "replace":
+        ingest["spec"]["ioConfig"]["dropExisting"] = True
+    elif kind == "compact":
+        return {
+            "type": "compact",
+            "dataSource": datasource,
+            "ioConfig": {
+                "type": "compact",
+                "inputSpec": {"type": "interval", "interval": interval},
+            },
+            "tuningConfig": {"type": "index_parallel", "partitionsSpec": {"type": "dynamic"}},
+        }
+    elif kind == "kill":
+        return {"type": "kill", "dataSource": datasource, "interval": interval}
+    return ingest
+
+
+def _field_line(text: str, field: str) -> int | None:
+    """The 1-based line of the spec text where the offending field's key sits."""
+    parts = [p for p in re.split(r"[.\[\]]", field) if p and not p.isdigit()]
+    if not parts:
+        return None
+    lines = text.splitlines()
+    start = 0
+    found = None
+    for part in parts:
+        for i in range(start, len(lines)):
+            if f'"{part}"' in lines[i]:
+                found, start = i, i + 1
+                break
+    return found + 1 if found is not None else None
+
+
+def _submit_context(text: str, kind: str, datasource: str, interval: str, error=None) -> dict:
+    field = getattr(error, "field", None)
+    line = _field_line(text, field) if field else None
+    return {
+        "spec_text": text,
+        "template": kind,
+        "templates": TEMPLATES,
+        "datasource": datasource,
+        "interval": interval,
+        "error": error,
+        "error_field": field,
+        "error_message": getattr(error, "message", str(error) if error else ""),
+        "error_line": line,
+        "lines": list(enumerate(text.splitlines(), 1)) if error else [],
+        "datasources": list(DataSource.objects.values_list("name", flat=True)),
+    }
+
+
+@login_required
+def task_new(request):
+    kind = request.GET.get("template") or "ingest"
+    if kind not in TEMPLATES:
+        kind = "ingest"
+    datasource = request.GET.get("datasource") or "wiki"
+    interval = request.GET.get("interval") or "2024-01-01/2024-01-02"
+    text = json.dumps(spec_template(kind, datasource, interval), indent=2)
+    return render(
+        request, "console/task_new.html", _submit_context(text, kind, datasource, interval)
+    )
 
 
 @login_required
 @require_POST
 def task_submit(request):
     text = request.POST.get("spec", "")
+    kind = request.POST.get("template", "")
+    ds, interval = request.POST.get("datasource", ""), request.POST.get("interval", "")
     try:
         spec = json.loads(text)
         task = services.task_submit(spec=spec, user=request.user)
     except json.JSONDecodeError as exc:
-        messages.error(request, f"The spec is not valid JSON: {exc}")
-        return redirect("console:tasks")
+        error = SpecError(f"(JSON line {exc.lineno})", f"the spec is not valid JSON: {exc.msg}")
+        context = _submit_context(text, kind, ds, interval, error)
+        context["error_line"] = exc.lineno
+        return render(request, "console/task_new.html", context)
     except SpecError as exc:
-        messages.error(request, f"Invalid spec — {exc}")
-        return redirect("console:tasks")
+        return render(
+            request,
+            "console/task_new.html",
+            _submit_context(text, kind, ds, interval, exc),
+        )
     messages.success(request, f"Submitted {task.id}")
     return redirect("console:task", task_id=task.id)
 
 
+def _phase_rows(task: Task) -> list[dict]:
+    phases = (task.report or {}).get("phases") or {}
+    rows = []
+    total = sum(v for v in phases.values() if isinstance(v, int | float)) or 0
+    for name, seconds in phases.items():
+        if not isinstance(seconds, int | float):
+            continue
+        rows.append(
+            {
+                "name": name,
+                "seconds": seconds,
+                "share": (seconds / total * 100) if total else 0,
+                "done": 100,
+            }
+        )
+    if task.is_active and task.phase and task.phase not in phases:
+        rows.append(
+            {"name": task.phase, "seconds": None, "share": 0, "done": round(task.progress * 100)}
+        )
+    offset = 0.0
+    for r in rows:
+        r["offset"] = offset
+        offset += r["share"]
+    return rows
+
+
 @login_required
 def task_page(request, task_id: str):
-    task = get_object_or_404(Task, id=task_id)
+    task = get_object_or_404(Task.objects.select_related("submitted_by"), id=task_id)
+    blockers = [b.get("task") for b in task.waiting_on or [] if b.get("task")]
     context = {
         "task": task,
-        "locks": task.locks.all(),
+        "locks": list(task.locks.select_related("revoked_by")),
+        "blocking": list(
+            Task.objects.filter(
+                status=TaskStatus.WAITING, waiting_on__contains=[{"task": task.id}]
+            ).values_list("id", flat=True)[:50]
+        )
+        if _json_contains()
+        else [],
+        "blockers": blockers,
+        "phases": _phase_rows(task),
         "spec_json": json.dumps(task.spec, indent=2),
         "report_json": json.dumps(task.report, indent=2),
+        "samples": (task.report or {}).get("parseExceptionSamples") or [],
+        "row_stats": (task.report or {}).get("rowStats"),
     }
     return _render(request, "console/task.html", "partials/task_detail.html", context)
+
+
+def _json_contains() -> bool:
+    from django.db import connection
+
+    return connection.vendor == "postgresql"
 
 
 @login_required
@@ -77,44 +263,399 @@ def task_cancel(request, task_id: str):
     return redirect("console:task", task_id=task_id)
 
 
+# --- locks ------------------------------------------------------------------------------------
+
+
+def _waits_for_svg(waiting: list[Task]) -> str:
+    """Waiting tasks on the left, the tasks they wait on on the right, an arrow per wait."""
+    from django.utils.html import escape
+
+    left = [t.id for t in waiting]
+    right: list[str] = []
+    edges = []
+    for t in waiting:
+        for b in t.waiting_on or []:
+            holder = b.get("task") or "?"
+            if holder not in right:
+                right.append(holder)
+            edges.append((t.id, holder, f"{b.get('type', '')} {b.get('interval', '')}"))
+    if not edges:
+        return ""
+    row = 34
+    height = max(len(left), len(right)) * row + 20
+    ly = {tid: 20 + i * row for i, tid in enumerate(left)}
+    ry = {tid: 20 + i * row for i, tid in enumerate(right)}
+    body = [
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto"><path d="M0 0L10 5L0 10z" fill="#8a5a00"/></marker></defs>'
+    ]
+    for a, b, label in edges[:300]:
+        body.append(
+            f'<g class="wait-edge" data-waiter="{escape(a)}" data-blocker="{escape(b)}"><title>{escape(a)} waits for {escape(b)}: {escape(label)}</title>'
+            f'<line x1="330" y1="{ly[a]}" x2="620" y2="{ry[b]}" stroke="#8a5a00" stroke-width="1.5" marker-end="url(#arrow)"/></g>'
+        )
+    for tid, y in ly.items():
+        body.append(
+            f'<g class="wait-node waiter" data-task="{escape(tid)}"><rect x="10" y="{y - 11}" width="320" height="22" rx="4" fill="#fff0c9" stroke="#8a5a00"/>'
+            f'<a href="{reverse("console:task", args=[tid])}"><text x="16" y="{y + 4}" font-size="11">⏳ {escape(tid[:48])}</text></a></g>'
+        )
+    for tid, y in ry.items():
+        href = reverse("console:task", args=[tid]) if tid != "?" else "#"
+        body.append(
+            f'<g class="wait-node holder" data-task="{escape(tid)}"><rect x="620" y="{y - 11}" width="320" height="22" rx="4" fill="#dbe8ff" stroke="#1b4aa6"/>'
+            f'<a href="{href}"><text x="626" y="{y + 4}" font-size="11">🔒 {escape(tid[:48])}</text></a></g>'
+        )
+    return (
+        f'<svg class="waits-for" xmlns="http://www.w3.org/2000/svg" width="960" height="{height}">'
+        + "".join(body)
+        + "</svg>"
+    )
+
+
 @login_required
 def locks_page(request):
+    waiting = list(Task.objects.filter(status=TaskStatus.WAITING).order_by("waiting_since")[:200])
     context = {
         "locks": selectors.locks_list(datasource=request.GET.get("datasource")),
-        "waiting": Task.objects.filter(status=TaskStatus.WAITING).order_by("waiting_since"),
+        "waiting": waiting,
+        "waits_for_svg": _waits_for_svg(waiting),
     }
     return _render(request, "console/locks.html", "partials/lock_table.html", context)
 
 
+# --- dataSources --------------------------------------------------------------------------------
+
+
 @login_required
 def datasources_page(request):
-    return render(request, "console/datasources.html", {"datasources": selectors.datasources_list()})
+    return render(
+        request, "console/datasources.html", {"datasources": selectors.datasources_list()}
+    )
+
+
+def _parse_interval(text: str | None) -> Interval | None:
+    if not text:
+        return None
+    try:
+        interval = Interval.parse(text)
+    except (ValueError, TypeError):
+        return None
+    return interval if interval.start < interval.end else None
+
+
+def _timeline_context(
+    request, name: str, *, as_of: int | None, window: Interval | None, highlight=None
+) -> dict:
+    show_unused = request.GET.get("unused") == "1"
+    state = selectors.timeline_state(datasource=name, as_of=as_of)
+    current = as_of is None
+    all_locks = selectors.active_locks(datasource=name) if current else []
+    all_pendings = selectors.pending_allocations(datasource=name) if current else []
+    # The whole dataSource: its segments, and what is locked or being written.
+    spans = [(state.extent.start, state.extent.end)] if state.extent else []
+    spans += [(x.start, x.end) for x in (*all_locks, *all_pendings)]
+    if show_unused:
+        agg = Segment.objects.filter(datasource__name=name, used=False).aggregate(
+            lo=Min("start"), hi=Max("end")
+        )
+        if agg["lo"] is not None:
+            spans.append((agg["lo"], agg["hi"]))
+    extent = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+    if window is None:
+        window = extent or Interval.parse("2000-01-01/2000-01-02")
+    locks = [x for x in all_locks if x.start < window.end and x.end > window.start]
+    pendings = [x for x in all_pendings if x.start < window.end and x.end > window.start]
+    try:
+        buckets = int(request.GET.get("buckets", 400))
+    except ValueError:
+        buckets = 400
+    overview_window = window
+    overview_svg, n_buckets = timeline_svg.overview(
+        state,
+        overview_window,
+        selectors.state_rows(datasource=name, state=state, interval=window),
+        locks,
+        pendings,
+        buckets,
+    )
+    chunks = state.chunks_overlapping(window)
+    n_segments = sum(len(c.segments) for c in chunks)
+    unused = []
+    if show_unused:
+        unused = list(
+            Segment.objects.filter(
+                datasource__name=name, used=False, start__lt=window.end, end__gt=window.start
+            ).order_by("start", "version", "partition")[: timeline_svg.MAX_SEGMENT_MARKS]
+        )
+    details = {}
+    if n_segments + len(unused) <= timeline_svg.MAX_SEGMENT_MARKS:
+        details = selectors.segment_facts(ids=[r.id for c in chunks for r in c.segments])
+    interval_svg, info = timeline_svg.interval_view(
+        datasource=name,
+        state=state,
+        window=window,
+        details=details,
+        locks=locks,
+        pendings=pendings,
+        unused=unused,
+        highlight=highlight,
+    )
+    table = []
+    if n_segments <= SEGMENT_TABLE_MAX:
+        for c in chunks:
+            for ref in sorted(
+                c.segments, key=lambda r: (r.version, r.minor_version, r.partition), reverse=True
+            ):
+                st = state.status.get(ref.id, "overshadowed")
+                d = details.get(ref.id, (0, 0, ""))
+                table.append(
+                    {
+                        "id": ref.id,
+                        "interval": ref.interval,
+                        "version": ref.version,
+                        "minor": ref.minor_version,
+                        "partition": ref.partition,
+                        "roots": sorted(ref.roots) if len(ref.roots) > 1 else [],
+                        "tombstone": ref.tombstone,
+                        "rows": d[0],
+                        "size": d[1],
+                        "upgraded_from": d[2],
+                        "status": "overshadowed" if st == "incomplete" else st,
+                        "incomplete": st == "incomplete",
+                        "visible": state.timeline.visible_intervals(ref.id)
+                        if st == "partial"
+                        else [],
+                        "by": sorted(state.timeline.overshadowed_by(ref.id))
+                        if st in ("partial", "overshadowed")
+                        else [],
+                    }
+                )
+        for seg in unused:
+            table.append(
+                {
+                    "id": seg.id,
+                    "interval": seg.interval,
+                    "version": seg.version,
+                    "minor": seg.minor_version,
+                    "partition": seg.partition,
+                    "roots": [],
+                    "tombstone": seg.tombstone,
+                    "rows": seg.num_rows,
+                    "size": seg.size_bytes,
+                    "upgraded_from": seg.upgraded_from,
+                    "status": "unused",
+                    "incomplete": False,
+                    "visible": [],
+                    "by": [],
+                }
+            )
+    counts = state.counts
+    return {
+        "name": name,
+        "window": window,
+        "extent": extent,
+        "as_of": as_of,
+        "show_unused": show_unused,
+        "overview_svg": overview_svg,
+        "n_buckets": n_buckets,
+        "interval_svg": interval_svg,
+        "info": info,
+        "table": table,
+        "table_shown": n_segments <= SEGMENT_TABLE_MAX,
+        "counts": counts,
+        "locks": locks,
+        "pendings": pendings,
+    }
 
 
 @login_required
 def datasource_page(request, name: str):
     if not DataSource.objects.filter(name=name).exists():
         raise Http404(f"no dataSource {name}")
-    show_unused = request.GET.get("unused") == "1"
-    views = selectors.segment_views(datasource=name, used=None if show_unused else True)
-    chunks: OrderedDict = OrderedDict()
-    for view in views:
-        key = str(view.segment.interval)
-        chunks.setdefault(key, []).append(view)
-    for key in chunks:
-        chunks[key].sort(
-            key=lambda v: (v.segment.version, v.segment.minor_version, v.segment.partition),
-            reverse=True,
+    window = _parse_interval(request.GET.get("interval"))
+    if request.GET.get("interval") and window is None:
+        messages.error(request, f"interval {request.GET.get('interval')!r} is not an ISO interval")
+    as_of = None
+    if request.GET.get("as_of"):
+        try:
+            as_of = int(request.GET["as_of"])
+        except ValueError:
+            messages.error(request, "as_of must be a commit number")
+    first_seq, last_seq = selectors.commit_neighbours(datasource=name)
+    if as_of is not None and as_of >= last_seq:
+        as_of = None
+    context = _timeline_context(request, name, as_of=as_of, window=window)
+    commits = Paginator(selectors.commits_for(datasource=name), COMMITS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    context.update(
+        {
+            "commits": commits,
+            "first_seq": first_seq,
+            "last_seq": last_seq,
+            "active": Task.objects.filter(datasource=name, status__in=ACTIVE_STATUSES).exists(),
+            "full_path": request.get_full_path(),
+        }
+    )
+    return _render(request, "console/datasource.html", "partials/datasource_timeline.html", context)
+
+
+@login_required
+def segment_page(request, name: str, segment_id: str):
+    detail = selectors.segment_detail(segment_id=segment_id)
+    if detail is None or detail["segment"].datasource.name != name:
+        raise Http404(segment_id)
+    seg = detail["segment"]
+    fields = [(f.name, getattr(seg, f.attname)) for f in Segment._meta.concrete_fields]
+    detail.update(
+        {
+            "name": name,
+            "fields": fields,
+            "schema_json": json.dumps(detail["schema"], indent=2) if detail["schema"] else "",
+            "compaction_json": json.dumps(detail["compaction_state"], indent=2)
+            if detail["compaction_state"]
+            else "",
+        }
+    )
+    return render(request, "console/segment.html", detail)
+
+
+@login_required
+def commit_page(request, name: str, seq: int):
+    entry = get_object_or_404(
+        CommitLogEntry.objects.select_related("user", "task__submitted_by"),
+        datasource=name,
+        seq=seq,
+    )
+    added, removed = list(entry.added or []), list(entry.removed or [])
+    touched = Segment.objects.filter(id__in=(added + removed)[:2000])
+    bounds = [(s.start, s.end) for s in touched.only("start", "end")]
+    window = _parse_interval(request.GET.get("interval"))
+    if window is None and bounds:
+        window = Interval(min(b[0] for b in bounds), max(b[1] for b in bounds))
+    highlight = {sid: "added" for sid in added}
+    after = _timeline_context(request, name, as_of=seq, window=window, highlight=highlight)
+    prev = (
+        CommitLogEntry.objects.filter(datasource=name, seq__lt=seq)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    before = None
+    if prev is not None:
+        before = _timeline_context(
+            request,
+            name,
+            as_of=prev,
+            window=after["window"],
+            highlight={sid: "removed" for sid in removed},
         )
-    counts = {"visible": 0, "partial": 0, "overshadowed": 0, "unused": 0}
-    for view in views:
-        counts[view.status] = counts.get(view.status, 0) + 1
-    context = {
-        "name": name,
-        "chunks": chunks,
-        "counts": counts,
-        "show_unused": show_unused,
-        "commits": selectors.commits_for(datasource=name)[:20],
-        "locks": selectors.locks_list(datasource=name),
-    }
-    return _render(request, "console/datasource.html", "partials/segment_timeline.html", context)
+    return render(
+        request,
+        "console/commit.html",
+        {
+            "name": name,
+            "entry": entry,
+            "added": added[:200],
+            "removed": removed[:200],
+            "n_added": len(added),
+            "n_removed": len(removed),
+            "after": after,
+            "before": before,
+            "prev": prev,
+            "next": CommitLogEntry.objects.filter(datasource=name, seq__gt=seq)
+            .order_by("seq")
+            .values_list("seq", flat=True)
+            .first(),
+        },
+    )
+
+
+ACTIONS = ("mark_unused", "mark_used", "kill", "compact")
+
+
+@login_required
+@require_POST
+def datasource_action(request, name: str):
+    if not DataSource.objects.filter(name=name).exists():
+        raise Http404(name)
+    action = request.POST.get("action")
+    if action not in ACTIONS:
+        messages.error(request, f"unknown action {action!r}")
+        return redirect("console:datasource", name=name)
+    interval_text = (request.POST.get("interval") or "").strip()
+    interval = _parse_interval(interval_text)
+    ids = [i for i in request.POST.getlist("segment") if i]
+    back = reverse("console:datasource", args=[name]) + (
+        f"?interval={interval_text}" if interval else ""
+    )
+    if action == "compact":
+        if interval is None:
+            messages.error(request, "compact needs an interval")
+            return redirect(back)
+        return redirect(
+            reverse("console:task-new")
+            + f"?template=compact&datasource={name}&interval={interval_text}"
+        )
+    if action in ("mark_unused", "mark_used") and not ids and interval is None:
+        messages.error(request, "give an interval or select segments")
+        return redirect(back)
+    if action == "kill" and interval is None:
+        messages.error(request, "kill needs an interval")
+        return redirect(back)
+    if request.POST.get("confirm") != "yes":
+        if ids:
+            affected = Segment.objects.filter(datasource__name=name, id__in=ids)
+        else:
+            affected = Segment.objects.filter(
+                datasource__name=name, start__gte=interval.start, end__lte=interval.end
+            )
+        if action == "mark_unused":
+            affected = affected.filter(used=True)
+        else:
+            affected = affected.filter(used=False)
+        return render(
+            request,
+            "console/confirm_action.html",
+            {
+                "name": name,
+                "action": action,
+                "label": action.replace("_", " "),
+                "interval": interval_text if interval else "",
+                "ids": ids,
+                "count": affected.count(),
+                "sample": list(affected.values_list("id", flat=True)[:20]),
+                "back": back,
+            },
+        )
+    if action == "kill":
+        try:
+            task = services.task_submit(
+                spec={"type": "kill", "dataSource": name, "interval": interval_text},
+                user=request.user,
+            )
+        except SpecError as exc:
+            messages.error(request, f"kill refused — {exc}")
+            return redirect(back)
+        messages.success(request, f"Submitted kill task {task.id}")
+        return redirect("console:task", task_id=task.id)
+    try:
+        entry = services.segments_mark_used(
+            datasource=name,
+            used=action == "mark_used",
+            interval=None if ids else interval,
+            segment_ids=ids or None,
+            user=request.user,
+        )
+    except services.ServiceError as exc:
+        messages.error(request, str(exc))
+        return redirect(back)
+    if entry is None:
+        messages.info(request, "nothing to change")
+    else:
+        n = len(entry.added or entry.removed)
+        messages.success(
+            request,
+            f"commit #{entry.seq}: {n} segments marked {'used' if action == 'mark_used' else 'unused'}",
+        )
+    return redirect(back)

@@ -11,6 +11,7 @@ Nothing here touches the database: `demo_ingest` decides whether to submit.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import zipfile
@@ -18,7 +19,9 @@ from importlib import resources
 from pathlib import Path
 
 DATASOURCE = "flights"
-FLIGHTS_INTERVAL = "2013-01-01/2014-01-02"  # time_hour is UTC: late flights of 31 Dec land on 1 Jan 2014
+FLIGHTS_INTERVAL = (
+    "2013-01-01/2014-01-02"  # time_hour is UTC: late flights of 31 Dec land on 1 Jan 2014
+)
 FLIGHTS_FILE = "flights.csv"
 
 
@@ -100,3 +103,76 @@ def flights_spec(base_dir: str) -> dict:
             },
         },
     }
+
+
+# --- follow-ups: small tasks that make every state of the timeline show -------------------------
+
+# What each follow-up does, for `demo_ingest`'s output and the console's first look.
+FOLLOWUPS = (
+    ("replace", "a replace with dropExisting over 30–31 Dec: 30 Dec rewritten, 31 Dec a tombstone"),
+    ("hour", "an HOUR replace of 4 July 12:00–13:00: the day's segment is partially overshadowed"),
+    ("late", "a late-data append into 15 March: a second segment in that day (compaction later)"),
+)
+
+
+def _flight(ts: str, carrier: str, flight: int, dep_delay: int) -> dict:
+    return {
+        "time_hour": ts,
+        "carrier": carrier,
+        "origin": "JFK",
+        "dest": "BOS",
+        "tailnum": "N0DEMO",
+        "flight": flight,
+        "distance": 187.0,
+        "dep_delay": dep_delay,
+        "arr_delay": dep_delay,
+        "air_time": 38,
+    }
+
+
+def followup_specs(datasource: str = DATASOURCE) -> list[tuple[str, dict]]:
+    """(name, spec) of the demo's follow-up tasks, in the order they must run.
+
+    Inline data in the flights schema: the replace keeps 30 Dec (one corrected
+    flight) and drops 31 Dec (a tombstone); the HOUR replace rewrites one hour
+    inside 4 July; the late append adds two flights to 15 March.
+    """
+    base = flights_spec("/unused")
+
+    def spec(rows: list[dict], granularity: dict, io: dict) -> dict:
+        s = json.loads(json.dumps(base))
+        schema = s["spec"]["dataSchema"]
+        schema["dataSource"] = datasource
+        schema["granularitySpec"] = {**schema["granularitySpec"], **granularity}
+        s["spec"]["ioConfig"] = {
+            "type": "index_parallel",
+            "inputSource": {"type": "inline", "data": "\n".join(json.dumps(r) for r in rows)},
+            "inputFormat": {"type": "json"},
+            **io,
+        }
+        s["spec"]["tuningConfig"] = {
+            "type": "index_parallel",
+            "partitionsSpec": {"type": "dynamic"},
+        }
+        return s
+
+    replace = spec(
+        [_flight("2013-12-30T08:00:00Z", "B6", 1, 0), _flight("2013-12-30T09:00:00Z", "B6", 2, 5)],
+        {"intervals": ["2013-12-30/2014-01-01"]},
+        {"appendToExisting": False, "dropExisting": True},
+    )
+    hour = spec(
+        [_flight("2013-07-04T12:00:00Z", "DL", 4, -3)],
+        {"segmentGranularity": "HOUR", "intervals": ["2013-07-04T12:00:00Z/2013-07-04T13:00:00Z"]},
+        {"appendToExisting": False},
+    )
+    late = spec(
+        [
+            _flight("2013-03-15T23:00:00Z", "AA", 7, 120),
+            _flight("2013-03-15T22:00:00Z", "AA", 9, 95),
+        ],
+        {"intervals": None},
+        {"appendToExisting": True},
+    )
+    del late["spec"]["dataSchema"]["granularitySpec"]["intervals"]
+    return [("replace", replace), ("hour", hour), ("late", late)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from dataclasses import field as dc_field
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection
@@ -140,11 +141,18 @@ def used_ids_as_of(*, datasource: str, as_of: int) -> set[str]:
     return used
 
 
+# Past this many segment ids changed since the cached timeline, rebuild it instead.
+_INCREMENTAL_LIMIT = 20_000
+
+
 def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
     """The timeline of a dataSource's used segments (or as of a commit sequence).
 
-    Two queries at most; the current timeline is cached per process and
-    rebuilt when the dataSource's commit log moves.
+    The current timeline is cached per process with the commit seq it reflects;
+    when the log moves, the entries after that seq are applied to it (their
+    removed ids leave, their added ids that are still used come in) instead of
+    rebuilding it. Commits of one dataSource are serialized on its lock, so
+    their seqs become visible in order.
     """
     if as_of is not None:
         ids = used_ids_as_of(datasource=datasource, as_of=as_of)
@@ -154,9 +162,67 @@ def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
         cached = _timeline_cache.get(datasource)
         if cached is not None and cached[0] == seq:
             return cached[1]
+        if cached is not None and cached[0] < seq:
+            timeline = _apply_commits(datasource, cached[1], cached[0], seq)
+            if timeline is not None:
+                _timeline_cache[datasource] = (seq, timeline)
+                return timeline
     timeline = Timeline.build(_segment_refs(datasource))
     with _cache_lock:
         _timeline_cache[datasource] = (seq, timeline)
+    return timeline
+
+
+def _apply_commits(datasource: str, timeline: Timeline, after: int, upto: int) -> Timeline | None:
+    """Bring `timeline` (as of seq `after`) to seq `upto` in place; None when
+    rebuilding is cheaper or the entries do not fit (then nothing was changed)."""
+    added: dict[str, None] = {}
+    removed: set[str] = set()
+    for _, add, rem in CommitLogEntry.objects.filter(
+        datasource=datasource, seq__gt=after, seq__lte=upto
+    ).values_list("kind", "added", "removed"):
+        for sid in rem or ():
+            added.pop(sid, None)
+            removed.add(sid)
+        for sid in add or ():
+            removed.discard(sid)
+            added[sid] = None
+        if len(added) + len(removed) > _INCREMENTAL_LIMIT:
+            return None
+    refs = _segment_refs(datasource, set(added)) if added else []
+    # Only ids still used now come in: a later unmark already shows in `used`.
+    still_used = (
+        set(
+            Segment.objects.filter(id__in=[r.id for r in refs], used=True).values_list(
+                "id", flat=True
+            )
+        )
+        if refs
+        else set()
+    )
+    spans: list[tuple[datetime, datetime]] = []
+    try:
+        for sid in removed:
+            ref = timeline.get(sid)
+            if ref is not None:
+                spans.append((ref.interval.start, ref.interval.end))
+                timeline.remove(sid)
+        for ref in refs:
+            if ref.id in still_used:
+                spans.append((ref.interval.start, ref.interval.end))
+                timeline.add(ref)
+    except (KeyError, ValueError):
+        _timeline_cache.pop(datasource, None)
+        _state_cache.pop(datasource, None)
+        return None
+    # The console's state of this timeline can follow the same change.
+    state = _state_cache.get(datasource)
+    if state is not None and state.timeline is timeline:
+        if (state.pending_seq is None and state.seq == after) or state.pending_seq == after:
+            state.pending_spans.extend(spans)
+            state.pending_seq = upto
+        else:
+            _state_cache.pop(datasource, None)
     return timeline
 
 
@@ -312,3 +378,312 @@ def stale_active_tasks(*, older_than: datetime) -> QuerySet[Task]:
     return Task.objects.filter(status__in=(TaskStatus.RUNNING, TaskStatus.WAITING)).filter(
         Q(heartbeat_at__lt=older_than) | Q(heartbeat_at__isnull=True, created_at__lt=older_than)
     )
+
+
+# --- the console's timeline reads ------------------------------------------------------------
+
+
+@dataclass
+class ChunkInfo:
+    """All segments of one (interval, version) in a timeline, with their visibility."""
+
+    interval: Interval
+    version: str
+    segments: list[SegmentRef]  # by partition
+    complete: bool
+    partial_aug: frozenset[str]  # ids whose atomic update group is not all present
+    tombstones: int
+    n_visible: int
+    n_partial: int
+    n_overshadowed: int
+
+
+@dataclass
+class TimelineState:
+    """What the console draws from a timeline, computed once per commit seq and
+    then kept up to date with the parts of time that later commits touched."""
+
+    seq: int | None
+    timeline: Timeline
+    chunks: list[ChunkInfo]  # by start
+    starts: list[datetime]
+    max_length: timedelta
+    status: dict[str, str]  # id -> visible | partial | overshadowed | incomplete
+    extent: Interval | None
+    pending_seq: int | None = None  # the timeline moved on to this seq ...
+    pending_spans: list[tuple[datetime, datetime]] = dc_field(default_factory=list)  # ... here
+    # (start, end, version) -> (rows, bytes) of the whole dataSource, read once per state
+    rows: dict[tuple, tuple[int, int]] | None = None
+    _counts: dict[str, int] | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many segments are visible, partial, overshadowed, in incomplete chunks."""
+        if self._counts is None:
+            counts = {"visible": 0, "partial": 0, "overshadowed": 0, "incomplete": 0}
+            for st in self.status.values():
+                counts[st] += 1
+            self._counts = counts
+        return self._counts
+
+    def chunks_overlapping(self, interval: Interval) -> list[ChunkInfo]:
+        from bisect import bisect_left
+
+        j = bisect_left(self.starts, interval.end)
+        try:
+            lowest = interval.start - self.max_length
+        except OverflowError:
+            lowest = interval.start.min.replace(tzinfo=interval.start.tzinfo)
+        i = bisect_left(self.starts, lowest)
+        return [c for c in self.chunks[i:j] if c.interval.end > interval.start]
+
+
+_state_cache: dict[str, TimelineState] = {}
+
+
+def _chunk_infos(timeline: Timeline, refs) -> tuple[list[ChunkInfo], dict[str, str]]:
+    """Per-chunk visibility of `refs` (whole chunks of `timeline`)."""
+    chunks: dict[tuple, list[SegmentRef]] = {}
+    for ref in refs:
+        chunks.setdefault((ref.interval, ref.version), []).append(ref)
+    status: dict[str, str] = {}
+    infos: list[ChunkInfo] = []
+    looked: dict[Interval, dict[str, timedelta]] = {}
+    for (interval, version), members in chunks.items():
+        members.sort(key=lambda r: r.partition)
+        shown = looked.get(interval)
+        if shown is None:
+            shown = looked[interval] = {}
+            for piece, ref in timeline.lookup(interval):
+                shown[ref.id] = shown.get(ref.id, timedelta(0)) + (piece.end - piece.start)
+        complete = timeline.chunk_complete((interval, version))
+        present = {r.partition for r in members}
+        length = interval.end - interval.start
+        counts = {"visible": 0, "partial": 0, "overshadowed": 0, "incomplete": 0}
+        for r in members:
+            if not complete:
+                st = "incomplete"
+            elif r.id not in shown:
+                st = "overshadowed"
+            elif shown[r.id] >= length:
+                st = "visible"
+            else:
+                st = "partial"
+            status[r.id] = st
+            counts[st] += 1
+        infos.append(
+            ChunkInfo(
+                interval=interval,
+                version=version,
+                segments=members,
+                complete=complete,
+                partial_aug=frozenset(r.id for r in members if not r.aug <= present),
+                tombstones=sum(1 for r in members if r.tombstone),
+                n_visible=counts["visible"],
+                n_partial=counts["partial"],
+                n_overshadowed=counts["overshadowed"] + counts["incomplete"],
+            )
+        )
+    return infos, status
+
+
+def _state_from(timeline: Timeline, seq, infos: list[ChunkInfo], status) -> TimelineState:
+    infos.sort(key=lambda c: (c.interval.start, c.interval.end, c.version))
+    return TimelineState(
+        seq=seq,
+        timeline=timeline,
+        chunks=infos,
+        starts=[c.interval.start for c in infos],
+        max_length=max((c.interval.end - c.interval.start for c in infos), default=timedelta(0)),
+        status=status,
+        extent=Interval(infos[0].interval.start, max(c.interval.end for c in infos))
+        if infos
+        else None,
+    )
+
+
+def _state_of(timeline: Timeline, seq: int | None) -> TimelineState:
+    infos, status = _chunk_infos(timeline, timeline.segments())
+    return _state_from(timeline, seq, infos, status)
+
+
+def _state_moved(old: TimelineState, seq: int, datasource: str | None = None) -> TimelineState:
+    """`old` brought to `seq`: only chunks overlapping the changed spans are redone
+    (visibility elsewhere cannot have changed)."""
+    timeline = old.timeline
+    spans = old.pending_spans
+
+    def touched(start: datetime, end: datetime) -> bool:
+        return any(s < end and start < e for s, e in spans)
+
+    kept = [c for c in old.chunks if not touched(c.interval.start, c.interval.end)]
+    status = {sid: st for sid, st in old.status.items()}
+    for c in old.chunks:
+        if touched(c.interval.start, c.interval.end):
+            for r in c.segments:
+                status.pop(r.id, None)
+    redo = [r for r in timeline.segments() if touched(r.interval.start, r.interval.end)]
+    infos, new_status = _chunk_infos(timeline, redo)
+    status.update(new_status)
+    state = _state_from(timeline, seq, kept + infos, status)
+    if old.rows is not None and datasource is not None:
+        rows = {k: v for k, v in old.rows.items() if not touched(k[0], k[1])}
+        hull = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+        if hull is not None:
+            for k, v in chunk_rows(datasource=datasource, interval=hull).items():
+                if touched(k[0], k[1]):
+                    rows[k] = v
+        state.rows = rows
+    return state
+
+
+def state_rows(*, datasource: str, state: TimelineState, interval: Interval | None = None):
+    """Rows and bytes per chunk: of the current state from its cache (read once,
+    then only the chunks later commits touched), else read for `interval`."""
+    if state.seq is None or not _is_current(datasource, state):
+        ids = {r.id for r in state.timeline.segments()}
+        return chunk_rows(datasource=datasource, ids=ids, interval=interval)
+    if state.rows is None:
+        state.rows = chunk_rows(datasource=datasource)
+    return state.rows
+
+
+def _is_current(datasource: str, state: TimelineState) -> bool:
+    with _cache_lock:
+        return _state_cache.get(datasource) is state
+
+
+def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineState:
+    """The timeline and its per-chunk, per-segment visibility (kept per commit seq)."""
+    timeline = timeline_for(datasource=datasource, as_of=as_of)
+    if as_of is not None:
+        return _state_of(timeline, as_of)
+    with _cache_lock:
+        entry = _timeline_cache.get(datasource)
+        seq = entry[0] if entry is not None and entry[1] is timeline else None
+        found = _state_cache.get(datasource)
+        if found is not None and found.timeline is timeline:
+            if found.seq == seq:
+                return found
+            if seq is not None and found.pending_seq == seq:
+                state = _state_moved(found, seq, datasource)
+                _state_cache[datasource] = state
+                return state
+    state = _state_of(timeline, seq)
+    with _cache_lock:
+        _state_cache[datasource] = state
+    return state
+
+
+def chunk_rows(
+    *, datasource: str, ids: set[str] | None = None, interval: Interval | None = None
+) -> dict[tuple, tuple[int, int]]:
+    """(start, end, version) -> (rows, bytes) of the used segments (or of `ids`),
+    of the chunks overlapping `interval` if given."""
+    qs = Segment.objects.filter(datasource__name=datasource)
+    qs = qs.filter(used=True) if ids is None else qs.filter(id__in=list(ids))
+    if interval is not None:
+        qs = qs.filter(start__lt=interval.end, end__gt=interval.start)
+    return {
+        (r["start"], r["end"], r["version"]): (r["rows"] or 0, r["size"] or 0)
+        for r in qs.values("start", "end", "version")
+        .order_by()
+        .annotate(rows=Sum("num_rows"), size=Sum("size_bytes"))
+    }
+
+
+def segment_facts(*, ids) -> dict[str, tuple[int, int, str]]:
+    """id -> (rows, bytes, upgraded_from) for a bounded set of segments."""
+    return {
+        r[0]: (r[1], r[2], r[3])
+        for r in Segment.objects.filter(id__in=list(ids)).values_list(
+            "id", "num_rows", "size_bytes", "upgraded_from"
+        )
+    }
+
+
+def active_locks(*, datasource: str, interval: Interval | None = None) -> list[TaskLock]:
+    qs = TaskLock.objects.filter(datasource=datasource).select_related("task")
+    if interval is not None:
+        qs = qs.filter(start__lt=interval.end, end__gt=interval.start)
+    return list(qs.order_by("start", "created_at")[:200])
+
+
+def pending_allocations(
+    *, datasource: str, interval: Interval | None = None
+) -> list[PendingSegment]:
+    """Segment ids handed to active tasks and not published yet (being written)."""
+    published = Segment.objects.filter(
+        datasource__name=OuterRef("datasource"),
+        start=OuterRef("start"),
+        end=OuterRef("end"),
+        version=OuterRef("version"),
+        partition=OuterRef("partition"),
+    )
+    qs = PendingSegment.objects.filter(
+        datasource=datasource, task__status__in=(TaskStatus.RUNNING, TaskStatus.WAITING)
+    ).exclude(Exists(published))
+    if interval is not None:
+        qs = qs.filter(start__lt=interval.end, end__gt=interval.start)
+    return list(qs.order_by("start", "version", "partition")[:500])
+
+
+def segment_detail(*, segment_id: str) -> dict | None:
+    """A segment with what overshadows it, what it overshadows and its commit."""
+    seg = Segment.objects.select_related("datasource", "created_by").filter(id=segment_id).first()
+    if seg is None:
+        return None
+    name = seg.datasource.name
+    state = timeline_state(datasource=name)
+    timeline = state.timeline
+    status = "unused"
+    overshadowed_by: list[str] = []
+    overshadows: list[str] = []
+    visible: list[Interval] = []
+    if seg.used and segment_id in timeline:
+        status = state.status.get(segment_id, "overshadowed")
+        overshadowed_by = sorted(timeline.overshadowed_by(segment_id))
+        visible = timeline.visible_intervals(segment_id)
+        if status in ("visible", "partial"):
+            for chunk in state.chunks_overlapping(seg.interval):
+                for ref in chunk.segments:
+                    if (
+                        ref.id != segment_id
+                        and state.status.get(ref.id) in ("overshadowed", "partial")
+                        and segment_id in timeline.overshadowed_by(ref.id)
+                    ):
+                        overshadows.append(ref.id)
+    commit = (
+        CommitLogEntry.objects.filter(datasource=name, added__contains=[segment_id])
+        .select_related("user")
+        .order_by("seq")
+        .first()
+        if connection.vendor == "postgresql"
+        else next(
+            (
+                c
+                for c in CommitLogEntry.objects.filter(datasource=name)
+                .select_related("user")
+                .order_by("seq")
+                if segment_id in (c.added or [])
+            ),
+            None,
+        )
+    )
+    return {
+        "segment": seg,
+        "status": status,
+        "overshadowed_by": overshadowed_by,
+        "overshadows": sorted(overshadows),
+        "visible_intervals": visible,
+        "commit": commit,
+        "schema": getattr(seg, "schema", None),
+        "compaction_state": getattr(seg, "compaction_state", None),
+    }
+
+
+def commit_neighbours(*, datasource: str) -> tuple[int, int]:
+    agg = CommitLogEntry.objects.filter(datasource=datasource).aggregate(
+        lo=Min("seq"), hi=Max("seq")
+    )
+    return agg["lo"] or 0, agg["hi"] or 0

@@ -3,6 +3,11 @@
 `make run` calls this after the worker is up. It does nothing when `flights`
 already has used segments or an ingestion of it is queued or running, so
 restarting the console never ingests twice.
+
+Right after the ingestion it queues a few small follow-up tasks (they run once
+it has finished: the worker takes one task at a time, and their locks wait for
+its lock), so that a newcomer's first look at the timeline shows tombstones,
+partial overshadowing and a chunk with late data (`--no-followups` skips them).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from metastore import services
-from metastore.demo import DATASOURCE, extract_flights, flights_spec
+from metastore.demo import DATASOURCE, FOLLOWUPS, extract_flights, flights_spec, followup_specs
 from metastore.models import ACTIVE_STATUSES, Segment, Task
 from metastore.specs import SpecError
 
@@ -25,8 +30,13 @@ class Command(BaseCommand):
             action="store_true",
             help="submit even if `flights` already has used segments (a replace)",
         )
+        parser.add_argument(
+            "--no-followups",
+            action="store_true",
+            help="only ingest; do not queue the follow-up tasks that show every timeline state",
+        )
 
-    def handle(self, *args, force: bool = False, **options):
+    def handle(self, *args, force: bool = False, no_followups: bool = False, **options):
         active = (
             Task.objects.filter(datasource=DATASOURCE, status__in=ACTIVE_STATUSES)
             .order_by("created_at")
@@ -59,3 +69,12 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(f"demo: submitted task {task.id} to ingest {DATASOURCE}")
         )
+        if no_followups:
+            return
+        what = dict(FOLLOWUPS)
+        for name, spec in followup_specs():
+            try:
+                followup = services.task_submit(spec=spec, user=None)
+            except SpecError as exc:
+                raise CommandError(f"demo: the {name} follow-up was refused: {exc}") from exc
+            self.stdout.write(f"demo: queued {followup.id}: {what[name]}")

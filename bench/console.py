@@ -1,0 +1,184 @@
+"""The console at Druid's benchmark shape on PostgreSQL: 365 DAY chunks x 160
+segments (100 roots, a compaction generation of 50 overwriting them, 10 appends)
+= 58,400 segments. Times the server-side render of the dataSource page (whole
+year, one mark per chunk) and of its interval view (one day: every segment),
+their HTML size, and `timeline_for` cold, warm, and after one new commit (applied
+to the cached timeline) against a full rebuild measured in the same run. Not a test.
+
+    python bench/console.py [--scale 1] [--runs 5]
+    (DATABASE_URL defaults to a fresh strata_bench_console; the database is recreated)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+N = 100  # roots per chunk: 100 + 50 + 10 = 160 segments
+
+
+def _ms(values: list[float]) -> str:
+    return f"median {statistics.median(values) * 1000:.0f} ms (best {min(values) * 1000:.0f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scale", type=int, default=1, help="years of 365 chunks")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/strata_bench_console")
+    name, admin = url.rsplit("/", 1)[1], url.rsplit("/", 1)[0] + "/postgres"
+    subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}"], check=True)
+    subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {name}"], check=True)
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+
+    call_command("migrate", verbosity=0)
+    from metastore import selectors
+    from metastore.intervals import Interval
+    from metastore.models import CommitKind, CommitLogEntry, DataSource, Segment
+    from metastore.timeline import Timeline
+
+    ds = DataSource.objects.create(name="bench")
+    first = Interval.parse("2024-01-01/2024-01-02")
+    version = "2024-06-01T00:00:00.000Z"
+    t0 = time.perf_counter()
+    batch = []
+    count = 0
+    for d in range(365 * args.scale):
+        iv = Interval(first.start + timedelta(days=d), first.end + timedelta(days=d))
+        roots = list(range(N))
+        group = list(range(32768, 32768 + N // 2))
+        rows = [(p, 0, [p], [p]) for p in roots]
+        rows += [(p, 1, roots, group) for p in group]
+        rows += [(p, 0, [p], [p]) for p in range(N, N + N // 10)]
+        for p, minor, r, g in rows:
+            batch.append(
+                Segment(
+                    id=Segment.make_id("bench", iv, version, p),
+                    datasource=ds,
+                    start=iv.start,
+                    end=iv.end,
+                    version=version,
+                    partition=p,
+                    minor_version=minor,
+                    root_partitions=r,
+                    atomic_update_group=g,
+                    core_partitions=N,
+                    num_rows=1000,
+                    size_bytes=100_000,
+                    location=f"/deep/bench/{d}/{p}",
+                )
+            )
+        if len(batch) >= 20_000:
+            Segment.objects.bulk_create(batch, batch_size=5000)
+            count += len(batch)
+            batch = []
+    Segment.objects.bulk_create(batch, batch_size=5000)
+    count += len(batch)
+    CommitLogEntry.objects.create(datasource="bench", kind=CommitKind.PUBLISH, added=[], removed=[])
+    print(f"inserted {count:,} segments in {time.perf_counter() - t0:.1f} s")
+
+    # timeline_for: a full rebuild (cold) is the baseline
+    cold = []
+    for _ in range(args.runs):
+        selectors._timeline_cache.clear()
+        t = time.perf_counter()
+        selectors.timeline_for(datasource="bench")
+        cold.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    selectors.timeline_for(datasource="bench")
+    warm = time.perf_counter() - t
+    # one new commit (a segment marked unused, then used again): applied, not rebuilt
+    some = Segment.objects.filter(datasource=ds, partition=N).values_list("id", flat=True)[:1]
+    applied = []
+    for i in range(args.runs):
+        CommitLogEntry.objects.create(
+            datasource="bench",
+            kind=CommitKind.MARK_UNUSED if i % 2 == 0 else CommitKind.MARK_USED,
+            added=[] if i % 2 == 0 else list(some),
+            removed=list(some) if i % 2 == 0 else [],
+        )
+        Segment.objects.filter(id__in=list(some)).update(used=i % 2 == 1)
+        t = time.perf_counter()
+        timeline = selectors.timeline_for(datasource="bench")
+        applied.append(time.perf_counter() - t)
+    rebuilt = Timeline.build(selectors._segment_refs("bench"))
+    assert {s.id for s in timeline.segments()} == {s.id for s in rebuilt.segments()}
+    print(f"timeline_for cold (full rebuild, the baseline): {_ms(cold)}")
+    print(f"timeline_for warm (cached): {warm * 1000:.2f} ms")
+    print(
+        f"timeline_for after one new commit (applied to the cache): {_ms(applied)} "
+        f"= {statistics.median(applied) / statistics.median(cold):.3f} x the rebuild"
+    )
+
+    user = get_user_model().objects.create_user("bench", password="bench-password")
+    client = Client()
+    client.force_login(user)
+    day = "2024-07-01/2024-07-02"
+    pages = [
+        ("dataSource page (whole range)", "/datasources/bench"),
+        ("interval view (one day, every segment)", f"/datasources/bench?interval={day}"),
+        ("interval view with unused segments", f"/datasources/bench?interval={day}&unused=1"),
+        (
+            "segment page",
+            f"/datasources/bench/segments/{Segment.make_id('bench', Interval.parse(day), version, 5)}",
+        ),
+    ]
+    selectors._timeline_cache.clear()
+    selectors._state_cache.clear()
+    t = time.perf_counter()
+    response = client.get(pages[0][1])
+    first_render = time.perf_counter() - t
+    assert response.status_code == 200
+    print(
+        f"dataSource page, first render in a fresh process (timeline and state built): {first_render * 1000:.0f} ms"
+    )
+    for label, path in pages:
+        times = []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            response = client.get(path)
+            times.append(time.perf_counter() - t)
+            assert response.status_code == 200, (path, response.status_code)
+        size = len(response.content)
+        print(
+            f"{label}: {_ms(times)}, HTML {size / 1024:.0f} KB"
+            f"  [target <= {300 if args.scale == 1 else 1000} ms, <= 500 KB]"
+        )
+    # the first render after a commit: timeline and console state follow it, not rebuilt
+    after_commit = []
+    for i in range(args.runs):
+        CommitLogEntry.objects.create(
+            datasource="bench",
+            kind=CommitKind.MARK_UNUSED if i % 2 == 0 else CommitKind.MARK_USED,
+            added=[] if i % 2 == 0 else list(some),
+            removed=list(some) if i % 2 == 0 else [],
+        )
+        Segment.objects.filter(id__in=list(some)).update(used=i % 2 == 1)
+        t = time.perf_counter()
+        assert client.get(pages[0][1]).status_code == 200
+        after_commit.append(time.perf_counter() - t)
+    print(f"dataSource page, first render after a new commit: {_ms(after_commit)}")
+    print(
+        f"ratios to the cold timeline build: page render / rebuild = "
+        f"{statistics.median(times) / statistics.median(cold):.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
