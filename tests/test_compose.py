@@ -119,7 +119,9 @@ def test_each_service_runs_its_command(services):
     assert "gunicorn console.wsgi:application" in web
     assert "--bind 0.0.0.0:8000" in web
     assert "collectstatic --noinput" in web
-    assert "celery -A console worker -P prefork -c 1 -Q strata" in command_words(services["worker"])
+    assert "celery -A console worker -P prefork -c $${STRATA_TASK_SLOTS} -Q strata" in (
+        command_words(services["worker"])
+    )
     assert "celery -A console beat" in command_words(services["beat"])
     assert "spark-class org.apache.spark.deploy.master.Master" in command_words(
         services["spark-master"]
@@ -207,3 +209,21 @@ def test_ci_runs_make_test_and_stops_on_failure():
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_ci_script_parses():
     subprocess.run(["bash", "-n", str(ROOT / ".ci" / "run")], check=True)
+
+
+def test_worker_runs_strata_task_slots_tasks_at_once_two_by_default(services):
+    # `$$` escapes compose's own interpolation: the shell expands the variable, which
+    # compose sets from the host's STRATA_TASK_SLOTS or 2; the web server reads the
+    # same value to show the slots.
+    for name in ("worker", "web"):
+        assert env_of(services[name])["STRATA_TASK_SLOTS"] == "${STRATA_TASK_SLOTS:-2}", name
+    assert "-c $${STRATA_TASK_SLOTS}" in command_words(services["worker"])
+
+
+def test_spark_cluster_runs_two_task_slots_side_by_side(services):
+    # Each slot is its own Spark application: one core each (not every core to the
+    # first), and the worker has the cores and memory for two default executors (1g).
+    assert "-Dspark.deploy.defaultCores=1" in env_of(services["spark-master"])["SPARK_MASTER_OPTS"]
+    worker_env = env_of(services["spark-worker"])
+    assert int(worker_env["SPARK_WORKER_CORES"]) >= 2
+    assert worker_env["SPARK_WORKER_MEMORY"] == "2g"

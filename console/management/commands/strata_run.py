@@ -144,6 +144,15 @@ class Child:
             self.pump.join(timeout=2)
 
 
+def worker_argv(python: str, *, queue: str, slots: int) -> list[str]:
+    """The Celery worker: one prefork child per task slot, each child its own Spark
+    driver (one SparkSession per process; README, "Task slots")."""
+    return [
+        python, "-m", "celery", "-A", "console", "worker", "-P", "prefork",
+        "-c", str(slots), "-Q", queue, "--loglevel", "INFO", "-n", "strata@%h",
+    ]  # fmt: skip
+
+
 class Command(BaseCommand):
     help = "Run Strata locally: Redis, Celery worker and beat, gunicorn, then the demo ingestion."
 
@@ -193,11 +202,9 @@ class Command(BaseCommand):
 
             python = sys.executable
             queue = settings.CELERY_TASK_DEFAULT_QUEUE
-            self._spawn(
-                "worker",
-                [python, "-m", "celery", "-A", "console", "worker", "-P", "prefork", "-c", "1",
-                 "-Q", queue, "--loglevel", "INFO", "-n", "strata@%h"],
-            )  # fmt: skip
+            slots = settings.STRATA_TASK_SLOTS
+            self.terminal.say(f"-- worker: {slots} task slots (STRATA_TASK_SLOTS)")
+            self._spawn("worker", worker_argv(python, queue=queue, slots=slots))
             self._spawn(
                 "beat",
                 [python, "-m", "celery", "-A", "console", "beat", "--loglevel", "INFO",
