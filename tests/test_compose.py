@@ -119,7 +119,7 @@ def test_each_service_runs_its_command(services):
     assert "gunicorn console.wsgi:application" in web
     assert "--bind 0.0.0.0:8000" in web
     assert "collectstatic --noinput" in web
-    assert "celery -A console worker -P prefork -c $${STRATA_TASK_SLOTS} -Q strata" in (
+    assert "celery -A console worker -P threads -c $${STRATA_TASK_SLOTS} -Q strata" in (
         command_words(services["worker"])
     )
     assert "celery -A console beat" in command_words(services["beat"])
@@ -220,10 +220,7 @@ def test_worker_runs_strata_task_slots_tasks_at_once_two_by_default(services):
     assert "-c $${STRATA_TASK_SLOTS}" in command_words(services["worker"])
 
 
-def test_spark_cluster_runs_two_task_slots_side_by_side(services):
-    # Each slot is its own Spark application: one core each (not every core to the
-    # first), and the worker has the cores and memory for two default executors (1g).
-    assert "-Dspark.deploy.defaultCores=1" in env_of(services["spark-master"])["SPARK_MASTER_OPTS"]
-    worker_env = env_of(services["spark-worker"])
-    assert int(worker_env["SPARK_WORKER_CORES"]) >= 2
-    assert worker_env["SPARK_WORKER_MEMORY"] == "2g"
+def test_task_slots_are_threads_sharing_one_spark_driver(services):
+    # One Spark application per worker container: the slots share its executors.
+    assert "-P threads" in command_words(services["worker"])
+    assert "SPARK_MASTER_OPTS" not in env_of(services["spark-master"])

@@ -145,10 +145,12 @@ class Child:
 
 
 def worker_argv(python: str, *, queue: str, slots: int) -> list[str]:
-    """The Celery worker: one prefork child per task slot, each child its own Spark
-    driver (one SparkSession per process; README, "Task slots")."""
+    """The Celery worker: one thread per task slot, all sharing the process's one
+    SparkSession (a FAIR scheduler pool per slot). Measured against one process
+    and JVM per slot, it takes half the memory for the same throughput (README,
+    "Task slots")."""
     return [
-        python, "-m", "celery", "-A", "console", "worker", "-P", "prefork",
+        python, "-m", "celery", "-A", "console", "worker", "-P", "threads",
         "-c", str(slots), "-Q", queue, "--loglevel", "INFO", "-n", "strata@%h",
     ]  # fmt: skip
 
