@@ -19,6 +19,7 @@ shows it (partial overshadowing), so a lost or duplicated row fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -55,8 +56,8 @@ SLOTS = 2
 # --- a worker with task slots ------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def slots_worker(django_db_setup, redis_url, strata_dirs, tmp_path_factory) -> Iterator[Worker]:
+@pytest.fixture(scope="module", name="slots_worker")
+def _slots_worker(django_db_setup, redis_url, strata_dirs, tmp_path_factory) -> Iterator[Worker]:
     """A real `celery -A console worker` laid out as `make run` lays it out for
     STRATA_TASK_SLOTS=2, on its own queue (the session's one-slot worker, if it
     runs, never sees these tasks). Tasks this process submits go to that queue
@@ -117,8 +118,8 @@ def slots_worker(django_db_setup, redis_url, strata_dirs, tmp_path_factory) -> I
         log.close()
 
 
-@pytest.fixture
-def slot_worker(slots_worker, transactional_db) -> Iterator[Worker]:
+@pytest.fixture(name="slot_worker")
+def _slot_worker(slots_worker, transactional_db) -> Iterator[Worker]:
     """The module's worker for one test; afterwards nothing of the test runs on it."""
     yield slots_worker
     from metastore import services
@@ -126,10 +127,8 @@ def slot_worker(slots_worker, transactional_db) -> Iterator[Worker]:
 
     leftover = list(Task.objects.filter(status__in=ACTIVE_STATUSES).values_list("id", flat=True))
     for task_id in leftover:
-        try:
+        with contextlib.suppress(services.ServiceError):
             services.task_cancel(task_id=task_id)
-        except services.ServiceError:
-            pass
     for task_id in leftover:
         _await_task(task_id, slots_worker, timeout=TASK_TIMEOUT_S, raise_on_timeout=False)
 
@@ -254,6 +253,33 @@ def task_spec(
     }
 
 
+def compaction_spec(
+    datasource: str,
+    *,
+    mode: str,
+    interval: str = DAY,
+    segments: list[str] | None = None,
+    priority: int | None = None,
+) -> dict:
+    """A `compact` task spec (SPEC §6) of `interval`, or of exactly `segments`,
+    in lock mode `mode`: what rows 3, 4, 5, 10 and 12 of SPEC §8 submit with
+    `Scenario.submit_spec` once the compact task runs."""
+    context = dict(MODES[mode])
+    if priority is not None:
+        context["priority"] = priority
+    input_spec = (
+        {"type": "segments", "segments": segments}
+        if segments is not None
+        else {"type": "interval", "interval": interval}
+    )
+    return {
+        "type": "compact",
+        "dataSource": datasource,
+        "ioConfig": {"type": "compact", "inputSpec": input_spec},
+        "context": context,
+    }
+
+
 # --- the driver ----------------------------------------------------------------------------
 
 
@@ -267,10 +293,17 @@ class Scenario:
     mode: str
     gate: Gate | None = None
     submitted: list[str] = field(default_factory=list)
+    seed_ids: list[str] = field(default_factory=list)  # visible before the scenario's tasks
 
     # -- tasks through the API
     def submit(self, rows: Rows, *, append: bool = True, **kw) -> str:
-        spec = task_spec(self.datasource, rows, mode=self.mode, append=append, **kw)
+        """Submit an append (or, with append=False, a replace) of `rows`."""
+        return self.submit_spec(
+            task_spec(self.datasource, rows, mode=self.mode, append=append, **kw)
+        )
+
+    def submit_spec(self, spec: dict) -> str:
+        """Submit any task spec (e.g. `compaction_spec(...)`) through the API."""
         response = self.api.post("/api/v1/tasks", spec, format="json")
         assert response.status_code == 201, response.content
         task_id = response.json()["task"]
@@ -318,7 +351,9 @@ class Scenario:
             time.sleep(0.05)
 
     def at_gate(self, *task_ids: str) -> None:
-        """Wait until each of `task_ids` that still runs waits at the gate."""
+        """Wait until each of `task_ids` that still runs waits at the gate. A task
+        has one thread, so it is one waiter at most: as many waiters as running
+        tasks means each one waits (list every running task of the dataSource)."""
 
         def ready() -> bool:
             from metastore.models import FINAL_STATUSES, Task

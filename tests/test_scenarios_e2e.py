@@ -10,11 +10,16 @@ it exists (the driver needs only a compaction spec builder for them).
 
 from __future__ import annotations
 
-import pytest
+import contextlib
+import os
+import random
+import time
+from collections import Counter
 from datetime import datetime
 
+import pytest
 from django.utils import timezone
-from e2e_driver import MODES, Rows, Scenario, slot_worker, slots_worker  # noqa: F401
+from e2e_driver import MODES, Rows, Scenario, _slot_worker, _slots_worker  # noqa: F401
 
 from metastore.models import Segment
 
@@ -38,6 +43,7 @@ def scenario(request, api_client, slot_worker):
         made.append(sc)
         sc.succeed(S1, append=False)  # s1 at v1
         sc.assert_visible(S1)
+        sc.seed_ids = list(S1.ids)
         return sc
 
     yield make
@@ -82,6 +88,23 @@ def test_row2_concurrent_appends_first_fails_in_spark_then_a_third(scenario, mod
     sc.assert_visible(S1, J2, J3)
 
 
+def test_row2_first_append_preempted_by_a_higher_priority_append(scenario):
+    # TC only: segment locks (SEG) and APPEND locks (CONC) of two appends never
+    # conflict, so nothing is preempted there.
+    sc = scenario("TC")
+    sc.hold_gate()
+    j1 = sc.submit(J1)
+    sc.at_gate(j1)
+    j2 = sc.submit(J2, priority=75)
+    sc.at_gate(j1, j2)
+    sc.open_gate()  # j1 takes its lock, then j2 (75 > 50) revokes it
+    failed = sc.assert_clean_failure(j1, "FAILED")
+    assert "preempted" in failed["error"] and j2 in failed["error"]
+    assert sc.wait(j2)["status"] == "SUCCESS"
+    sc.succeed(J3)
+    sc.assert_visible(S1, J2, J3)
+
+
 @modes
 def test_row6_replace_canceled_while_append_runs_keeps_s1_and_append(scenario, mode):
     sc = scenario(mode)
@@ -91,7 +114,7 @@ def test_row6_replace_canceled_while_append_runs_keeps_s1_and_append(scenario, m
     sc.hold_gate()
     if mode == "TC":
         assert sc.task(j)["status"] == "WAITING"  # equal priority: j waits for r's lock
-    sc.at_gate(r)
+    sc.at_gate(r, j)  # r at its allocation; j at its next step (or its next poll)
     asked = timezone.now()
     sc.cancel(r)
     # r's heartbeat after the cancel has told its worker to stop.
@@ -194,3 +217,57 @@ def test_third_task_stays_pending_while_two_hold_the_slots(scenario, api_client)
     for task_id in (first, second, third):
         assert sc.wait(task_id)["status"] == "SUCCESS"
     sc.assert_visible(S1, J1, J2, J3)
+
+
+# --- randomized histories through the real worker ---------------------------------------
+
+HISTORIES = int(os.environ.get("STRATA_E2E_HISTORIES", "1"))
+HISTORY_SEED = int(os.environ.get("STRATA_E2E_SEED", str(random.randrange(10**6))))
+
+
+def _replay(seed_ids, committed: list[tuple[int, bool, tuple[str, ...]]]) -> Counter:
+    """The serial replay, in commit order, of the committed tasks' change sets: an
+    append adds its rows; a replace of the DAY removes what was visible (its
+    input: under TC and SEG locks nothing commits between its lock and its
+    publish) and adds its own."""
+    rows = Counter(seed_ids)
+    for _, append, ids in sorted(committed):
+        if not append:
+            rows = Counter()
+        rows.update(ids)
+    return rows
+
+
+@pytest.mark.parametrize("mode", ["TC", "SEG"])
+def test_random_histories_equal_the_serial_replay(scenario, mode):
+    """Random appends and replaces, some failing in Spark and some canceled at a
+    random moment, submitted at random moments onto two slots; after each
+    history the visible rows equal the serial replay of the committed tasks.
+    STRATA_E2E_HISTORIES=N runs N per mode (default 1); STRATA_E2E_SEED repeats one."""
+    rng = random.Random(f"{HISTORY_SEED}-{mode}")
+    print(f"seed {HISTORY_SEED} (STRATA_E2E_SEED), {HISTORIES} histories")
+    started = time.monotonic()
+    sc = scenario(mode)  # each history goes on from what the previous one left
+    for n in range(HISTORIES):
+        tasks: dict[str, tuple[bool, Rows]] = {}
+        for k in range(rng.randint(3, 5)):
+            append = rng.random() < 0.65
+            hours = sorted(rng.sample(range(24), rng.randint(1, 3)))
+            rows = Rows.at_hours(f"h{n}t{k}", hours)
+            task_id = sc.submit(rows, append=append, malformed=rng.random() < 0.2)
+            tasks[task_id] = (append, rows)
+            if rng.random() < 0.2:
+                time.sleep(rng.uniform(0, 2))
+                with contextlib.suppress(AssertionError):  # it may have ended already
+                    sc.cancel(task_id)
+            time.sleep(rng.uniform(0, 1.5))
+        committed = []
+        for task_id, (append, rows) in tasks.items():
+            detail = sc.wait(task_id)
+            if detail["status"] == "SUCCESS":
+                committed.append((detail["report"]["commit"], append, rows.ids))
+            else:
+                sc.assert_clean_failure(task_id, detail["status"])
+        assert sc.visible_ids() == _replay(sc.seed_ids, committed), f"history {n}"
+        sc.seed_ids = list(sc.visible_ids().elements())
+    print(f"{HISTORIES} {mode} histories in {time.monotonic() - started:.0f} s")
