@@ -215,6 +215,7 @@ def task_spec(
     drop_existing: bool = False,
     malformed: bool = False,
     priority: int | None = None,
+    max_rows_per_segment: int | None = None,
 ) -> dict:
     """An index_parallel spec over inline JSON rows {ts, id}: an append
     (`appendToExisting: true`) or a replace, in lock mode `mode`."""
@@ -245,7 +246,8 @@ def task_spec(
             },
             "tuningConfig": {
                 "type": "index_parallel",
-                "partitionsSpec": {"type": "dynamic"},
+                "partitionsSpec": {"type": "dynamic"}
+                | ({"maxRowsPerSegment": max_rows_per_segment} if max_rows_per_segment else {}),
                 "maxParseExceptions": 0,
             },
         },
@@ -373,6 +375,22 @@ class Scenario:
     # -- what is visible
     def visible_ids(self) -> Counter:
         """Row ids visible through the timeline, counted (a duplicate counts twice)."""
+        return Counter(row_id for row_id, _ in self.visible_rows())
+
+    def visible_segments(self) -> dict[str, list]:
+        """{row id: [the visible Segment it is read from, ...]}."""
+        from metastore.models import Segment
+
+        rows = self.visible_rows()
+        segments = Segment.objects.in_bulk({seg_id for _, seg_id in rows})
+        out: dict[str, list] = {}
+        for row_id, seg_id in rows:
+            out.setdefault(row_id, []).append(segments[seg_id])
+        return out
+
+    def visible_rows(self) -> list[tuple[str, str]]:
+        """(row id, segment id) of every row visible through the timeline: each
+        segment's Parquet file read only where the timeline shows that segment."""
         from metastore import selectors
         from metastore.intervals import Interval
         from metastore.models import Segment
@@ -385,7 +403,7 @@ class Scenario:
                 "id", "location"
             )
         )
-        seen: Counter = Counter()
+        seen: list[tuple[str, str]] = []
         for piece, ref in pieces:
             if ref.tombstone:
                 continue
@@ -396,7 +414,7 @@ class Scenario:
 
                     t = t.replace(tzinfo=UTC)
                 if piece.start <= t < piece.end:
-                    seen[row["id"]] += 1
+                    seen.append((row["id"], ref.id))
         return seen
 
     def assert_visible(self, *groups: Rows | Iterable[str]) -> None:

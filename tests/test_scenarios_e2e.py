@@ -19,8 +19,16 @@ from datetime import datetime
 
 import pytest
 from django.utils import timezone
-from e2e_driver import MODES, Rows, Scenario, _slot_worker, _slots_worker  # noqa: F401
+from e2e_driver import (  # noqa: F401
+    MODES,
+    Rows,
+    Scenario,
+    _slot_worker,
+    _slots_worker,
+    compaction_spec,
+)
 
+from metastore import services
 from metastore.models import Segment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.django_db(transaction=True)]
@@ -175,6 +183,142 @@ def test_row11_replace_three_hours_with_drop_existing_overshadows_part_of_s1(sce
     sc.assert_visible(hours, untouched)
     tombstones = Segment.objects.filter(datasource__name=sc.datasource, tombstone=True)
     assert [(t.start.hour, t.end.hour) for t in tombstones] == [(2, 3)]
+
+
+# --- compaction rows (3, 4, 5, 10, 12) ----------------------------------------------------
+
+needs_compaction = pytest.mark.skipif(
+    "compact" not in services.tasks.SUPPORTED_TASK_TYPES,
+    reason="the compact task is not available on this branch (issue 11)",
+)
+
+
+def _creators(sc: Scenario, ids) -> set[str]:
+    """The tasks that created the visible segments the rows `ids` are read from."""
+    segments = sc.visible_segments()
+    return {seg.created_by_id for i in ids for seg in segments[i]}
+
+
+@needs_compaction
+@modes
+def test_row3_compaction_and_concurrent_append_both_succeed(scenario, mode):
+    sc = scenario(mode)
+    seed = _creators(sc, S1.ids)
+    sc.hold_gate()
+    c = sc.submit_spec(compaction_spec(sc.datasource, mode=mode))
+    sc.at_gate(c)
+    j = sc.submit(J1)
+    sc.at_gate(c, j)
+    sc.open_gate()
+    assert sc.wait(j)["status"] == "SUCCESS"
+    if mode == "TC":  # j (50) preempts c (25)
+        failed = sc.assert_clean_failure(c, "FAILED")
+        assert "preempted" in failed["error"]
+        assert _creators(sc, S1.ids) == seed
+    else:  # compact(s1) + j
+        assert sc.wait(c)["status"] == "SUCCESS"
+        assert _creators(sc, S1.ids) == {c}
+    sc.assert_visible(S1, J1)
+
+
+@needs_compaction
+@modes
+def test_row4_compaction_fails_while_an_append_runs(scenario, mode):
+    sc = scenario(mode)
+    seed = _creators(sc, S1.ids)
+    sc.hold_gate()
+    c = sc.submit_spec(compaction_spec(sc.datasource, mode=mode))
+    sc.at_gate(c)
+    j = sc.submit(J1)
+    sc.at_gate(c, j)
+    sc.open_gate()
+    sc.hold_gate()  # stop c again at its next step (TC: j has preempted it already)
+    sc.at_gate(c, j)
+    if sc.task(c)["status"] not in ("FAILED", "CANCELED"):
+        asked = timezone.now()
+        sc.cancel(c)
+        sc.until(
+            f"{c}'s worker saw the cancel",
+            lambda: (
+                sc.task(c)["status"] in ("FAILED", "CANCELED")
+                or datetime.fromisoformat(sc.task(c)["heartbeat_at"]) > asked
+            ),
+        )
+    sc.open_gate()
+    sc.assert_clean_failure(c, "FAILED" if mode == "TC" else "CANCELED")
+    assert sc.wait(j)["status"] == "SUCCESS"
+    assert _creators(sc, S1.ids) == seed  # s1 itself, never lost
+    sc.assert_visible(S1, J1)
+
+
+@needs_compaction
+@modes
+def test_row5_append_then_concurrent_compaction_both_succeed(scenario, mode):
+    sc = scenario(mode)
+    sc.hold_gate()
+    j = sc.submit(J1)
+    sc.at_gate(j)
+    c = sc.submit_spec(compaction_spec(sc.datasource, mode=mode))
+    sc.at_gate(j, c)
+    sc.open_gate()
+    assert sc.wait(j)["status"] == "SUCCESS"
+    assert sc.wait(c)["status"] == "SUCCESS"
+    sc.assert_visible(S1, J1)
+    assert _creators(sc, S1.ids) == {c}
+    if mode == "TC":  # c waited for j, then compacted s1 + j
+        assert _creators(sc, J1.ids) == {c}
+
+
+@needs_compaction
+@modes
+@pytest.mark.parametrize("first", ["compaction", "replace"])
+def test_row10_compaction_and_replace_either_order_never_compact_s1_over_r(scenario, mode, first):
+    sc = scenario(mode)
+    sc.hold_gate()
+    compact = compaction_spec(sc.datasource, mode=mode)
+    if first == "compaction":
+        c = sc.submit_spec(compact)
+        sc.at_gate(c)
+        r = sc.submit(R, append=False)
+        sc.at_gate(c, r)
+    else:
+        r = sc.submit(R, append=False)
+        sc.at_gate(r)
+        c = sc.submit_spec(compact)
+        sc.at_gate(r, c)
+    sc.open_gate()
+    assert sc.wait(r)["status"] == "SUCCESS"
+    outcome = sc.wait(c)
+    if first == "compaction":  # r (50) preempts c (25)
+        assert outcome["status"] == "FAILED" and "preempted" in outcome["error"]
+        sc.assert_clean_failure(c, "FAILED")
+    else:  # c waits, then compacts r
+        assert outcome["status"] == "SUCCESS", outcome["error"]
+        assert _creators(sc, R.ids) == {c}
+    sc.assert_visible(R)
+
+
+@needs_compaction
+@modes
+def test_row12_rewriting_one_of_two_segments_keeps_the_other_visible(scenario, mode):
+    sc = scenario(mode)
+    # The DAY again, as two segments of one version (12 rows each).
+    both = sc.succeed(S1, append=False, max_rows_per_segment=12)
+    two = list(Segment.objects.filter(created_by_id=both).order_by("partition"))
+    assert len(two) == 2
+    first, second = two
+    first_ids = {i for i, segs in sc.visible_segments().items() if segs[0].id == first.id}
+    c = sc.submit_spec(compaction_spec(sc.datasource, mode=mode, segments=[first.id]))
+    assert sc.wait(c)["status"] == "SUCCESS"
+    sc.assert_visible(S1)
+    segments = sc.visible_segments()
+    assert {segments[i][0].created_by_id for i in first_ids} == {c}  # s1 rewritten
+    rest = [segments[i][0] for i in S1.ids if i not in first_ids]
+    assert {seg.location for seg in rest} == {second.location}  # s2's file, never rewritten
+    if mode == "SEG":  # s1' at a higher minor version; s2 as it was
+        assert {seg.id for seg in rest} == {second.id}
+    else:  # s2 re-registered at the compaction's version
+        assert {seg.version for seg in rest} == {segments[next(iter(first_ids))][0].version}
 
 
 # --- task slots on the real worker -------------------------------------------------------
