@@ -7,12 +7,12 @@ and every appended row stays visible (CONC mode: APPEND and REPLACE locks). Not 
 Needs the `compact` task. Uses a scratch PostgreSQL database (it migrates it and
 adds a dataSource `late_data_<n>`), deep storage in a temporary directory, and
 starts its own worker the way `make run` does (`celery worker -P threads -c 2`,
-two task slots) on its own queue. It ingests `--rows` rows with ids into one DAY,
-then:
+two task slots) on its own queue. It ingests the same `--rows` rows with ids into
+one DAY of two dataSources, as 8 segments each, then:
 
-1. baseline: compacts the DAY with nothing else running;
-2. late data: compacts the DAY again while, on the other slot, an append of
-   `--append-rows` rows into that DAY is submitted every `--append-every`
+1. baseline: compacts the first one's DAY with nothing else running;
+2. late data: compacts the second one's DAY while, on the other slot, an append
+   of `--append-rows` rows into that DAY is submitted every `--append-every`
    seconds (each after the previous one ended), until the compaction ends.
 
 Printed: the compaction's duration under appends as a ratio to the baseline's,
@@ -71,7 +71,10 @@ def _schema(datasource: str) -> dict:
     }
 
 
-def _ingest_spec(datasource: str, source: dict, *, append: bool) -> dict:
+def _ingest_spec(
+    datasource: str, source: dict, *, append: bool, max_rows: int | None = None
+) -> dict:
+    partitions = {"type": "dynamic"} | ({"maxRowsPerSegment": max_rows} if max_rows else {})
     return {
         "type": "index_parallel",
         "spec": {
@@ -82,7 +85,11 @@ def _ingest_spec(datasource: str, source: dict, *, append: bool) -> dict:
                 "inputFormat": {"type": "json"},
                 "appendToExisting": append,
             },
-            "tuningConfig": {"type": "index_parallel", "maxParseExceptions": 0},
+            "tuningConfig": {
+                "type": "index_parallel",
+                "partitionsSpec": partitions,
+                "maxParseExceptions": 0,
+            },
         },
         "context": CONC,
     }
@@ -212,28 +219,35 @@ def main() -> None:
 
     worker = _start_worker(env, queue, work / "worker.log")
     try:
+        # The same base in two dataSources, as 8 segments each: the baseline compacts
+        # one alone, the other is compacted under late data.
         source = {"type": "local", "baseDir": str(work / "input"), "filter": "base.json"}
-        _run(_ingest_spec(datasource, source, append=False))
-        print(f"{args.rows:,} rows in {DAY} of {datasource}", flush=True)
+        alone = f"{datasource}_alone"
+        for name in (alone, datasource):
+            spec = _ingest_spec(name, source, append=False, max_rows=-(-args.rows // 8))
+            _run(spec)
+        print(f"{args.rows:,} rows in {DAY} of {alone} and of {datasource}", flush=True)
 
-        t = time.monotonic()
-        _run(_compact_spec(datasource))
-        baseline = time.monotonic() - t
-        print(f"baseline: compaction alone {baseline:.1f} s", flush=True)
+        base_task = _run(_compact_spec(alone))
+        baseline = (base_task.ended_at - base_task.started_at).total_seconds()
+        print(
+            f"baseline: compaction alone {baseline:.1f} s "
+            f"({base_task.report.get('segmentsPublished')} segments published)",
+            flush=True,
+        )
 
         compaction = services.task_submit(spec=_compact_spec(datasource)).id
         started = time.monotonic()
         appends = failed = 0
         during = 0
-        compaction_s = None
         k = 0
         while True:
             task = Task.objects.get(id=compaction)
             if task.status in FINAL_STATUSES:
                 if task.status != "SUCCESS":
                     raise SystemExit(f"the compaction ended {task.status}: {task.error}")
-                if compaction_s is None:
-                    compaction_s = (task.ended_at - task.started_at).total_seconds()
+                compaction_s = (task.ended_at - task.started_at).total_seconds()
+                published = task.report.get("segmentsPublished")
                 break
             rows = _rows(f"late{k}", args.append_rows, rng)
             k += 1
@@ -260,7 +274,8 @@ def main() -> None:
         duplicated = sum((visible - expected).values())
         print(
             f"under late data: compaction {compaction_s:.1f} s "
-            f"({compaction_s / baseline:.2f} x alone), while it ran {during} appends "
+            f"({compaction_s / baseline:.2f} x alone, {published} segments published), "
+            f"while it ran {during} appends "
             f"of {args.append_rows} rows committed ({during / wall:.2f} appends/s, "
             f"{appends} in all, {failed} failed)"
         )
