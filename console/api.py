@@ -213,6 +213,50 @@ class LockListView(APIView):
         return Response(LockOutput(locks, many=True).data)
 
 
+class SlotTaskOutput(serializers.Serializer):
+    slot = serializers.IntegerField(source="number")
+    task = serializers.CharField(source="task.id", allow_null=True, default=None)
+    status = serializers.CharField(source="task.status", allow_null=True, default=None)
+    type = serializers.CharField(source="task.type", allow_null=True, default=None)
+    datasource = serializers.CharField(source="task.datasource", allow_null=True, default=None)
+    phase = serializers.CharField(source="task.phase", allow_null=True, default=None)
+    worker = serializers.CharField(source="task.worker", allow_null=True, default=None)
+    started_at = serializers.DateTimeField(source="task.started_at", allow_null=True, default=None)
+    waiting_on = serializers.JSONField(source="task.waiting_on", allow_null=True, default=None)
+
+
+class PendingTaskOutput(serializers.Serializer):
+    task = serializers.CharField(source="id")
+    type = serializers.CharField()
+    datasource = serializers.CharField()
+    priority = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+
+class SlotsOutput(serializers.Serializer):
+    capacity = serializers.IntegerField()
+    busy = serializers.IntegerField()
+    free = serializers.IntegerField()
+    slots = SlotTaskOutput(many=True)
+    pending = PendingTaskOutput(many=True)
+    pending_count = serializers.IntegerField()
+    pending_reason = serializers.SerializerMethodField()
+
+    def get_pending_reason(self, obj) -> str | None:
+        if not obj.pending_count:
+            return None
+        return "no free task slot" if obj.pending_for_slot else "queued: a free slot picks it up"
+
+
+class SlotsView(APIView):
+    """Task slots (STRATA_TASK_SLOTS): which task holds each (RUNNING, or WAITING
+    for a lock), and the PENDING tasks queued because no slot is free."""
+
+    @extend_schema(responses=SlotsOutput)
+    def get(self, request):
+        return Response(SlotsOutput(selectors.task_slots()).data)
+
+
 class DataSourceViewSet(viewsets.ViewSet):
     lookup_value_regex = "[^/]+"
     lookup_field = "name"

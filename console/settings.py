@@ -11,6 +11,8 @@ Environment (documented in the README):
   STRATA_INPUT_ROOTS  default: $STRATA_DATA_DIR/input; os.pathsep-separated list of
                       directories a `local` input source may read
   STRATA_INTERMEDIARY_EXPIRY  seconds, default 600
+  STRATA_TASK_SLOTS   default: 2; tasks that run at the same time (the run command's
+                      worker concurrency: one process and one Spark driver per slot)
   DJANGO_SECRET_KEY   default: a development key (refused when DJANGO_DEBUG=0)
   DJANGO_DEBUG        default: 1
   DJANGO_ALLOWED_HOSTS default: *
@@ -59,6 +61,12 @@ STRATA_INTERMEDIARY_EXPIRY = int(os.environ.get("STRATA_INTERMEDIARY_EXPIRY", "6
 SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[2]")
 SPARK_SHUFFLE_PARTITIONS = int(os.environ.get("SPARK_SHUFFLE_PARTITIONS", "4"))
 SPARK_DRIVER_MEMORY = os.environ.get("SPARK_DRIVER_MEMORY", "2g")
+# Task slots (Druid's worker capacity): tasks that run at once. `make run` starts
+# a prefork worker with this concurrency (one process, one Spark driver per slot);
+# the console and GET /api/v1/slots show them. See the README for the measurements.
+STRATA_TASK_SLOTS = int(os.environ.get("STRATA_TASK_SLOTS", "2"))
+if STRATA_TASK_SLOTS < 1:
+    raise RuntimeError(f"STRATA_TASK_SLOTS must be 1 or more, not {STRATA_TASK_SLOTS}")
 # How often a running task heartbeats and checks for revocation / cancel (seconds).
 STRATA_HEARTBEAT_SECONDS = float(os.environ.get("STRATA_HEARTBEAT_SECONDS", "1"))
 

@@ -687,3 +687,82 @@ def commit_neighbours(*, datasource: str) -> tuple[int, int]:
         lo=Min("seq"), hi=Max("seq")
     )
     return agg["lo"] or 0, agg["hi"] or 0
+
+
+@dataclass(frozen=True)
+class TaskSlot:
+    """One task slot: the task that holds it (RUNNING, or WAITING for a lock), or None."""
+
+    number: int
+    task: Task | None
+
+
+@dataclass(frozen=True)
+class TaskSlots:
+    """Who holds the task slots, and the PENDING tasks queued for one.
+
+    A WAITING task holds its slot (its worker process waits for the lock); a
+    PENDING task has no slot yet. `pending_for_slot` says whether the PENDING
+    tasks wait because every slot is taken (rather than being about to start)."""
+
+    capacity: int
+    slots: list[TaskSlot]
+    pending: list[Task]
+    pending_count: int
+
+    @property
+    def busy(self) -> int:
+        return sum(1 for slot in self.slots if slot.task is not None)
+
+    @property
+    def free(self) -> int:
+        return len(self.slots) - self.busy
+
+    @property
+    def pending_for_slot(self) -> bool:
+        return self.pending_count > 0 and self.free == 0
+
+
+_SLOT_FIELDS = (
+    "id",
+    "type",
+    "datasource",
+    "status",
+    "priority",
+    "created_at",
+    "started_at",
+    "phase",
+    "progress",
+    "worker",
+    "waiting_on",
+    "waiting_since",
+)
+
+
+def task_slots(*, pending_limit: int = 50) -> TaskSlots:
+    """The STRATA_TASK_SLOTS slots with their tasks in start order, then the
+    PENDING tasks oldest first (at most `pending_limit`). Two queries.
+
+    The capacity is the configured STRATA_TASK_SLOTS; should more tasks run (more
+    workers than configured), every one is shown, in slots beyond it."""
+    from django.conf import settings
+
+    holders = list(
+        Task.objects.filter(status__in=(TaskStatus.RUNNING, TaskStatus.WAITING))
+        .only(*_SLOT_FIELDS)
+        .order_by("started_at", "id")
+    )
+    capacity = max(int(settings.STRATA_TASK_SLOTS), len(holders))
+    slots = [
+        TaskSlot(number=n + 1, task=holders[n] if n < len(holders) else None)
+        for n in range(capacity)
+    ]
+    pending_qs = Task.objects.filter(status=TaskStatus.PENDING).only(*_SLOT_FIELDS)
+    pending = list(pending_qs.order_by("created_at", "id")[: pending_limit + 1])
+    pending_count = len(pending) if len(pending) <= pending_limit else pending_qs.count()
+    return TaskSlots(
+        capacity=int(settings.STRATA_TASK_SLOTS),
+        slots=slots,
+        pending=pending[:pending_limit],
+        pending_count=pending_count,
+    )

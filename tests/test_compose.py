@@ -119,7 +119,9 @@ def test_each_service_runs_its_command(services):
     assert "gunicorn console.wsgi:application" in web
     assert "--bind 0.0.0.0:8000" in web
     assert "collectstatic --noinput" in web
-    assert "celery -A console worker -P prefork -c 1 -Q strata" in command_words(services["worker"])
+    assert "celery -A console worker -P threads -c $${STRATA_TASK_SLOTS} -Q strata" in (
+        command_words(services["worker"])
+    )
     assert "celery -A console beat" in command_words(services["beat"])
     assert "spark-class org.apache.spark.deploy.master.Master" in command_words(
         services["spark-master"]
@@ -207,3 +209,18 @@ def test_ci_runs_make_test_and_stops_on_failure():
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_ci_script_parses():
     subprocess.run(["bash", "-n", str(ROOT / ".ci" / "run")], check=True)
+
+
+def test_worker_runs_strata_task_slots_tasks_at_once_two_by_default(services):
+    # `$$` escapes compose's own interpolation: the shell expands the variable, which
+    # compose sets from the host's STRATA_TASK_SLOTS or 2; the web server reads the
+    # same value to show the slots.
+    for name in ("worker", "web"):
+        assert env_of(services[name])["STRATA_TASK_SLOTS"] == "${STRATA_TASK_SLOTS:-2}", name
+    assert "-c $${STRATA_TASK_SLOTS}" in command_words(services["worker"])
+
+
+def test_task_slots_are_threads_sharing_one_spark_driver(services):
+    # One Spark application per worker container: the slots share its executors.
+    assert "-P threads" in command_words(services["worker"])
+    assert "SPARK_MASTER_OPTS" not in env_of(services["spark-master"])

@@ -48,6 +48,9 @@ def get_spark(*, master: str | None = None, shuffle_partitions: int | None = Non
             .config("spark.hadoop.parquet.enable.summary-metadata", "false")
             .config("spark.sql.sources.partitionOverwriteMode", "static")
             .config("spark.sql.adaptive.enabled", "true")
+            # Task slots are threads sharing this session, each in its own FAIR
+            # scheduler pool, so one task's big job does not starve the others.
+            .config("spark.scheduler.mode", "FAIR")
             .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
         )
         _session = builder.getOrCreate()

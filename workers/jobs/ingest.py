@@ -150,17 +150,25 @@ def run_ingest(
     return result
 
 
+def _slot_pool() -> str:
+    return f"slot-{threading.current_thread().name}"
+
+
 @contextmanager
-def _job_group(spark, job_group: str):
-    """Put this thread's Spark jobs in `job_group` (thread-local in PySpark)."""
+def _job_group(spark, job_group: str, pool: str | None = None):
+    """Put this thread's Spark jobs in `job_group` (thread-local in PySpark), in the
+    FAIR scheduler pool `pool`, by default the calling thread's: one per task slot,
+    a bounded set of pools."""
     sc = spark.sparkContext
     sc.setJobGroup(job_group, f"strata task {job_group}", interruptOnCancel=True)
     sc.addJobTag(job_group)
+    sc.setLocalProperty("spark.scheduler.pool", pool or _slot_pool())
     try:
         yield
     finally:
         sc.removeJobTag(job_group)
         sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.scheduler.pool", None)
 
 
 # Options of every Parquet write into a task's own directory. Creating files is
@@ -403,9 +411,10 @@ class _TwoPhase(_Job):
         done = {"merges": 0, "requests": 0, "retries": 0}
         failed = threading.Event()
         merged: dict[tuple[int, int], str] = {}
+        pool = _slot_pool()  # merge threads run in the task slot's pool
 
         def run(task: _MergeTask) -> None:
-            with _job_group(self.spark, self.job_group):
+            with _job_group(self.spark, self.job_group, pool):
                 merge(task)
 
         def merge(task: _MergeTask) -> None:

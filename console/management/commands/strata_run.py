@@ -144,6 +144,17 @@ class Child:
             self.pump.join(timeout=2)
 
 
+def worker_argv(python: str, *, queue: str, slots: int) -> list[str]:
+    """The Celery worker: one thread per task slot, all sharing the process's one
+    SparkSession (a FAIR scheduler pool per slot). Measured against one process
+    and JVM per slot, it takes half the memory for the same throughput (README,
+    "Task slots")."""
+    return [
+        python, "-m", "celery", "-A", "console", "worker", "-P", "threads",
+        "-c", str(slots), "-Q", queue, "--loglevel", "INFO", "-n", "strata@%h",
+    ]  # fmt: skip
+
+
 class Command(BaseCommand):
     help = "Run Strata locally: Redis, Celery worker and beat, gunicorn, then the demo ingestion."
 
@@ -193,11 +204,9 @@ class Command(BaseCommand):
 
             python = sys.executable
             queue = settings.CELERY_TASK_DEFAULT_QUEUE
-            self._spawn(
-                "worker",
-                [python, "-m", "celery", "-A", "console", "worker", "-P", "prefork", "-c", "1",
-                 "-Q", queue, "--loglevel", "INFO", "-n", "strata@%h"],
-            )  # fmt: skip
+            slots = settings.STRATA_TASK_SLOTS
+            self.terminal.say(f"-- worker: {slots} task slots (STRATA_TASK_SLOTS)")
+            self._spawn("worker", worker_argv(python, queue=queue, slots=slots))
             self._spawn(
                 "beat",
                 [python, "-m", "celery", "-A", "console", "beat", "--loglevel", "INFO",

@@ -1,0 +1,14 @@
+"""The task slots fragment: `partials/task_slots.html`, refreshed every 2 s by HTMX
+wherever it is included (the locks page)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+
+from metastore import selectors
+
+
+@login_required
+def task_slots_fragment(request):
+    return render(request, "partials/task_slots.html", {"task_slots": selectors.task_slots()})
