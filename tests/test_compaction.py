@@ -537,3 +537,77 @@ def test_druid_compaction_tutorial_specs_are_accepted_unchanged(transactional_db
     for name in names:
         task = services.task_submit(spec=json.loads((specs / f"{name}.json").read_text()))
         assert task.type == "compact" and task.priority == 25, name
+
+
+# --- concurrent locks: an append committed during the compaction --------------------------------
+
+
+def test_concurrent_compaction_reads_as_of_its_lock_and_carries_a_later_append(
+    run_spec, monkeypatch
+):
+    """The compaction's REPLACE lock is granted first (taken for it through the
+    services, as its runner would), then an append commits under an APPEND lock,
+    then the compaction runs: it reads only what was committed before its lock and
+    its publish carries the append onto its version (same file, upgraded_from)."""
+    days = "2024-04-01/2024-04-03"
+    assert (
+        run_spec(ingest_spec("conc", events(["2024-04-01", "2024-04-02"]), intervals=[days])).status
+        == "SUCCESS"
+    )
+    before = visible_rows("conc", days)
+    spec = compact_spec("conc", days, context={"useConcurrentLocks": True})
+    compaction = services.task_submit(spec=spec)
+    assert services.task_claim(task_id=compaction.id, worker="pytest")
+    lock = services.lock_acquire(
+        task=compaction, interval=Interval.parse(days), lock_type="REPLACE"
+    )
+
+    extra = events(["2024-04-02"], hours=[7], page="late", added=1000)
+    appended = ingest_spec("conc", extra, intervals=[days], append=True)
+    appended["context"] = {"useConcurrentLocks": True}
+    append = run_spec(appended)
+    assert append.status == TaskStatus.SUCCESS, append.error
+
+    runner.run_task(compaction.id)
+    compaction.refresh_from_db()
+
+    assert compaction.status == TaskStatus.SUCCESS, compaction.error
+    new = Segment.objects.filter(created_by=compaction)
+    assert {s.version for s in new} == {lock.version}
+    carried = new.exclude(upgraded_from="").get()
+    assert carried.location == Segment.objects.get(created_by=append).location
+    rewritten = new.filter(upgraded_from="")
+    assert sum(s.num_rows for s in rewritten) == len(before)  # the append was not read
+    after = visible_rows("conc", days)
+    assert set(after["__segment"]) == {s.id for s in new}
+    assert int(after["count"].sum()) == int(before["count"].sum()) + len(extra)
+    assert int(after["added"].sum()) == int(before["added"].sum()) + sum(e["added"] for e in extra)
+
+
+def test_failed_compaction_leaves_the_original_segments_visible(run_spec, strata_dirs):
+    days = "2024-05-01/2024-05-02"
+    assert (
+        run_spec(ingest_spec("failing", events(["2024-05-01"]), intervals=[days])).status
+        == "SUCCESS"
+    )
+    before = visible_rows("failing", days)
+    # A partition dimension the segments do not have: the job fails after locking.
+    task = run_spec(
+        compact_spec(
+            "failing",
+            days,
+            tuningConfig={
+                "partitionsSpec": {
+                    "type": "hashed",
+                    "numShards": 2,
+                    "partitionDimensions": ["nope"],
+                }
+            },
+        )
+    )
+    assert task.status == TaskStatus.FAILED
+    assert "tuningConfig.partitionsSpec.partitionDimensions" in task.error and "nope" in task.error
+    assert not Segment.objects.filter(created_by=task).exists()
+    after = visible_rows("failing", days)
+    assert set(after["__segment"]) == set(before["__segment"])
+    assert_nothing_left_behind(task, strata_dirs)

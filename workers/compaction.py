@@ -180,9 +180,9 @@ def _time_chunk_locked(
         segment_granularity=granularity,
         intervals=intervals,
     )
-    if not named and _already_compacted(read, gran, intervals, inputs, plan):
+    if not named and _already_compacted(read, gran, inputs, plan):
         return _nothing_to_compact(
-            "already compacted: one segment per chunk in the requested shape",
+            "already compacted: every chunk is in the requested shape",
             target,
             timings,
             inputs=sorted(inputs),
@@ -304,19 +304,18 @@ def _read_locked(
     read.keep += [timeline.get(i) for i in sorted(keep_ids)]
 
 
-def _already_compacted(read, gran, intervals, inputs, plan: Plan) -> bool:
-    """Every output chunk already holds exactly one fully visible segment of that
-    chunk, written by a compaction in the shape asked for."""
-    by_chunk: dict[Interval, set[str]] = {}
+def _already_compacted(read: _Read, gran: Granularity, inputs, plan: Plan) -> bool:
+    """Every output chunk is already one whole visible chunk of that granularity,
+    all of whose segments a compaction wrote in the shape asked for."""
+    by_chunk: dict[Interval, list[SegmentRef]] = {}
     for piece, ref in read.pieces:
-        if ref.interval != gran.bucket(ref.interval.start):
-            return False
-        by_chunk.setdefault(ref.interval, set()).add(ref.id)
-        if piece != ref.interval:  # partly visible (or cut by the lock interval)
-            return False
+        if ref.interval != gran.bucket(ref.interval.start) or piece != ref.interval:
+            return False  # another granularity, or partly visible
+        by_chunk.setdefault(ref.interval, []).append(ref)
     return all(
-        len(ids) == 1 and inputs[next(iter(ids))].compaction_state == plan.compaction_state
-        for ids in by_chunk.values()
+        len({r.version for r in refs}) == 1
+        and all(inputs[r.id].compaction_state == plan.compaction_state for r in refs)
+        for refs in by_chunk.values()
     )
 
 
