@@ -611,3 +611,32 @@ def test_failed_compaction_leaves_the_original_segments_visible(run_spec, strata
     after = visible_rows("failing", days)
     assert set(after["__segment"]) == set(before["__segment"])
     assert_nothing_left_behind(task, strata_dirs)
+
+
+# --- the data migration -----------------------------------------------------------------------
+
+
+def test_data_migration_derives_schema_of_older_segments_from_their_task_spec(run_spec):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("metastore.migrations.0006_segment_schema_data")
+    typed = run_spec(
+        ingest_spec("old", events(["2024-06-01"]), intervals=["2024-06-01/2024-06-02"])
+    )
+    schemaless = ingest_spec("old", events(["2024-06-02"]), intervals=["2024-06-02/2024-06-03"])
+    schemaless["spec"]["dataSchema"]["dimensionsSpec"] = {"dimensions": []}
+    discovered = run_spec(schemaless)
+    assert typed.status == discovered.status == TaskStatus.SUCCESS
+    recorded = dict(Segment.objects.values_list("id", "schema"))
+    # As if published before schemas were recorded (a test may write the rows directly).
+    Segment.objects.update(schema={})
+
+    migration.derive_schemas(apps, None)
+
+    derived = dict(Segment.objects.values_list("id", "schema"))
+    assert derived == recorded
+    by_task = {s.created_by_id: s.schema for s in Segment.objects.all()}
+    assert {d["name"] for d in by_task[discovered.id]["dimensions"]} == {"page", "ns"}
+    assert by_task[discovered.id]["metrics"] == by_task[typed.id]["metrics"]
