@@ -640,3 +640,11 @@ def test_data_migration_derives_schema_of_older_segments_from_their_task_spec(ru
     by_task = {s.created_by_id: s.schema for s in Segment.objects.all()}
     assert {d["name"] for d in by_task[discovered.id]["dimensions"]} == {"page", "ns"}
     assert by_task[discovered.id]["metrics"] == by_task[typed.id]["metrics"]
+
+
+def test_naming_a_segment_that_is_not_used_fails_naming_the_field(run_spec):
+    task = run_spec(compact_spec("ghost", segments=["ghost_2024-01-01T00:00:00.000Z_x_v1"]))
+    assert task.status == TaskStatus.FAILED
+    assert task.error.startswith("invalid spec: ioConfig.inputSpec.segments: ghost_")
+    assert "is not a used segment of dataSource 'ghost'" in task.error
+    assert not Segment.objects.exists() and not TaskLock.objects.exists()
