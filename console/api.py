@@ -119,6 +119,8 @@ class SegmentOutput(serializers.Serializer):
     used = serializers.BooleanField(source="segment.used")
     created_by = serializers.CharField(source="segment.created_by_id", allow_null=True)
     upgraded_from = serializers.CharField(source="segment.upgraded_from")
+    schema = serializers.JSONField(source="segment.schema")
+    compaction_state = serializers.JSONField(source="segment.compaction_state", allow_null=True)
     status = serializers.CharField()
     complete = serializers.BooleanField()
     visible_intervals = serializers.SerializerMethodField()

@@ -138,6 +138,12 @@ class Segment(models.Model):
     )
     upgraded_from = models.CharField(max_length=512, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+    # What the segment holds (metastore.schema): dimensions with types, metrics with
+    # the aggregators that combine them, rollup, queryGranularity.
+    schema = models.JSONField(default=dict, blank=True)
+    # Druid's lastCompactionState, on segments a compaction wrote: partitionsSpec,
+    # dimensionsSpec, metricsSpec, granularitySpec, transformSpec.
+    compaction_state = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["start", "version", "partition"]

@@ -140,6 +140,7 @@ class TaskSpec:
     ingestion: IngestionSpec | None = None
     interval: Interval | None = None  # kill / compact(interval)
     segment_ids: tuple[str, ...] = ()  # compact(segments)
+    compaction: CompactionSpec | None = None
     raw: dict = field(default_factory=dict, compare=False)
 
 
@@ -374,7 +375,11 @@ def _input_spec(io: dict, input_roots: list[Path]) -> InputSpec:
             )
             if fmt_obj.get("columns") is not None:
                 cols = fmt_obj["columns"]
-                if not isinstance(cols, list) or not cols or not all(isinstance(c, str) for c in cols):
+                if (
+                    not isinstance(cols, list)
+                    or not cols
+                    or not all(isinstance(c, str) for c in cols)
+                ):
                     raise SpecError(f"{fmt_path}.columns", "must be a non-empty list of names")
                 if fmt_obj.get("findColumnsFromHeader") is True:
                     raise SpecError(
@@ -552,13 +557,13 @@ def _partitions(tuning: dict) -> PartitionsSpec:
             )
         target = target or max_rows
         if num_shards and target:
-            raise SpecError(
-                f"{path}.numShards", "give numShards or targetRowsPerSegment, not both"
-            )
+            raise SpecError(f"{path}.numShards", "give numShards or targetRowsPerSegment, not both")
         return PartitionsSpec(
             type="hashed",
             num_shards=num_shards,
-            target_rows_per_segment=None if num_shards else (target or DEFAULT_MAX_ROWS_PER_SEGMENT),
+            target_rows_per_segment=None
+            if num_shards
+            else (target or DEFAULT_MAX_ROWS_PER_SEGMENT),
             partition_dimensions=dims("partitionDimensions"),
         )
     # range / single_dim
@@ -566,7 +571,13 @@ def _partitions(tuning: dict) -> PartitionsSpec:
         _allow(
             ps,
             path,
-            {"type", "targetRowsPerSegment", "maxRowsPerSegment", "partitionDimension", "assumeGrouped"},
+            {
+                "type",
+                "targetRowsPerSegment",
+                "maxRowsPerSegment",
+                "partitionDimension",
+                "assumeGrouped",
+            },
         )
         single = ps.get("partitionDimension")
         if not isinstance(single, str) or not single:
@@ -578,7 +589,13 @@ def _partitions(tuning: dict) -> PartitionsSpec:
         _allow(
             ps,
             path,
-            {"type", "targetRowsPerSegment", "maxRowsPerSegment", "partitionDimensions", "assumeGrouped"},
+            {
+                "type",
+                "targetRowsPerSegment",
+                "maxRowsPerSegment",
+                "partitionDimensions",
+                "assumeGrouped",
+            },
         )
         partition_dims = dims("partitionDimensions")
         if not partition_dims:
@@ -589,7 +606,8 @@ def _partitions(tuning: dict) -> PartitionsSpec:
     max_rows = _int(ps, "maxRowsPerSegment", path, None, minimum=1)
     if target and max_rows:
         raise SpecError(
-            f"{path}.targetRowsPerSegment", "give targetRowsPerSegment or maxRowsPerSegment, not both"
+            f"{path}.targetRowsPerSegment",
+            "give targetRowsPerSegment or maxRowsPerSegment, not both",
         )
     return PartitionsSpec(
         type="range",
@@ -647,7 +665,9 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
     metric_names = {m.name for m in metrics}
     for d in dims:
         if d.name in metric_names:
-            raise SpecError("spec.dataSchema.metricsSpec", f"{d.name!r} is both a dimension and a metric")
+            raise SpecError(
+                "spec.dataSchema.metricsSpec", f"{d.name!r} is both a dimension and a metric"
+            )
         if d.name == "__time":
             raise SpecError("spec.dataSchema.dimensionsSpec.dimensions", "__time is reserved")
 
@@ -683,7 +703,9 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
     _allow(transform, tpath, {"filter", "transforms"})
     if transform.get("transforms"):
         raise SpecError(f"{tpath}.transforms", "expression transforms are not supported")
-    flt = validate_filter(transform["filter"], f"{tpath}.filter") if transform.get("filter") else None
+    flt = (
+        validate_filter(transform["filter"], f"{tpath}.filter") if transform.get("filter") else None
+    )
 
     io_path = "spec.ioConfig"
     io = _obj(spec.get("ioConfig"), io_path)
@@ -730,9 +752,7 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
                 "forceGuaranteedRollup requires hashed, range or single_dim partitioning",
             )
         if intervals is None:
-            raise SpecError(
-                f"{gpath}.intervals", "are required when forceGuaranteedRollup is true"
-            )
+            raise SpecError(f"{gpath}.intervals", "are required when forceGuaranteedRollup is true")
     if append and partitions.type != "dynamic":
         raise SpecError(
             f"{io_path}.appendToExisting",
@@ -782,7 +802,9 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
         max_parse_exceptions=_int(tuning, "maxParseExceptions", tun_path, UNLIMITED),
         max_saved_parse_exceptions=_int(tuning, "maxSavedParseExceptions", tun_path, 10),
         max_retry=_int(tuning, "maxRetry", tun_path, 3),
-        max_num_concurrent_subtasks=_int(tuning, "maxNumConcurrentSubTasks", tun_path, 1, minimum=1),
+        max_num_concurrent_subtasks=_int(
+            tuning, "maxNumConcurrentSubTasks", tun_path, 1, minimum=1
+        ),
         total_num_merge_tasks=_int(tuning, "totalNumMergeTasks", tun_path, 10, minimum=1),
     )
 
@@ -824,39 +846,259 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
             interval=_interval(raw.get("interval"), "interval"),
             raw=raw,
         )
-    # compact: validated fully by the compaction issue; its shape is checked here.
-    _allow(
-        raw,
-        "",
-        {
-            "type",
-            "id",
-            "dataSource",
-            "ioConfig",
-            "granularitySpec",
-            "dimensionsSpec",
-            "metricsSpec",
-            "tuningConfig",
-            "context",
-        },
+    compaction = _compaction(raw)
+    return TaskSpec(
+        type="compact",
+        datasource=compaction.datasource,
+        context=context,
+        interval=compaction.interval,
+        segment_ids=compaction.segment_ids,
+        compaction=compaction,
+        raw=raw,
     )
+
+
+# --- compact ----------------------------------------------------------------------
+
+COMPACT_TOP_LEVEL = {
+    "type",
+    "id",
+    "groupId",
+    "resource",
+    "dataSource",
+    "ioConfig",
+    "interval",  # Druid's legacy form of ioConfig.inputSpec {type: interval}
+    "segments",  # Druid's legacy form of ioConfig.inputSpec {type: segments}
+    "segmentGranularity",  # Druid's legacy form of granularitySpec.segmentGranularity
+    "granularitySpec",
+    "dimensionsSpec",
+    "metricsSpec",
+    "transformSpec",
+    "tuningConfig",
+    "context",
+}
+COMPACT_TUNING = {
+    "type",
+    "partitionsSpec",
+    "forceGuaranteedRollup",
+    "maxRowsPerSegment",
+    "maxTotalRows",
+    "maxRowsInMemory",
+    "maxBytesInMemory",
+    "forceExtendableShardSpecs",
+    "maxNumConcurrentSubTasks",
+    "totalNumMergeTasks",
+    "maxRetry",
+    "maxParseExceptions",
+    "maxSavedParseExceptions",
+    "logParseExceptions",
+    "maxPendingPersists",
+    "splitHintSpec",
+}
+
+
+@dataclass(frozen=True)
+class CompactionSpec:
+    """A validated `compact` task. None means "as the input segments are"."""
+
+    datasource: str
+    interval: Interval | None  # inputSpec {type: interval}
+    segment_ids: tuple[str, ...]  # inputSpec {type: segments}
+    segment_granularity: str | None
+    query_granularity: str | None
+    rollup: bool | None
+    dimensions: tuple[Dimension, ...] | None
+    dimension_exclusions: tuple[str, ...]
+    metrics: tuple[Metric, ...] | None
+    filter: dict | None
+    partitions: PartitionsSpec
+    drop_existing: bool = True
+    store_compaction_state: bool = True
+    max_retry: int = 3
+    max_num_concurrent_subtasks: int = 1
+    total_num_merge_tasks: int = 10
+
+
+def _moved(path_from: str, path_to: str, check):
+    """Run a shared validator written for ingestion specs, naming fields where they
+    are in a compact spec."""
+    try:
+        return check()
+    except SpecError as exc:
+        field_name = exc.field
+        if field_name.startswith(path_from):
+            field_name = path_to + field_name[len(path_from) :]
+        raise SpecError(field_name, exc.message) from None
+
+
+def _compact_input(raw: dict) -> tuple[Interval | None, tuple[str, ...]]:
+    legacy = [k for k in ("interval", "segments") if raw.get(k) is not None]
+    io = _obj(raw.get("ioConfig"), "ioConfig", required=False)
+    if io:
+        _allow(io, "ioConfig", {"type", "inputSpec", "allowNonAlignedInterval", "dropExisting"})
+        if io.get("type", "compact") != "compact":
+            raise SpecError("ioConfig.type", f"must be compact, got {io.get('type')!r}")
+        _bool(io, "allowNonAlignedInterval", "ioConfig", False)
+        if legacy:
+            raise SpecError(legacy[0], "give the input in ioConfig.inputSpec or here, not both")
+        spec = _obj(io.get("inputSpec"), "ioConfig.inputSpec")
+        kind = spec.get("type")
+        if kind == "interval":
+            _allow(spec, "ioConfig.inputSpec", {"type", "interval"})
+            return _interval(spec.get("interval"), "ioConfig.inputSpec.interval"), ()
+        if kind == "segments":
+            _allow(spec, "ioConfig.inputSpec", {"type", "segments"})
+            return None, _segment_ids(spec.get("segments"), "ioConfig.inputSpec.segments")
+        raise SpecError(
+            "ioConfig.inputSpec.type", f"unknown input spec {kind!r}; accepted: interval, segments"
+        )
+    if len(legacy) == 2:
+        raise SpecError("segments", "give interval or segments, not both")
+    if legacy == ["interval"]:
+        return _interval(raw["interval"], "interval"), ()
+    if legacy == ["segments"]:
+        return None, _segment_ids(raw["segments"], "segments")
+    raise SpecError(
+        "ioConfig.inputSpec",
+        "is required: {type: interval, interval: ...} or {type: segments, segments: [ids]}",
+    )
+
+
+def _segment_ids(value: Any, path: str) -> tuple[str, ...]:
+    if isinstance(value, list):  # Druid's legacy form lists segment objects
+        value = [v.get("id") if isinstance(v, dict) else v for v in value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise SpecError(path, "must be a non-empty list of segment ids")
+    if len(set(value)) != len(value):
+        raise SpecError(path, "lists a segment twice")
+    return tuple(value)
+
+
+def _compaction(raw: dict) -> CompactionSpec:
+    _allow(raw, "", COMPACT_TOP_LEVEL)
     datasource = _datasource_name(raw.get("dataSource"), "dataSource")
-    io = _obj(raw.get("ioConfig"), "ioConfig")
-    input_spec = _obj(io.get("inputSpec"), "ioConfig.inputSpec")
-    ikind = input_spec.get("type")
-    if ikind == "interval":
-        return TaskSpec(
-            type="compact",
-            datasource=datasource,
-            context=context,
-            interval=_interval(input_spec.get("interval"), "ioConfig.inputSpec.interval"),
-            raw=raw,
+    interval, segment_ids = _compact_input(raw)
+    io = raw.get("ioConfig") or {}
+    drop_existing = _bool(io, "dropExisting", "ioConfig", True)
+
+    gpath = "granularitySpec"
+    gran = _obj(raw.get(gpath), gpath, required=False)
+    _allow(gran, gpath, {"type", "segmentGranularity", "queryGranularity", "rollup"})
+    if raw.get("segmentGranularity") is not None and gran.get("segmentGranularity") is not None:
+        raise SpecError(
+            "segmentGranularity", "give it here or in granularitySpec.segmentGranularity, not both"
         )
-    if ikind == "segments":
-        segs = input_spec.get("segments")
-        if not isinstance(segs, list) or not segs or not all(isinstance(s, str) for s in segs):
-            raise SpecError("ioConfig.inputSpec.segments", "must be a non-empty list of segment ids")
-        return TaskSpec(
-            type="compact", datasource=datasource, context=context, segment_ids=tuple(segs), raw=raw
+    segment_granularity = None
+    if gran.get("segmentGranularity") is not None:
+        segment_granularity = _granularity(
+            gran["segmentGranularity"], f"{gpath}.segmentGranularity", default="DAY"
         )
-    raise SpecError("ioConfig.inputSpec.type", f"unknown {ikind!r}; accepted: interval, segments")
+        where = f"{gpath}.segmentGranularity"
+    elif raw.get("segmentGranularity") is not None:
+        segment_granularity = _granularity(
+            raw["segmentGranularity"], "segmentGranularity", default="DAY"
+        )
+        where = "segmentGranularity"
+    if segment_granularity == "NONE":
+        raise SpecError(where, "NONE is only a query granularity")
+    query_granularity = None
+    if gran.get("queryGranularity") is not None:
+        query_granularity = _granularity(
+            gran["queryGranularity"], f"{gpath}.queryGranularity", default="NONE"
+        )
+        if segment_granularity and not _divides(query_granularity, segment_granularity):
+            raise SpecError(
+                f"{gpath}.queryGranularity",
+                f"{query_granularity} does not divide segmentGranularity {segment_granularity}",
+            )
+    rollup = _bool(gran, "rollup", gpath, True) if gran.get("rollup") is not None else None
+
+    dimensions = None
+    exclusions: tuple[str, ...] = ()
+    if raw.get("dimensionsSpec") is not None:
+        _obj(raw["dimensionsSpec"], "dimensionsSpec")
+        dims, exclusions = _moved(
+            "spec.dataSchema.dimensionsSpec",
+            "dimensionsSpec",
+            lambda: _dimensions({"dimensionsSpec": raw["dimensionsSpec"]}),
+        )
+        dimensions = dims or None  # empty: the inputs' dimensions
+    metrics = None
+    if raw.get("metricsSpec") is not None:
+        metrics = _moved(
+            "spec.dataSchema.metricsSpec",
+            "metricsSpec",
+            lambda: _metrics({"metricsSpec": raw["metricsSpec"]}),
+        )
+    if dimensions is not None and metrics is not None:
+        both = {d.name for d in dimensions} & {m.name for m in metrics}
+        if both:
+            raise SpecError("metricsSpec", f"{sorted(both)[0]!r} is both a dimension and a metric")
+
+    tpath = "transformSpec"
+    transform = _obj(raw.get(tpath), tpath, required=False)
+    _allow(transform, tpath, {"filter", "transforms"})
+    if transform.get("transforms"):
+        raise SpecError(f"{tpath}.transforms", "expression transforms are not supported")
+    flt = (
+        validate_filter(transform["filter"], f"{tpath}.filter") if transform.get("filter") else None
+    )
+
+    tun_path = "tuningConfig"
+    tuning = _obj(raw.get(tun_path), tun_path, required=False)
+    _allow(tuning, tun_path, COMPACT_TUNING)
+    legacy_max_rows = _int(tuning, "maxRowsPerSegment", tun_path, None, minimum=1)
+    if tuning.get("partitionsSpec") is None and legacy_max_rows is not None:
+        # Druid's legacy tuningConfig.maxRowsPerSegment: dynamic partitioning.
+        tuning = {
+            **tuning,
+            "partitionsSpec": {"type": "dynamic", "maxRowsPerSegment": legacy_max_rows},
+        }
+    partitions = _moved(
+        "spec.tuningConfig",
+        tun_path,
+        lambda: _partitions({"partitionsSpec": tuning.get("partitionsSpec")}),
+    )
+    force_rollup = _bool(tuning, "forceGuaranteedRollup", tun_path, partitions.type != "dynamic")
+    if force_rollup and partitions.type == "dynamic":
+        raise SpecError(
+            f"{tun_path}.forceGuaranteedRollup",
+            "requires hashed, range or single_dim partitioning (tuningConfig.partitionsSpec)",
+        )
+    if not force_rollup and partitions.type != "dynamic":
+        raise SpecError(
+            f"{tun_path}.forceGuaranteedRollup",
+            f"must be true with {partitions.type} partitioning (as in Druid)",
+        )
+    if dimensions is not None:
+        known = {d.name for d in dimensions}
+        for i, name in enumerate(partitions.partition_dimensions):
+            if name not in known:
+                raise SpecError(
+                    f"{tun_path}.partitionsSpec.partitionDimensions[{i}]",
+                    f"{name!r} is not among dimensionsSpec.dimensions",
+                )
+    context = raw.get("context") if isinstance(raw.get("context"), dict) else {}
+    store = context.get("storeCompactionState", True)
+    if not isinstance(store, bool):
+        raise SpecError("context.storeCompactionState", "must be true or false")
+    return CompactionSpec(
+        datasource=datasource,
+        interval=interval,
+        segment_ids=segment_ids,
+        segment_granularity=segment_granularity,
+        query_granularity=query_granularity,
+        rollup=rollup,
+        dimensions=dimensions,
+        dimension_exclusions=exclusions,
+        metrics=metrics,
+        filter=flt,
+        partitions=partitions,
+        drop_existing=drop_existing,
+        store_compaction_state=store,
+        max_retry=_int(tuning, "maxRetry", tun_path, 3),
+        max_num_concurrent_subtasks=_int(
+            tuning, "maxNumConcurrentSubTasks", tun_path, 1, minimum=1
+        ),
+        total_num_merge_tasks=_int(tuning, "totalNumMergeTasks", tun_path, 10, minimum=1),
+    )

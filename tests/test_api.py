@@ -323,6 +323,8 @@ def segment_json(
         "used": used,
         "created_by": published.task_id,
         "upgraded_from": "",
+        "schema": {},
+        "compaction_state": None,
         "status": status,
         "complete": complete,
         "visible_intervals": [iv(v) for v in visible],

@@ -22,6 +22,7 @@ from metastore import locking, selectors, services
 from metastore.intervals import Granularity, Interval
 from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
 from metastore.specs import IngestionSpec, SpecError
+from workers.jobs.compact import file_schema
 from workers.jobs.ingest import (
     MergeFailed,
     ParseExceptionsExceeded,
@@ -214,6 +215,8 @@ def run_task(task_id: str) -> None:
     try:
         if task.type == "index_parallel":
             report = _run_index(task, monitor, moved)
+        elif task.type == "compact":
+            report = _run_compaction(task, monitor, moved)
         elif task.type == "kill":
             monitor.set_phase("killing", 0.1, 0.0)
             report = run_kill(task)
@@ -243,6 +246,12 @@ def run_task(task_id: str) -> None:
             raise
     finally:
         shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)
+
+
+def _run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
+    from workers.compaction import run_compaction  # it builds on this module's helpers
+
+    return run_compaction(task, monitor, moved)
 
 
 def _group_job_ids(group: str) -> list[int]:
@@ -398,6 +407,12 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
             target_dir = deep_storage_dir(task.datasource, chunk, alloc.version, partition)
             target_dir.mkdir(parents=True, exist_ok=True)
             target = target_dir / "data.parquet"
+            schema = file_schema(
+                seg.path,
+                metrics=spec.metrics,
+                rollup=spec.rollup,
+                query_granularity=spec.query_granularity,
+            )
             moved.append(target_dir)
             shutil.move(seg.path, target)
             new_segments.append(
@@ -410,6 +425,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
                     num_rows=seg.num_rows,
                     size_bytes=seg.size_bytes,
                     shard_spec=_shard_spec(seg.shard_spec, partition, alloc.core_partitions),
+                    schema=schema,
                 )
             )
     if spec.drop_existing:

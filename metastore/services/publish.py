@@ -47,6 +47,8 @@ class NewSegment:
     atomic_update_group: tuple[int, ...] | None = None
     tombstone: bool = False
     upgraded_from: str = ""
+    schema: dict = field(default_factory=dict)  # metastore.schema: what the segment holds
+    compaction_state: dict | None = None  # on a compaction's output: its lastCompactionState
 
 
 def segments_publish(
@@ -167,6 +169,8 @@ def _segment_row(ds: DataSource, task: Task, seg: NewSegment, roots, aug) -> Seg
         used=True,
         created_by=task,
         upgraded_from=seg.upgraded_from,
+        schema=seg.schema,
+        compaction_state=seg.compaction_state,
     )
 
 
@@ -192,6 +196,8 @@ def _copy_onto(
         used=True,
         created_by=task,
         upgraded_from=source.upgraded_from or source.id,
+        schema=source.schema,
+        compaction_state=source.compaction_state,
     )
 
 

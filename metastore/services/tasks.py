@@ -27,7 +27,7 @@ from metastore.specs import SpecError, TaskSpec, validate_task_spec
 
 # --- tasks --------------------------------------------------------------------
 
-SUPPORTED_TASK_TYPES = ("index_parallel", "kill")
+SUPPORTED_TASK_TYPES = ("index_parallel", "compact", "kill")
 
 
 def task_validate(*, spec: dict) -> TaskSpec:

@@ -1,0 +1,582 @@
+"""Running a claimed `compact` task: plan, lock, read what was visible, rewrite, publish.
+
+The shape follows ingestion (`workers.runner`): locks and publish go through
+`metastore.services`, the Spark job (`workers.jobs.compact`) never touches the
+ORM, and whatever happens the runner ends the task with its locks released and
+its intermediary directory and unpublished files removed.
+
+Two ways to lock (SPEC §5):
+
+- time-chunk locks (default; `useConcurrentLocks` makes them REPLACE locks):
+  the input interval widened to the output segment granularity is locked, each
+  locked interval is read exactly as it was visible when its lock was granted,
+  and the output gets a new major version. With `inputSpec.segments`, visible
+  segments of those chunks that were not named are re-registered at the new
+  version (same file, `upgraded_from` set) instead of being hidden (SPEC §8
+  row 12); those that cannot be (another interval, partly visible) are read and
+  rewritten with the rest.
+- segment locks (`forceTimeChunkLock: false`, keeping the granularity): each
+  input segment is locked alone and every chunk is rewritten inside itself,
+  same major version, next minor version; segments not read stay visible.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from metastore import locking, selectors, services
+from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval
+from metastore.models import DataSource, Segment, Task, TaskLock
+from metastore.specs import CompactionSpec, SpecError
+from metastore.timeline import SegmentRef, Timeline
+from workers.jobs.compact import Plan, compaction_plan, file_schema, run_compaction_job
+from workers.jobs.ingest import SourcePiece
+from workers.runner import (
+    _TWO_PHASE_SPANS,
+    Monitor,
+    _lock_intervals,
+    _shard_spec,
+    _TaskProgress,
+    deep_storage_dir,
+    intermediary_dir,
+)
+from workers.spark import get_spark
+
+_SINGLE_PASS_SPANS = {"phase 1": (0.05, 0.8)}
+
+
+@dataclass
+class _Read:
+    """What a compaction reads and keeps, as of its locks."""
+
+    pieces: list[tuple[Interval, SegmentRef]]  # visible parts of the segments it rewrites
+    keep: list[SegmentRef]  # visible segments it re-registers at its version (row 12)
+    had_data: set[Interval]  # output chunks that held visible rows
+
+
+def run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
+    validated = services.task_validate(spec=task.spec)
+    spec = validated.compaction
+    context = validated.context
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    monitor.set_phase("planning", 0.01, 0.0)
+
+    timeline = (
+        selectors.timeline_for(datasource=spec.datasource)
+        if DataSource.objects.filter(name=spec.datasource).exists()
+        else Timeline.build([])
+    )
+    named = _named_segments(spec)
+    target = spec.interval or Interval(
+        min(s.start for s in named.values()), max(s.end for s in named.values())
+    )
+    candidates = _data_refs(timeline.lookup(target), named)
+    if not candidates:
+        return _nothing_to_compact(f"no visible data in {target}", target, timings)
+    chunk_grans = {ref.interval: _granularity_of(ref.interval) for ref in candidates}
+    granularity = spec.segment_granularity or _coarsest([g or "ALL" for g in chunk_grans.values()])
+    segment_locked = (
+        not context.force_time_chunk_lock
+        and not context.use_concurrent_locks
+        and all(g is not None and g == granularity for g in chunk_grans.values())
+    )
+    timings["plan"] = round(time.monotonic() - t0, 3)
+    common = {
+        "task": task,
+        "spec": spec,
+        "monitor": monitor,
+        "moved": moved,
+        "timings": timings,
+        "timeout_ms": context.task_lock_timeout_ms,
+    }
+    if segment_locked:
+        report = _segment_locked(target=target, named=named, granularity=granularity, **common)
+    else:
+        lock_type = locking.REPLACE if context.use_concurrent_locks else locking.EXCLUSIVE
+        report = _time_chunk_locked(
+            target=target, named=named, granularity=granularity, lock_type=lock_type, **common
+        )
+    report["phases"] = {**report.get("phases", {}), **timings}
+    report["compaction"]["lockGranularity"] = (
+        locking.SEGMENT if segment_locked else locking.TIME_CHUNK
+    )
+    if not context.force_time_chunk_lock and not segment_locked:
+        report["compaction"]["note"] = (
+            "time-chunk locks: the segment granularity changes, or an input is not one "
+            "granularity bucket, or concurrent locks were asked for"
+        )
+    return report
+
+
+# --- locking (one place each, so all-at-once locking can replace the loops) -----------
+
+
+def _lock_time_chunks(
+    task: Task, intervals: Sequence[Interval], lock_type: str, timeout_ms: int
+) -> list[TaskLock]:
+    """Time-chunk locks on every interval; each lock's `granted_seq` is the commit
+    as of which that interval is read."""
+    return [
+        services.lock_acquire(task=task, interval=iv, lock_type=lock_type, timeout_ms=timeout_ms)
+        for iv in intervals
+    ]
+
+
+def _lock_segments(task: Task, refs: Sequence[SegmentRef], timeout_ms: int) -> list[TaskLock]:
+    """EXCLUSIVE segment locks on every input segment."""
+    return [
+        services.lock_acquire(
+            task=task,
+            interval=ref.interval,
+            lock_type=locking.EXCLUSIVE,
+            granularity=locking.SEGMENT,
+            partition=ref.partition,
+            version=ref.version,
+            timeout_ms=timeout_ms,
+        )
+        for ref in refs
+    ]
+
+
+# --- time-chunk locked --------------------------------------------------------------
+
+
+def _time_chunk_locked(
+    *,
+    task: Task,
+    spec: CompactionSpec,
+    monitor: Monitor,
+    moved: list[Path],
+    timings: dict,
+    timeout_ms: int,
+    target: Interval,
+    named: dict[str, Segment],
+    granularity: str,
+    lock_type: str,
+) -> dict:
+    gran = Granularity.from_name(granularity)
+    t = time.monotonic()
+    monitor.set_phase("locking", 0.02, 0.0)
+    locks = _lock_time_chunks(task, _lock_intervals([target], granularity), lock_type, timeout_ms)
+    timings["lock"] = round(time.monotonic() - t, 3)
+    monitor.check()
+
+    read = _Read([], [], set())
+    for lock in locks:
+        as_of = selectors.timeline_for(datasource=spec.datasource, as_of=lock.granted_seq)
+        _read_locked(as_of, lock.interval, named, gran, read)
+    intervals = [lock.interval for lock in locks]
+    if not read.pieces and not read.keep:
+        return _nothing_to_compact("no visible data in the locked intervals", target, timings)
+    inputs = _segments_by_id({ref.id for _, ref in read.pieces} | {ref.id for ref in read.keep})
+    plan = compaction_plan(
+        spec,
+        input_schemas=[inputs[i].schema for i in {ref.id for _, ref in read.pieces}],
+        segment_granularity=granularity,
+        intervals=intervals,
+    )
+    if not named and _already_compacted(read, gran, inputs, plan):
+        return _nothing_to_compact(
+            "already compacted: every chunk is in the requested shape",
+            target,
+            timings,
+            inputs=sorted(inputs),
+        )
+    result = _run_job(task, spec, monitor, plan, read.pieces, inputs, intermediary_dir(task.id))
+    monitor.check()
+
+    monitor.set_phase("publishing", 0.9, 0.0)
+    t = time.monotonic()
+    by_chunk: dict[Interval, list] = {}
+    for staged in result.segments:
+        by_chunk.setdefault(staged.chunk, []).append(staged)
+    keep_by_chunk: dict[Interval, list[SegmentRef]] = {}
+    for ref in read.keep:
+        keep_by_chunk.setdefault(ref.interval, []).append(ref)
+    written = sorted(set(by_chunk) | set(keep_by_chunk), key=lambda iv: iv.start)
+    emptied = sorted(read.had_data - set(written), key=lambda iv: iv.start)
+    requests = [
+        services.AllocationRequest(c, len(by_chunk.get(c, ())) + len(keep_by_chunk.get(c, ())))
+        for c in written
+    ]
+    if spec.drop_existing:
+        requests += [services.AllocationRequest(c, 1) for c in emptied]
+    allocations = services.segments_allocate_many(task=task, requests=requests, append=False)
+    new_segments: list[services.NewSegment] = []
+    for request, alloc in zip(requests, allocations, strict=True):
+        chunk = request.interval
+        staged = sorted(by_chunk.get(chunk, ()), key=lambda s: s.index)
+        kept = sorted(keep_by_chunk.get(chunk, ()), key=lambda r: r.partition)
+        if not staged and not kept:
+            new_segments.append(
+                services.NewSegment(
+                    interval=chunk,
+                    version=alloc.version,
+                    partition=alloc.partitions[0],
+                    core_partitions=0,
+                    tombstone=True,
+                    shard_spec={"type": "tombstone"},
+                )
+            )
+            continue
+        partitions = list(alloc.partitions)
+        for seg, partition in zip(staged, partitions, strict=False):
+            # Kept files were partitioned otherwise: a mixed chunk is just numbered.
+            template = {"type": "numbered"} if kept else seg.shard_spec
+            new_segments.append(
+                _staged_segment(
+                    task,
+                    spec,
+                    plan,
+                    seg,
+                    chunk,
+                    alloc.version,
+                    partition,
+                    alloc.core_partitions,
+                    _shard_spec(template, partition, alloc.core_partitions),
+                    moved,
+                )
+            )
+        for ref, partition in zip(kept, partitions[len(staged) :], strict=True):
+            source = inputs[ref.id]
+            new_segments.append(
+                services.NewSegment(
+                    interval=chunk,
+                    version=alloc.version,
+                    partition=partition,
+                    core_partitions=alloc.core_partitions,
+                    location=source.location,
+                    num_rows=source.num_rows,
+                    size_bytes=source.size_bytes,
+                    shard_spec=_shard_spec({"type": "numbered"}, partition, alloc.core_partitions),
+                    upgraded_from=source.upgraded_from or source.id,
+                    schema=source.schema,
+                    compaction_state=source.compaction_state,
+                )
+            )
+    monitor.check()
+    entry = services.segments_publish(task=task, segments=new_segments, note="compaction")
+    moved.clear()  # published: the files belong to their segments now
+    timings["publish"] = round(time.monotonic() - t, 3)
+    return _report(
+        result.report,
+        read_ids=sorted({ref.id for _, ref in read.pieces}),
+        kept_ids=sorted(ref.id for ref in read.keep),
+        new_segments=new_segments,
+        entry=entry,
+        granularity=granularity,
+        intervals=intervals,
+        plan=plan,
+    )
+
+
+def _read_locked(
+    timeline: Timeline,
+    interval: Interval,
+    named: dict[str, Segment],
+    gran: Granularity,
+    read: _Read,
+) -> None:
+    """Add to `read` what `interval` held in `timeline` (as of its lock)."""
+    visible = [(piece, ref) for piece, ref in timeline.lookup(interval) if not ref.tombstone]
+    for piece, _ in visible:
+        read.had_data.update(gran.iter_buckets(piece))
+    if not named:
+        read.pieces += visible
+        return
+    keep_ids: set[str] = set()
+    for piece, ref in visible:
+        if ref.id in named:
+            read.pieces.append((piece, ref))
+        elif (
+            ref.interval == gran.bucket(ref.interval.start)
+            and timeline.status(ref.id) == "visible"
+            and interval.contains(ref.interval)
+        ):
+            keep_ids.add(ref.id)  # re-registered as is at the new version
+        else:
+            read.pieces.append((piece, ref))  # cannot be re-registered: rewritten
+    read.keep += [timeline.get(i) for i in sorted(keep_ids)]
+
+
+def _already_compacted(read: _Read, gran: Granularity, inputs, plan: Plan) -> bool:
+    """Every output chunk is already one whole visible chunk of that granularity,
+    all of whose segments a compaction wrote in the shape asked for."""
+    by_chunk: dict[Interval, list[SegmentRef]] = {}
+    for piece, ref in read.pieces:
+        if ref.interval != gran.bucket(ref.interval.start) or piece != ref.interval:
+            return False  # another granularity, or partly visible
+        by_chunk.setdefault(ref.interval, []).append(ref)
+    return all(
+        len({r.version for r in refs}) == 1
+        and all(inputs[r.id].compaction_state == plan.compaction_state for r in refs)
+        for refs in by_chunk.values()
+    )
+
+
+# --- segment locked -----------------------------------------------------------------
+
+
+def _segment_locked(
+    *,
+    task: Task,
+    spec: CompactionSpec,
+    monitor: Monitor,
+    moved: list[Path],
+    timings: dict,
+    timeout_ms: int,
+    target: Interval,
+    named: dict[str, Segment],
+    granularity: str,
+) -> dict:
+    t = time.monotonic()
+    monitor.set_phase("locking", 0.02, 0.0)
+    current = selectors.timeline_for(datasource=spec.datasource)
+    refs = _data_refs(current.lookup(target), named)
+    locks = _lock_segments(task, refs, timeout_ms)
+    timings["lock"] = round(time.monotonic() - t, 3)
+    monitor.check()
+    locked = {ref.id for ref in refs}
+    as_of = selectors.timeline_for(
+        datasource=spec.datasource, as_of=min(lock.granted_seq for lock in locks)
+    )
+    pieces = [
+        (piece, ref)
+        for piece, ref in as_of.lookup(target)
+        if ref.id in locked and not ref.tombstone
+    ]
+    if not pieces:
+        return _nothing_to_compact("no visible data in the locked segments", target, timings)
+    inputs = _segments_by_id({ref.id for _, ref in pieces})
+    chunks = sorted({ref.interval for _, ref in pieces}, key=lambda iv: iv.start)
+    plan = compaction_plan(
+        spec,
+        input_schemas=[s.schema for s in inputs.values()],
+        segment_granularity=granularity,
+        intervals=chunks,
+    )
+    by_chunk_ids: dict[Interval, set[str]] = {}
+    for _, ref in pieces:
+        by_chunk_ids.setdefault(ref.interval, set()).add(ref.id)
+    if not named and all(
+        len(ids) == 1
+        and inputs[next(iter(ids))].compaction_state == plan.compaction_state
+        and as_of.status(next(iter(ids))) == "visible"
+        for ids in by_chunk_ids.values()
+    ):
+        return _nothing_to_compact(
+            "already compacted: one segment per chunk in the requested shape",
+            target,
+            timings,
+            inputs=sorted(inputs),
+        )
+    result = _run_job(task, spec, monitor, plan, pieces, inputs, intermediary_dir(task.id))
+    monitor.check()
+
+    monitor.set_phase("publishing", 0.9, 0.0)
+    t = time.monotonic()
+    by_chunk: dict[Interval, list] = {}
+    for staged in result.segments:
+        by_chunk.setdefault(staged.chunk, []).append(staged)
+    new_segments: list[services.NewSegment] = []
+    left_as_is = []
+    for chunk in chunks:
+        staged = sorted(by_chunk.get(chunk, ()), key=lambda s: s.index)
+        if not staged:
+            left_as_is.append(str(chunk))  # no overwrite can hide rows without writing one
+            continue
+        alloc = services.segments_allocate_overwrite(
+            task=task,
+            input_segment_ids=sorted(by_chunk_ids[chunk]),
+            count=len(staged),
+            sequence_name="compact",
+        )
+        for seg, partition in zip(staged, alloc.partitions, strict=True):
+            shard = {
+                "type": "numbered_overwrite",
+                "partitionNum": partition,
+                "minorVersion": alloc.minor_version,
+                "atomicUpdateGroupSize": len(staged),
+                "rootPartitions": list(alloc.root_partitions or ()),
+            }
+            seg_new = _staged_segment(
+                task,
+                spec,
+                plan,
+                seg,
+                chunk,
+                alloc.version,
+                partition,
+                alloc.core_partitions,
+                shard,
+                moved,
+            )
+            new_segments.append(
+                replace(
+                    seg_new,
+                    minor_version=alloc.minor_version,
+                    root_partitions=alloc.root_partitions,
+                )
+            )
+    monitor.check()
+    entry = (
+        services.segments_publish(task=task, segments=new_segments, note="compaction")
+        if new_segments
+        else None
+    )
+    moved.clear()
+    timings["publish"] = round(time.monotonic() - t, 3)
+    report = _report(
+        result.report,
+        read_ids=sorted(inputs),
+        kept_ids=[],
+        new_segments=new_segments,
+        entry=entry,
+        granularity=granularity,
+        intervals=chunks,
+        plan=plan,
+    )
+    if left_as_is:
+        report["compaction"]["chunksLeftAsIs"] = left_as_is
+    return report
+
+
+# --- shared steps -------------------------------------------------------------------
+
+
+def _named_segments(spec: CompactionSpec) -> dict[str, Segment]:
+    if not spec.segment_ids:
+        return {}
+    found = {
+        s.id: s
+        for s in Segment.objects.filter(
+            id__in=spec.segment_ids, datasource__name=spec.datasource, used=True
+        )
+    }
+    missing = [i for i in spec.segment_ids if i not in found]
+    if missing:
+        raise SpecError(
+            "ioConfig.inputSpec.segments",
+            f"{missing[0]} is not a used segment of dataSource {spec.datasource!r}",
+        )
+    return found
+
+
+def _data_refs(pieces, named: dict[str, Segment]) -> list[SegmentRef]:
+    """The distinct segments with rows among visible pieces (only the named ones, if any)."""
+    refs: dict[str, SegmentRef] = {}
+    for _, ref in pieces:
+        if not ref.tombstone and (not named or ref.id in named):
+            refs.setdefault(ref.id, ref)
+    return sorted(refs.values(), key=lambda r: (r.interval.start, r.version, r.partition))
+
+
+def _granularity_of(interval: Interval) -> str | None:
+    """The granularity whose bucket `interval` is, if any."""
+    for name in GRANULARITY_NAMES:
+        if name in ("NONE", "ALL"):
+            continue
+        if Granularity.from_name(name).bucket(interval.start) == interval:
+            return name
+    return None
+
+
+def _coarsest(names: Sequence[str]) -> str:
+    return max(names, key=GRANULARITY_NAMES.index)
+
+
+def _segments_by_id(ids: set[str]) -> dict[str, Segment]:
+    return {s.id: s for s in Segment.objects.filter(id__in=ids)}
+
+
+def _run_job(task, spec, monitor, plan: Plan, pieces, inputs, work_dir: Path):
+    source = [
+        SourcePiece(location=inputs[ref.id].location, segment=ref.interval, visible=piece)
+        for piece, ref in pieces
+        if inputs[ref.id].location
+    ]
+    spans = _TWO_PHASE_SPANS if plan.ingestion.two_phase else _SINGLE_PASS_SPANS
+    return run_compaction_job(
+        get_spark(),
+        plan,
+        pieces=source,
+        work_dir=work_dir,
+        job_group=task.id,
+        progress=_TaskProgress(monitor, spans),
+    )
+
+
+def _staged_segment(
+    task, spec, plan: Plan, seg, chunk, version, partition, core, shard_spec, moved
+) -> services.NewSegment:
+    """Move a staged file into deep storage; the segment that will publish it."""
+    target_dir = deep_storage_dir(task.datasource, chunk, version, partition)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / "data.parquet"
+    ingestion = plan.ingestion
+    schema = file_schema(
+        seg.path,
+        metrics=ingestion.metrics,
+        rollup=ingestion.rollup,
+        query_granularity=ingestion.query_granularity,
+    )
+    moved.append(target_dir)
+    shutil.move(seg.path, target)
+    return services.NewSegment(
+        interval=chunk,
+        version=version,
+        partition=partition,
+        core_partitions=core,
+        location=str(target),
+        num_rows=seg.num_rows,
+        size_bytes=seg.size_bytes,
+        shard_spec=shard_spec,
+        schema=schema,
+        compaction_state=plan.compaction_state if spec.store_compaction_state else None,
+    )
+
+
+def _report(job_report, *, read_ids, kept_ids, new_segments, entry, granularity, intervals, plan):
+    report = dict(job_report)
+    data = [s for s in new_segments if not s.tombstone and not s.upgraded_from]
+    stats = report.get("rowStats") or {}
+    report["segmentsPublished"] = len(new_segments)
+    report["commit"] = entry.seq if entry else None
+    report["compaction"] = {
+        "nothingToCompact": False,
+        "inputSegments": read_ids,
+        "segmentsIn": len(read_ids),
+        "segmentsOut": len(data),
+        "tombstones": sum(s.tombstone for s in new_segments),
+        "reRegistered": kept_ids,
+        "rowsRead": sum(stats.values()) if stats else 0,
+        "rowsWritten": report.get("rowsWritten", 0),
+        "bytesRead": report.get("ingest/task/bytes/processed", 0),
+        "bytesWritten": report.get("bytesWritten", 0),
+        "segmentGranularity": granularity,
+        "intervals": [str(iv) for iv in intervals],
+        "compactionState": plan.compaction_state,
+    }
+    return report
+
+
+def _nothing_to_compact(reason: str, target: Interval, timings: dict, inputs=()) -> dict:
+    return {
+        "phases": dict(timings),
+        "segmentsPublished": 0,
+        "commit": None,
+        "rowsWritten": 0,
+        "compaction": {
+            "nothingToCompact": True,
+            "reason": f"nothing to compact: {reason}",
+            "interval": str(target),
+            "inputSegments": list(inputs),
+            "segmentsIn": 0,
+            "segmentsOut": 0,
+        },
+    }
