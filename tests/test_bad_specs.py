@@ -8,7 +8,6 @@ import os
 
 import pytest
 
-from metastore import services
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, DataSource, Segment, Task, TaskLock
 from metastore.specs import SpecError, validate_task_spec
@@ -62,25 +61,6 @@ def test_unknown_task_type(api_client, good_spec):
         post_spec(api_client, good_spec), "type", "index_hadoop", "index_parallel"
     )
     assert "kill" in body["message"]  # lists what is accepted
-
-
-NOT_YET_RUNNABLE = {
-    "kill": {"type": "kill", "dataSource": "wiki", "interval": "2024-01-01/2024-01-02"},
-    "compact": {
-        "type": "compact",
-        "dataSource": "wiki",
-        "ioConfig": {"inputSpec": {"type": "interval", "interval": "2024-01-01/2024-01-02"}},
-    },
-}
-
-
-# Valid shapes of task types this installation cannot run yet (empty, hence
-# skipped, once every type runs).
-@pytest.mark.parametrize(
-    "task_type", [t for t in NOT_YET_RUNNABLE if t not in services.SUPPORTED_TASK_TYPES]
-)
-def test_task_types_that_cannot_run_yet_are_refused(api_client, task_type):
-    assert_refused(post_spec(api_client, NOT_YET_RUNNABLE[task_type]), "type", "not available yet")
 
 
 def test_missing_datasource(api_client, good_spec):
