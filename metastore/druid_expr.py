@@ -267,7 +267,7 @@ FUNCTIONS: dict[str, tuple[tuple[int, ...] | None, object]] = dict(
             ),
         ),
         # nested JSON, stored as JSON text (see specs: json/auto dimensions)
-        _fixed("parse_json", (1,), lambda a: f"to_json(parse_json({_str_arg(a[0])}))"),
+        _fixed("parse_json", (1,), lambda a: f"to_json(try_parse_json({_str_arg(a[0])}))"),
         _fixed("try_parse_json", (1,), lambda a: f"to_json(try_parse_json({_str_arg(a[0])}))"),
         _fixed("to_json_string", (1,), lambda a: f"to_json({a[0]})"),
         _fixed(
