@@ -1353,20 +1353,21 @@ def _ingestion(
             else "partitionDimensions"
         )
         kept = []
+        count_names = {m.name for m in metrics if m.type == "count"}
         for i, name in enumerate(partitions.partition_dimensions):
             where = f"{tun_path}.partitionsSpec.{field_name}"
             where += "" if field_name == "partitionDimension" else f"[{i}]"
             if name == "__time":
                 kept.append(name)
-            elif name in metric_names:
-                # Druid reads a metric's name from the input row: null for every row
-                # when the input has no such field, so it splits nothing.
+            elif name in count_names:
+                # Druid reads a partition dimension from the input row: a count
+                # metric's name is no input field, null for every row: it splits nothing.
                 ignored.append(
-                    f"{where}: {name!r} is a metric, not a dimension; it splits nothing "
+                    f"{where}: {name!r} is a count metric, not an input field; it splits nothing "
                     "(Druid reads it as null for every row)"
                 )
-            elif name in exclusions:
-                raise SpecError(where, f"{name!r} is not a dimension (it is excluded)")
+            elif name in metric_names or name in exclusions:
+                raise SpecError(where, f"{name!r} is not a dimension (a metric or excluded)")
             elif dims and name not in known:
                 raise SpecError(where, f"{name!r} is not a dimension of this spec")
             else:

@@ -472,3 +472,63 @@ def test_api_404s(api_client, method, path):
     assert response.status_code == 404, response.content
     assert not CommitLogEntry.objects.exists()
     assert not DataSource.objects.exists()
+
+
+# --- shapes Druid's own specs use, once refused here ------------------------------------
+
+
+def test_perfect_rollup_without_intervals_finds_them_in_the_data(good_spec):
+    # wikipedia_parallel_reindex_task.json: hashed + forceGuaranteedRollup, no intervals.
+    good_spec["spec"]["dataSchema"]["granularitySpec"].pop("intervals")
+    good_spec["spec"]["tuningConfig"]["forceGuaranteedRollup"] = "true"  # a string, as Druid takes
+    good_spec["spec"]["tuningConfig"]["partitionsSpec"] = {"type": "hashed", "numShards": 2}
+    ingestion = validate_task_spec(good_spec, input_roots=[]).ingestion
+    assert ingestion.intervals is None and ingestion.force_guaranteed_rollup
+
+
+def test_range_partitioning_on_time_and_a_count_metric(good_spec):
+    # qaArray ingest_range_rollup_true.json: partitionDimensions [__time, cnt], cnt a count.
+    schema = good_spec["spec"]["dataSchema"]
+    schema["metricsSpec"] = [{"type": "count", "name": "cnt"}]
+    good_spec["spec"]["tuningConfig"]["forceGuaranteedRollup"] = True
+    good_spec["spec"]["tuningConfig"]["partitionsSpec"] = {
+        "type": "range",
+        "partitionDimensions": ["__time", "cnt"],
+        "maxRowsPerSegment": 100,
+        "maxTotalRows": 100,
+    }
+    validated = validate_task_spec(good_spec, input_roots=[])
+    assert validated.ingestion.partitions.partition_dimensions == ("__time",)
+    ignored = "\n".join(validated.ignored)
+    assert "partitionDimensions[1]: 'cnt' is a count metric" in ignored
+    assert "partitionsSpec.maxTotalRows: a dynamic partitioning field" in ignored
+
+
+def test_a_summed_metric_is_still_not_a_partition_dimension(api_client, good_spec):
+    good_spec["spec"]["dataSchema"]["metricsSpec"] = [
+        {"type": "longSum", "name": "added", "fieldName": "added"}
+    ]
+    good_spec["spec"]["tuningConfig"]["partitionsSpec"] = {
+        "type": "hashed",
+        "partitionDimensions": ["added"],
+    }
+    assert_refused(
+        post_spec(api_client, good_spec),
+        "spec.tuningConfig.partitionsSpec.partitionDimensions[0]",
+        "not a dimension",
+    )
+
+
+def test_a_druid_input_reads_time_whatever_the_timestamp_spec_says(good_spec):
+    # wikipedia_reindex_task.json keeps {"column": "timestamp", "format": "iso"}.
+    good_spec["spec"]["dataSchema"]["timestampSpec"] = {"column": "timestamp", "format": "iso"}
+    good_spec["spec"]["ioConfig"]["inputSource"] = {
+        "type": "druid",
+        "dataSource": "wiki",
+        "interval": "2024-01-01/P1D",
+    }
+    validated = validate_task_spec(good_spec, input_roots=[])
+    assert validated.ingestion.timestamp_column == "__time"
+    assert validated.ingestion.input.interval == Interval.parse("2024-01-01/2024-01-02")
+    assert any("always reads each row's __time" in i for i in validated.ignored)
+    assert any(i.startswith("spec.ioConfig.inputFormat:") for i in validated.ignored)

@@ -163,7 +163,7 @@ def corpus_runs(input_root, tmp_path_factory):
         if spec.append_to_existing:
             written.setdefault(spec.datasource, []).extend(files)
         else:
-            written[spec.datasource] = files
+            written[spec.datasource] = list(files)  # a copy: appends extend it, not `files`
         results[name] = (validated, result, files)
     return results
 
