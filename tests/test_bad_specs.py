@@ -532,3 +532,89 @@ def test_a_druid_input_reads_time_whatever_the_timestamp_spec_says(good_spec):
     assert validated.ingestion.input.interval == Interval.parse("2024-01-01/2024-01-02")
     assert any("always reads each row's __time" in i for i in validated.ignored)
     assert any(i.startswith("spec.ioConfig.inputFormat:") for i in validated.ignored)
+
+
+def test_an_unsupported_expression_function_is_refused_by_name(api_client, good_spec):
+    good_spec["spec"]["dataSchema"]["transformSpec"] = {
+        "transforms": [
+            {"type": "expression", "name": "ok", "expression": "concat('a-', page)"},
+            {"type": "expression", "name": "x", "expression": "array_length(page)"},
+        ]
+    }
+    body = assert_refused(
+        post_spec(api_client, good_spec),
+        "spec.dataSchema.transformSpec.transforms[1].expression",
+        "function array_length() is not supported",
+    )
+    assert "concat" in body["message"]  # says what is supported
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ({"type": "http", "uris": ["https://example.com/a.json"]}, "use a local input source"),
+        ({"type": "s3", "uris": ["s3://bucket/a.json"]}, "use a local input source"),
+    ],
+    ids=["http", "s3"],
+)
+def test_input_sources_outside_scope_say_what_to_use(api_client, good_spec, source, words):
+    good_spec["spec"]["ioConfig"]["inputSource"] = source
+    assert_refused(
+        post_spec(api_client, good_spec),
+        "spec.ioConfig.inputSource.type",
+        "outside Strata's scope",
+        words,
+    )
+
+
+def test_kill_mark_as_unused_is_honoured_not_ignored():
+    validated = validate_task_spec(
+        {
+            "type": "kill",
+            "dataSource": "wiki",
+            "interval": "2024-01/P1M",
+            "markAsUnused": "true",
+            "batchSize": 10,
+        },
+        input_roots=[],
+    )
+    assert validated.mark_as_unused is True
+    assert validated.interval == Interval.parse("2024-01-01/2024-02-01")
+    assert validated.ignored == (
+        "batchSize: a kill task deletes every unused segment of its interval in one commit",
+    )
+
+
+def test_fields_without_effect_are_listed_as_ignored(good_spec):
+    spec = good_spec["spec"]
+    spec["dataSchema"]["dimensionsSpec"] = {
+        "dimensions": [{"type": "string", "name": "page", "createBitmapIndex": False}]
+    }
+    spec["dataSchema"]["metricsSpec"] = [
+        {
+            "type": "hyperUnique",
+            "name": "u",
+            "fieldName": "page",
+            "isInputHyperUnique": False,
+            "round": True,
+        }
+    ]
+    spec["tuningConfig"].update(
+        {
+            "maxRowsInMemory": 1000,
+            "maxBytesInMemory": 0,
+            "indexSpec": {},
+            "splitHintSpec": {"type": "maxSize"},
+        }
+    )
+    ignored = "\n".join(validate_task_spec(good_spec, input_roots=[]).ignored)
+    for field in (
+        "spec.dataSchema.dimensionsSpec.dimensions[0].createBitmapIndex",
+        "spec.dataSchema.metricsSpec[0].isInputHyperUnique",
+        "spec.dataSchema.metricsSpec[0].round",
+        "spec.tuningConfig.maxRowsInMemory",
+        "spec.tuningConfig.maxBytesInMemory",
+        "spec.tuningConfig.indexSpec",
+        "spec.tuningConfig.splitHintSpec",
+    ):
+        assert f"{field}: " in ignored, (field, ignored)
