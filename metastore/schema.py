@@ -34,6 +34,17 @@ _COMBINING_TYPE = {
     "floatMin": "doubleMin",
     "floatMax": "doubleMax",
     "hyperUnique": "hyperUnique",  # a hyperUnique over sketches unions them
+    # DataSketches metrics over a column of sketches union them (workers/jobs/rollup.py).
+    "thetaSketch": "thetaSketch",
+    "HLLSketchBuild": "HLLSketchMerge",
+    "HLLSketchMerge": "HLLSketchMerge",
+    "quantilesDoublesSketch": "quantilesDoublesSketch",
+    # First/last are stored as (time, value) pairs, which the same aggregator merges.
+    **{
+        f"{kind}{end}": f"{kind}{end}"
+        for kind in ("string", "long", "double", "float")
+        for end in ("First", "Last")
+    },
 }
 _DIMENSION_TYPES = {"string", "long", "double"}
 

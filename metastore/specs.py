@@ -8,19 +8,41 @@ the API, the console and the workers share one definition of a valid spec.
 
 from __future__ import annotations
 
+import calendar
 import glob
 import os
+import re
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval
+from metastore.druid_expr import ExpressionError
+from metastore.druid_expr import translate as translate_expression
+from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval, format_ts
 
 TASK_TYPES = ("index_parallel", "index", "compact", "kill")
-INPUT_SOURCES = ("local", "inline", "druid")
-INPUT_FORMATS = ("json", "csv", "parquet")
+INPUT_SOURCES = ("local", "inline", "druid", "combining")
+INPUT_FORMATS = ("json", "csv", "tsv", "parquet")
+# Input sources that need something outside this product: what to use instead.
+OUT_OF_SCOPE_SOURCES = {
+    "http": "download the files into an input root (STRATA_INPUT_ROOTS) and use a local input source",
+    "s3": "copy the objects into an input root (STRATA_INPUT_ROOTS) and use a local input source",
+    "google": "copy the objects into an input root and use a local input source",
+    "azure": "copy the blobs into an input root and use a local input source",
+    "azureStorage": "copy the blobs into an input root and use a local input source",
+    "hdfs": "copy the files into an input root and use a local input source",
+    "sql": "export the query result to JSON or CSV in an input root and use a local input source",
+    "delta": "export the table to Parquet in an input root and use a local input source",
+    "iceberg": "export the table to Parquet in an input root and use a local input source",
+}
 TIMESTAMP_FORMATS = ("iso", "auto", "millis", "posix", "nano")
-DIMENSION_TYPES = ("string", "long", "double", "float")
+DIMENSION_TYPES = ("string", "long", "double", "float", "auto", "json")
+MULTI_VALUE_HANDLING = ("SORTED_ARRAY", "SORTED_SET", "ARRAY")
+FIRST_LAST_TYPES = tuple(
+    f"{kind}{end}" for kind in ("string", "long", "double", "float") for end in ("First", "Last")
+)
+SKETCH_TYPES = ("thetaSketch", "HLLSketchBuild", "HLLSketchMerge", "quantilesDoublesSketch")
 METRIC_TYPES = (
     "count",
     "longSum",
@@ -33,7 +55,13 @@ METRIC_TYPES = (
     "floatMin",
     "floatMax",
     "hyperUnique",
+    *FIRST_LAST_TYPES,
+    *SKETCH_TYPES,
 )
+# Sketch defaults, as in Druid's DataSketches extension.
+THETA_DEFAULT_SIZE = 16384  # nominal entries (Spark: lgNomEntries = log2(size))
+HLL_DEFAULT_LG_K = 12
+QUANTILES_DEFAULT_K = 128
 PARTITION_TYPES = ("dynamic", "hashed", "range", "single_dim")
 HASH_PARTITION_FUNCTION = "murmur3_32_abs"  # Druid's only name; Strata hashes with Spark's murmur3
 FILTER_TYPES = ("selector", "in", "bound", "and", "or", "not")
@@ -65,15 +93,43 @@ class Context:
 
 @dataclass(frozen=True)
 class Dimension:
+    """type: string, long, double, or json (Druid's auto/json nested columns, stored
+    as JSON text). A string dimension whose input value is a list is multi-value:
+    stored as an array of strings ordered by `multi_value_handling`."""
+
     name: str
     type: str = "string"
+    multi_value_handling: str = "SORTED_ARRAY"
 
 
 @dataclass(frozen=True)
 class Metric:
+    """type is canonical: float* metrics are double*; sketches keep Druid's names.
+    `size` is the sketch's accuracy parameter: thetaSketch lgNomEntries,
+    HLLSketchBuild lgK, quantilesDoublesSketch k (Spark's KLL sketch)."""
+
     type: str
     name: str
     field_name: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class Transform:
+    """An expression transform: `expression` is Druid's text, `columns` what it reads."""
+
+    name: str
+    expression: str
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FlattenField:
+    """flattenSpec field: kind "root" (a top-level field) or "path" (JSONPath)."""
+
+    name: str
+    kind: str
+    expr: str
 
 
 @dataclass(frozen=True)
@@ -86,6 +142,25 @@ class InputSpec:
     interval: Interval | None = None  # druid
     csv_columns: tuple[str, ...] | None = None  # None: the first line is the header
     csv_skip_header_rows: int = 0
+    delimiter: str = ","  # csv / tsv
+    list_delimiter: str | None = None  # csv / tsv multi-value separator
+    flatten: tuple[FlattenField, ...] = ()  # json flattenSpec fields
+    use_field_discovery: bool = True  # json flattenSpec: top-level fields too
+    delegates: tuple[InputSpec, ...] = ()  # combining
+
+    @property
+    def druid_source(self) -> InputSpec | None:
+        """The `druid` input read (itself, or the one druid delegate of a combining source)."""
+        if self.type == "druid":
+            return self
+        return next((d for d in self.delegates if d.type == "druid"), None)
+
+    @property
+    def file_sources(self) -> tuple[InputSpec, ...]:
+        """The local/inline inputs (itself, or the combining source's delegates)."""
+        if self.type in ("local", "inline"):
+            return (self,)
+        return tuple(d for d in self.delegates if d.type in ("local", "inline"))
 
 
 @dataclass(frozen=True)
@@ -122,6 +197,12 @@ class IngestionSpec:
     max_retry: int
     max_num_concurrent_subtasks: int
     total_num_merge_tasks: int
+    transforms: tuple[Transform, ...] = ()
+    # includeAllDimensions / useSchemaDiscovery (dimensions found in the input)
+    include_all_dimensions: bool = False
+    schema_discovery: bool = False
+    # "field: reason" for every field accepted without effect (reported by the task)
+    ignored: tuple[str, ...] = ()
 
     @property
     def schemaless(self) -> bool:
@@ -142,6 +223,8 @@ class TaskSpec:
     segment_ids: tuple[str, ...] = ()  # compact(segments)
     compaction: CompactionSpec | None = None
     raw: dict = field(default_factory=dict, compare=False)
+    mark_as_unused: bool = False  # kill: mark the interval's used segments unused first
+    ignored: tuple[str, ...] = ()  # "field: reason" of fields accepted without effect
 
 
 # --- helpers ------------------------------------------------------------------
@@ -189,19 +272,84 @@ def _int(obj: dict, key: str, path: str, default: int | None, *, minimum: int = 
 
 
 def _bool(obj: dict, key: str, path: str, default: bool) -> bool:
+    """A boolean; Druid (Jackson) also takes the strings "true" and "false"."""
     value = obj.get(key)
     if value is None:
         return default
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
     if not isinstance(value, bool):
-        raise SpecError(f"{path}.{key}", "must be true or false")
+        raise SpecError(f"{f'{path}.' if path else ''}{key}", "must be true or false")
     return value
+
+
+_PERIOD = re.compile(
+    r"^P(?:(?P<Y>\d+)Y)?(?:(?P<M>\d+)M)?(?:(?P<W>\d+)W)?(?:(?P<D>\d+)D)?"
+    r"(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+_YEAR_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+_YEAR = re.compile(r"^(\d{4})$")
+
+
+def _add_period(start: datetime, period: str, sign: int) -> datetime:
+    m = _PERIOD.match(period)
+    if not m or not any(m.groupdict().values()):
+        raise ValueError(f"{period!r} is not an ISO-8601 period like P1D, PT1H or P1M")
+    g = {k: (v or "0") for k, v in m.groupdict().items()}
+    months = int(g["Y"]) * 12 + int(g["M"])
+    if months:
+        index = start.year * 12 + start.month - 1 + sign * months
+        year, month = divmod(index, 12)
+        day = min(start.day, calendar.monthrange(year, month + 1)[1])
+        start = start.replace(year=year, month=month + 1, day=day)
+    delta = timedelta(
+        weeks=int(g["W"]),
+        days=int(g["D"]),
+        hours=int(g["h"]),
+        minutes=int(g["m"]),
+        seconds=float(g["s"]),
+    )
+    return start + sign * delta
+
+
+def _instant(text: str) -> datetime:
+    """An interval end point: ISO-8601, also Druid's year-month (2016-06) and year forms."""
+    if m := _YEAR_MONTH.match(text):
+        text = f"{m.group(1)}-{m.group(2)}-01"
+    elif m := _YEAR.match(text):
+        text = f"{m.group(1)}-01-01"
+    return Interval.parse(f"{text}/{text}").start
+
+
+def expand_interval(value: str) -> str:
+    """An ISO-8601 interval in Druid's other forms (start/period, period/end,
+    year-month and year end points) as plain start/end text; other text unchanged."""
+    if not isinstance(value, str) or value.count("/") != 1:
+        return value
+    first, second = (part.strip() for part in value.split("/"))
+    plain = not any(
+        p.startswith("P") or _YEAR_MONTH.match(p) or _YEAR.match(p) for p in (first, second)
+    )
+    if plain:
+        return value
+    if first.startswith("P") and second.startswith("P"):
+        raise ValueError(f"interval {value!r}: give a start or an end, not two periods")
+    if second.startswith("P"):
+        start = _instant(first)
+        end = _add_period(start, second, 1)
+    elif first.startswith("P"):
+        end = _instant(second)
+        start = _add_period(end, first, -1)
+    else:
+        start, end = _instant(first), _instant(second)
+    return f"{format_ts(start)}/{format_ts(end)}"
 
 
 def _interval(value: Any, path: str) -> Interval:
     if not isinstance(value, str):
         raise SpecError(path, "must be an ISO-8601 interval string like 2013-01-01/2013-01-02")
     try:
-        interval = Interval.parse(value)
+        interval = Interval.parse(expand_interval(value))
     except ValueError as exc:
         raise SpecError(
             path, f"malformed interval {value!r} ({exc}); expected e.g. 2013-01-01/2013-01-02"
@@ -346,88 +494,259 @@ def _resolve_local_files(src: dict, path: str, input_roots: list[Path]) -> tuple
     return tuple(str(f) for f in files)
 
 
-def _input_spec(io: dict, input_roots: list[Path]) -> InputSpec:
-    path = "spec.ioConfig.inputSource"
-    src = _obj(io.get("inputSource"), path)
+_JSONPATH = re.compile(
+    r"^\$(?:\.[A-Za-z_$][\w$-]*|\[\d+\]|\['[^']*'\]|\[\"[^\"]*\"\])*"
+    r"(?:\.(?:length|min|max|sum|avg)\(\))?$"
+)
+
+
+def _flatten_spec(fmt_obj: dict, fmt_path: str) -> tuple[tuple[FlattenField, ...], bool]:
+    path = f"{fmt_path}.flattenSpec"
+    spec = _obj(fmt_obj.get("flattenSpec"), path, required=False)
+    if not spec:
+        return (), True
+    _allow(spec, path, {"useFieldDiscovery", "fields"})
+    discovery = _bool(spec, "useFieldDiscovery", path, True)
+    fields = spec.get("fields") or []
+    if not isinstance(fields, list):
+        raise SpecError(f"{path}.fields", "must be a list")
+    out: list[FlattenField] = []
+    for i, f in enumerate(fields):
+        fpath = f"{path}.fields[{i}]"
+        f = _obj(f, fpath)
+        _allow(f, fpath, {"type", "name", "expr", "nodes"})
+        kind = f.get("type", "path")
+        name = _str(f, "name", fpath)
+        if kind == "root":
+            out.append(FlattenField(name, "root", name))
+            continue
+        if kind in ("jq", "tree"):
+            raise SpecError(
+                f"{fpath}.type",
+                f"{kind} flatten fields are not supported; use a path field with a JSONPath "
+                "such as $.a.b[0] (or an expression transform such as json_value)",
+            )
+        if kind != "path":
+            raise SpecError(
+                f"{fpath}.type", f"unknown flatten field type {kind!r}; accepted: root, path"
+            )
+        expr = _str(f, "expr", fpath)
+        if not _JSONPATH.match(expr):
+            raise SpecError(
+                f"{fpath}.expr",
+                f"JSONPath {expr!r} is not supported: use $ followed by .field, [index] or "
+                "['field'] steps, optionally ending in .length(), .min(), .max(), .sum() or .avg()",
+            )
+        out.append(FlattenField(name, "path", expr))
+    names = [f.name for f in out]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise SpecError(f"{path}.fields", f"field {dup!r} is defined twice")
+    return tuple(out), discovery
+
+
+def _input_format(io: dict, ignored: list[str]) -> dict:
+    """The checked inputFormat as keyword arguments of InputSpec."""
+    fmt_path = "spec.ioConfig.inputFormat"
+    fmt_obj = _obj(io.get("inputFormat"), fmt_path)
+    fmt = fmt_obj.get("type")
+    if fmt not in INPUT_FORMATS:
+        raise SpecError(
+            f"{fmt_path}.type",
+            f"unknown input format {fmt!r}; accepted: {', '.join(INPUT_FORMATS)}",
+        )
+    out: dict = {"format": fmt}
+    if fmt in ("csv", "tsv"):
+        _allow(
+            fmt_obj,
+            fmt_path,
+            {
+                "type",
+                "columns",
+                "findColumnsFromHeader",
+                "skipHeaderRows",
+                "listDelimiter",
+                "delimiter",
+                "hasHeaderRow",
+                "tryParseNumbers",
+            },
+        )
+        if fmt == "csv" and fmt_obj.get("delimiter") not in (None, ","):
+            raise SpecError(
+                f"{fmt_path}.delimiter", "csv is comma-separated; use tsv with a delimiter"
+            )
+        delimiter = fmt_obj.get("delimiter") or ("\t" if fmt == "tsv" else ",")
+        if not isinstance(delimiter, str) or len(delimiter) != 1:
+            raise SpecError(f"{fmt_path}.delimiter", "must be a single character")
+        out["delimiter"] = delimiter
+        list_delimiter = fmt_obj.get("listDelimiter")
+        if list_delimiter is not None:
+            if not isinstance(list_delimiter, str) or not list_delimiter:
+                raise SpecError(f"{fmt_path}.listDelimiter", "must be a non-empty string")
+            if list_delimiter == delimiter:
+                raise SpecError(f"{fmt_path}.listDelimiter", "must differ from the delimiter")
+        # Druid's default list delimiter is \u0001 (Ctrl-A).
+        out["list_delimiter"] = list_delimiter or "\u0001"
+        header = _bool(fmt_obj, "findColumnsFromHeader", fmt_path, None)
+        if header is None and "hasHeaderRow" in fmt_obj:  # Druid's legacy name
+            header = _bool(fmt_obj, "hasHeaderRow", fmt_path, False)
+        if fmt_obj.get("tryParseNumbers") is not None:
+            ignored.append(
+                f"{fmt_path}.tryParseNumbers: every column is parsed by the type its "
+                "dimension or metric declares"
+            )
+        if fmt_obj.get("columns") is not None:
+            cols = fmt_obj["columns"]
+            if not isinstance(cols, list) or not cols or not all(isinstance(c, str) for c in cols):
+                raise SpecError(f"{fmt_path}.columns", "must be a non-empty list of names")
+            if header is True:
+                raise SpecError(
+                    f"{fmt_path}.findColumnsFromHeader",
+                    "cannot be true when columns are given",
+                )
+            out["csv_columns"] = tuple(cols)
+        elif header is False:
+            raise SpecError(
+                f"{fmt_path}.columns", "is required when findColumnsFromHeader is false"
+            )
+        out["csv_skip_header_rows"] = _int(fmt_obj, "skipHeaderRows", fmt_path, 0)
+    elif fmt == "json":
+        _allow(
+            fmt_obj,
+            fmt_path,
+            {
+                "type",
+                "flattenSpec",
+                "featureSpec",
+                "keepNullColumns",
+                "assumeNewlineDelimited",
+                "useJsonNodeReader",
+            },
+        )
+        out["flatten"], out["use_field_discovery"] = _flatten_spec(fmt_obj, fmt_path)
+        for key, reason in (
+            ("featureSpec", "Jackson parser features; rows are read by Spark's JSON reader"),
+            (
+                "keepNullColumns",
+                "a column that is null in every row is kept when it is a declared dimension",
+            ),
+            ("assumeNewlineDelimited", "input is read one JSON object per line"),
+            ("useJsonNodeReader", "input is read one JSON object per line"),
+        ):
+            if fmt_obj.get(key) not in (None, False, {}):
+                ignored.append(f"{fmt_path}.{key}: {reason}")
+    else:
+        _allow(fmt_obj, fmt_path, {"type", "binaryAsString", "flattenSpec"})
+        if fmt_obj.get("flattenSpec"):
+            raise SpecError(f"{fmt_path}.flattenSpec", "is only supported with json input here")
+        if fmt_obj.get("binaryAsString") is not None:
+            ignored.append(
+                f"{fmt_path}.binaryAsString: Parquet binary columns are read as Spark reads them"
+            )
+    return out
+
+
+def _one_source(
+    src: Any, path: str, io: dict, input_roots: list[Path], ignored: list[str], *, nested: bool
+) -> InputSpec:
+    src = _obj(src, path)
     kind = src.get("type")
-    if kind not in INPUT_SOURCES:
+    if kind in OUT_OF_SCOPE_SOURCES:
         raise SpecError(
             f"{path}.type",
-            f"unknown input source {kind!r}; accepted: {', '.join(INPUT_SOURCES)}",
+            f"{kind} input sources are outside Strata's scope: {OUT_OF_SCOPE_SOURCES[kind]}",
         )
-    fmt_path = "spec.ioConfig.inputFormat"
-    fmt = None
-    columns = None
-    skip = 0
-    if kind != "druid":
-        fmt_obj = _obj(io.get("inputFormat"), fmt_path)
-        fmt = fmt_obj.get("type")
-        if fmt not in INPUT_FORMATS:
+    if kind not in INPUT_SOURCES or (nested and kind == "combining"):
+        accepted = [k for k in INPUT_SOURCES if not (nested and k == "combining")]
+        raise SpecError(
+            f"{path}.type",
+            f"unknown input source {kind!r}; accepted: {', '.join(accepted)}",
+        )
+    if kind == "combining":
+        _allow(src, path, {"type", "delegates"})
+        delegates = src.get("delegates")
+        if not isinstance(delegates, list) or not delegates:
+            raise SpecError(f"{path}.delegates", "must be a non-empty list of input sources")
+        parts = tuple(
+            _one_source(d, f"{path}.delegates[{i}]", io, input_roots, ignored, nested=True)
+            for i, d in enumerate(delegates)
+        )
+        druids = [i for i, d in enumerate(parts) if d.type == "druid"]
+        if len(druids) > 1:
             raise SpecError(
-                f"{fmt_path}.type",
-                f"unknown input format {fmt!r}; accepted: {', '.join(INPUT_FORMATS)}",
+                f"{path}.delegates[{druids[1]}]",
+                "at most one druid delegate; read several dataSources with several tasks",
             )
-        if fmt == "csv":
-            _allow(
-                fmt_obj,
-                fmt_path,
-                {"type", "columns", "findColumnsFromHeader", "skipHeaderRows", "listDelimiter"},
-            )
-            if fmt_obj.get("columns") is not None:
-                cols = fmt_obj["columns"]
-                if (
-                    not isinstance(cols, list)
-                    or not cols
-                    or not all(isinstance(c, str) for c in cols)
-                ):
-                    raise SpecError(f"{fmt_path}.columns", "must be a non-empty list of names")
-                if fmt_obj.get("findColumnsFromHeader") is True:
-                    raise SpecError(
-                        f"{fmt_path}.findColumnsFromHeader",
-                        "cannot be true when columns are given",
-                    )
-                columns = tuple(cols)
-            elif fmt_obj.get("findColumnsFromHeader") is False:
+        fmt = next((d.format for d in parts if d.format), None)
+        return InputSpec(type="combining", format=fmt, delegates=parts)
+    if kind == "druid":
+        _allow(
+            src,
+            path,
+            {
+                "type",
+                "dataSource",
+                "interval",
+                "filter",
+                "dimensions",
+                "metrics",
+                "maxInputSegmentBytesPerTask",
+            },
+        )
+        if src.get("filter"):
+            raise SpecError(f"{path}.filter", "is not supported; use transformSpec.filter")
+        for key in ("dimensions", "metrics"):
+            if src.get(key) is not None:
                 raise SpecError(
-                    f"{fmt_path}.columns", "is required when findColumnsFromHeader is false"
+                    f"{path}.{key}",
+                    "is not supported; list the columns to keep in dimensionsSpec and metricsSpec",
                 )
-            skip = _int(fmt_obj, "skipHeaderRows", fmt_path, 0)
-        elif fmt == "json":
-            _allow(fmt_obj, fmt_path, {"type", "flattenSpec", "featureSpec"})
-            if fmt_obj.get("flattenSpec"):
-                raise SpecError(f"{fmt_path}.flattenSpec", "is not supported")
-        else:
-            _allow(fmt_obj, fmt_path, {"type", "binaryAsString"})
+        if src.get("maxInputSegmentBytesPerTask") is not None:
+            ignored.append(
+                f"{path}.maxInputSegmentBytesPerTask: Spark splits the segments it reads by itself"
+            )
+        if io.get("inputFormat") is not None and not nested:
+            ignored.append(
+                "spec.ioConfig.inputFormat: a druid input source reads segments, whatever the format says"
+            )
+        return InputSpec(
+            type="druid",
+            datasource=_datasource_name(src.get("dataSource"), f"{path}.dataSource"),
+            interval=_interval(src.get("interval"), f"{path}.interval"),
+        )
+    fmt = _input_format(io, ignored)
     if kind == "local":
         _allow(src, path, {"type", "baseDir", "filter", "files"})
-        return InputSpec(
-            type="local",
-            format=fmt,
-            files=_resolve_local_files(src, path, input_roots),
-            csv_columns=columns,
-            csv_skip_header_rows=skip,
+        return InputSpec(type="local", files=_resolve_local_files(src, path, input_roots), **fmt)
+    _allow(src, path, {"type", "data"})
+    data = src.get("data")
+    if not isinstance(data, str):
+        raise SpecError(f"{path}.data", "is required (a string of rows)")
+    if not data.strip():
+        raise SpecError(f"{path}.data", "is empty: the input has no rows")
+    if fmt["format"] == "parquet":
+        raise SpecError(
+            "spec.ioConfig.inputFormat.type", "parquet cannot be given inline; use json or csv"
         )
-    if kind == "inline":
-        _allow(src, path, {"type", "data"})
-        data = src.get("data")
-        if not isinstance(data, str):
-            raise SpecError(f"{path}.data", "is required (a string of rows)")
-        if not data.strip():
-            raise SpecError(f"{path}.data", "is empty: the input has no rows")
-        if fmt == "parquet":
-            raise SpecError(f"{fmt_path}.type", "parquet cannot be given inline; use json or csv")
-        return InputSpec(
-            type="inline", format=fmt, data=data, csv_columns=columns, csv_skip_header_rows=skip
-        )
-    _allow(src, path, {"type", "dataSource", "interval"})
-    return InputSpec(
-        type="druid",
-        datasource=_datasource_name(src.get("dataSource"), f"{path}.dataSource"),
-        interval=_interval(src.get("interval"), f"{path}.interval"),
+    return InputSpec(type="inline", data=data, **fmt)
+
+
+def _input_spec(io: dict, input_roots: list[Path], ignored: list[str] | None = None) -> InputSpec:
+    ignored = [] if ignored is None else ignored
+    spec = _one_source(
+        io.get("inputSource"), "spec.ioConfig.inputSource", io, input_roots, ignored, nested=False
     )
+    if spec.type == "combining":
+        formats = {d.format for d in spec.delegates if d.format}
+        if len(formats) > 1:  # cannot happen: one inputFormat for all
+            raise SpecError("spec.ioConfig.inputFormat", "one format for every delegate")
+    return spec
 
 
-def _dimensions(schema: dict) -> tuple[tuple[Dimension, ...], tuple[str, ...]]:
+def _dimensions(
+    schema: dict, ignored: list[str]
+) -> tuple[tuple[Dimension, ...], tuple[str, ...], bool, bool]:
+    """(dimensions, exclusions, includeAllDimensions, useSchemaDiscovery)."""
     path = "spec.dataSchema.dimensionsSpec"
     ds = _obj(schema.get("dimensionsSpec"), path, required=False)
     _allow(
@@ -439,10 +758,19 @@ def _dimensions(schema: dict) -> tuple[tuple[Dimension, ...], tuple[str, ...]]:
             "spatialDimensions",
             "includeAllDimensions",
             "useSchemaDiscovery",
+            "forceSegmentSortByTime",
         },
     )
     if ds.get("spatialDimensions"):
-        raise SpecError(f"{path}.spatialDimensions", "is not supported")
+        raise SpecError(
+            f"{path}.spatialDimensions",
+            "spatial indexes are outside Strata's scope; ingest the coordinates as double dimensions",
+        )
+    if not _bool(ds, "forceSegmentSortByTime", path, True):
+        raise SpecError(
+            f"{path}.forceSegmentSortByTime",
+            "segments are always sorted by __time here; leave it true",
+        )
     dims: list[Dimension] = []
     raw_dims = ds.get("dimensions") or []
     if not isinstance(raw_dims, list):
@@ -453,14 +781,48 @@ def _dimensions(schema: dict) -> tuple[tuple[Dimension, ...], tuple[str, ...]]:
             dims.append(Dimension(d, "string"))
             continue
         d = _obj(d, dpath)
-        _allow(d, dpath, {"type", "name", "createBitmapIndex", "multiValueHandling"})
+        _allow(d, dpath, {"type", "name", "createBitmapIndex", "multiValueHandling", "castToType"})
         dtype = d.get("type", "string")
         if dtype not in DIMENSION_TYPES:
             raise SpecError(
                 f"{dpath}.type",
                 f"unknown dimension type {dtype!r}; accepted: {', '.join(DIMENSION_TYPES)}",
             )
-        dims.append(Dimension(_str(d, "name", dpath), "double" if dtype == "float" else dtype))
+        name = _str(d, "name", dpath)
+        if d.get("createBitmapIndex") is not None:
+            ignored.append(
+                f"{dpath}.createBitmapIndex: segments are Parquet files, which have no bitmap indexes"
+            )
+        handling = d.get("multiValueHandling")
+        if handling is not None:
+            if dtype != "string":
+                raise SpecError(f"{dpath}.multiValueHandling", "applies to string dimensions only")
+            handling = str(handling).upper()
+            if handling not in MULTI_VALUE_HANDLING:
+                raise SpecError(
+                    f"{dpath}.multiValueHandling",
+                    f"unknown {d['multiValueHandling']!r}; accepted: {', '.join(MULTI_VALUE_HANDLING)}",
+                )
+        cast = d.get("castToType")
+        if cast is not None and dtype != "auto":
+            raise SpecError(f"{dpath}.castToType", "applies to auto dimensions only")
+        if dtype in ("auto", "json"):
+            # Nested columns: stored as JSON text (numbers, strings, arrays and
+            # objects keep their JSON form), queryable with JSON functions.
+            ignored.append(
+                f"{dpath}.type: {dtype} (nested) columns are stored as JSON text, "
+                "not as Druid's typed nested columns"
+                + (f"; castToType {cast} is kept as JSON text too" if cast else "")
+            )
+            dims.append(Dimension(name, "json"))
+            continue
+        dims.append(
+            Dimension(
+                name,
+                "double" if dtype == "float" else dtype,
+                handling or "SORTED_ARRAY",
+            )
+        )
     names = [d.name for d in dims]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -468,10 +830,16 @@ def _dimensions(schema: dict) -> tuple[tuple[Dimension, ...], tuple[str, ...]]:
     excl = ds.get("dimensionExclusions") or []
     if not isinstance(excl, list) or not all(isinstance(e, str) for e in excl):
         raise SpecError(f"{path}.dimensionExclusions", "must be a list of names")
-    return tuple(dims), tuple(excl)
+    include_all = _bool(ds, "includeAllDimensions", path, False)
+    discovery = _bool(ds, "useSchemaDiscovery", path, False)
+    if include_all and not dims:
+        ignored.append(
+            f"{path}.includeAllDimensions: with no dimensions listed every input field is a dimension anyway"
+        )
+    return tuple(dims), tuple(excl), include_all and bool(dims), discovery
 
 
-def _metrics(schema: dict) -> tuple[Metric, ...]:
+def _metrics(schema: dict, ignored: list[str]) -> tuple[Metric, ...]:
     path = "spec.dataSchema.metricsSpec"
     raw = schema.get("metricsSpec") or []
     if not isinstance(raw, list):
@@ -486,11 +854,86 @@ def _metrics(schema: dict) -> tuple[Metric, ...]:
                 f"{mpath}.type",
                 f"unknown metric type {mtype!r}; accepted: {', '.join(METRIC_TYPES)}",
             )
-        _allow(m, mpath, {"type", "name", "fieldName", "isInputHyperUnique", "round"})
+        allowed = {"type", "name", "fieldName"}
+        if mtype == "hyperUnique":
+            allowed |= {"isInputHyperUnique", "round"}
+        elif mtype == "thetaSketch":
+            allowed |= {"size", "isInputThetaSketch", "shouldFinalize"}
+        elif mtype in ("HLLSketchBuild", "HLLSketchMerge"):
+            allowed |= {"lgK", "tgtHllType", "round", "shouldFinalize"}
+        elif mtype == "quantilesDoublesSketch":
+            allowed |= {"k", "maxStreamLength", "shouldFinalize"}
+        elif mtype in FIRST_LAST_TYPES:
+            allowed |= {"timeColumn"}
+            if mtype.startswith("string"):
+                allowed |= {"maxStringBytes"}
+        elif mtype != "count":
+            allowed |= {"expression"}
+        _allow(m, mpath, allowed)
+        if m.get("expression") is not None:
+            raise SpecError(
+                f"{mpath}.expression",
+                "aggregator expressions are not supported; compute the value with a "
+                "transformSpec.transforms expression and name it in fieldName",
+            )
         name = _str(m, "name", mpath)
         field_name = None if mtype == "count" else _str(m, "fieldName", mpath)
-        canonical = mtype.replace("float", "double")
-        out.append(Metric(canonical, name, field_name))
+        size = None
+        if mtype == "hyperUnique":
+            # The input is detected: a column of sketches (re-ingestion) is unioned.
+            if m.get("isInputHyperUnique") is not None:
+                ignored.append(
+                    f"{mpath}.isInputHyperUnique: whether the input holds sketches is read from "
+                    "its column type (binary sketches are unioned, other values are sketched)"
+                )
+            if m.get("round") is not None:
+                ignored.append(f"{mpath}.round: a query-time option; the stored sketch is the same")
+        elif mtype == "thetaSketch":
+            size = _int(m, "size", mpath, THETA_DEFAULT_SIZE, minimum=16)
+            if size & (size - 1):
+                raise SpecError(f"{mpath}.size", f"must be a power of 2, got {size}")
+            size = size.bit_length() - 1  # Spark's lgNomEntries
+            if size > 26:
+                raise SpecError(f"{mpath}.size", "must be at most 2^26 (67108864)")
+            if m.get("isInputThetaSketch") is not None:
+                ignored.append(
+                    f"{mpath}.isInputThetaSketch: whether the input holds sketches is read from its column type"
+                )
+        elif mtype in ("HLLSketchBuild", "HLLSketchMerge"):
+            size = _int(m, "lgK", mpath, HLL_DEFAULT_LG_K, minimum=4)
+            if size > 21:
+                raise SpecError(f"{mpath}.lgK", "must be between 4 and 21")
+            if m.get("tgtHllType") not in (None, "HLL_4", "HLL_6", "HLL_8"):
+                raise SpecError(f"{mpath}.tgtHllType", "must be HLL_4, HLL_6 or HLL_8")
+            if m.get("tgtHllType") not in (None, "HLL_4"):
+                ignored.append(
+                    f"{mpath}.tgtHllType: sketches are stored as Spark's HLL_4 (same estimates, smallest)"
+                )
+            if m.get("round") is not None:
+                ignored.append(f"{mpath}.round: a query-time option; the stored sketch is the same")
+        elif mtype == "quantilesDoublesSketch":
+            size = _int(m, "k", mpath, QUANTILES_DEFAULT_K, minimum=8)
+            if size > 65535:
+                raise SpecError(f"{mpath}.k", "must be between 8 and 65535")
+            if m.get("maxStreamLength") is not None:
+                ignored.append(
+                    f"{mpath}.maxStreamLength: a KLL sketch needs no stream-length bound"
+                )
+        elif mtype in FIRST_LAST_TYPES:
+            if m.get("timeColumn") not in (None, "__time"):
+                raise SpecError(
+                    f"{mpath}.timeColumn", "first/last follow the row timestamp (__time) only"
+                )
+            if m.get("maxStringBytes") is not None:
+                size = _int(m, "maxStringBytes", mpath, None, minimum=1)
+        if m.get("shouldFinalize") is not None:
+            ignored.append(
+                f"{mpath}.shouldFinalize: a query-time option; the stored sketch is the same"
+            )
+        canonical = mtype if mtype in SKETCH_TYPES else mtype.replace("float", "double")
+        if mtype == "HLLSketchMerge":
+            canonical = "HLLSketchBuild"  # a build over sketches unions them
+        out.append(Metric(canonical, name, field_name, size))
     names = [m.name for m in out]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
@@ -498,9 +941,89 @@ def _metrics(schema: dict) -> tuple[Metric, ...]:
     return tuple(out)
 
 
-def _partitions(tuning: dict) -> PartitionsSpec:
+_LEGACY_TUNING = (
+    "maxRowsPerSegment",
+    "maxTotalRows",
+    "targetPartitionSize",
+    "numShards",
+    "partitionDimensions",
+)
+
+
+def _legacy_partitions(tuning: dict, ignored: list[str]) -> dict:
+    """Druid's pre-partitionsSpec tuningConfig fields, folded into a partitionsSpec.
+
+    maxRowsPerSegment / maxTotalRows are the dynamic spec's; targetPartitionSize
+    is maxRowsPerSegment (or hashed targetRowsPerSegment with perfect rollup);
+    numShards / partitionDimensions make a hashed spec. With a partitionsSpec
+    given too, its own fields win and a legacy field only fills a gap.
+    """
+    path = "spec.tuningConfig"
+    legacy = {k: tuning[k] for k in _LEGACY_TUNING if tuning.get(k) is not None}
+    ps = dict(_obj(tuning.get("partitionsSpec"), f"{path}.partitionsSpec", required=False))
+    if not legacy:
+        return ps
+    for key in legacy:
+        if key != "partitionDimensions":
+            _int(tuning, key, path, None, minimum=1)
+    if "maxRowsPerSegment" in legacy and "targetPartitionSize" in legacy:
+        raise SpecError(
+            f"{path}.targetPartitionSize",
+            "give maxRowsPerSegment (its newer name) or targetPartitionSize, not both",
+        )
+    guaranteed = _bool(tuning, "forceGuaranteedRollup", path, False)
+    if not ps:
+        hashed = (
+            "numShards" in legacy
+            or "partitionDimensions" in legacy
+            or (guaranteed and "targetPartitionSize" in legacy)
+        )
+        ps = {"type": "hashed" if hashed else "dynamic"}
+    kind = ps.get("type", "dynamic")
+    rows = legacy.get("maxRowsPerSegment", legacy.get("targetPartitionSize"))
+    rows_key = "maxRowsPerSegment" if "maxRowsPerSegment" in legacy else "targetPartitionSize"
+    used = set()
+    if kind == "dynamic":
+        if rows is not None and ps.get("maxRowsPerSegment") is None:
+            ps["maxRowsPerSegment"] = rows
+            used.add(rows_key)
+        if "maxTotalRows" in legacy and ps.get("maxTotalRows") is None:
+            ps["maxTotalRows"] = legacy["maxTotalRows"]
+            used.add("maxTotalRows")
+    elif kind == "hashed":
+        if (
+            "numShards" in legacy
+            and ps.get("numShards") is None
+            and ps.get("targetRowsPerSegment") is None
+        ):
+            ps["numShards"] = legacy["numShards"]
+            used.add("numShards")
+        if "partitionDimensions" in legacy and not ps.get("partitionDimensions"):
+            ps["partitionDimensions"] = legacy["partitionDimensions"]
+            used.add("partitionDimensions")
+        if rows is not None and not any(
+            ps.get(k) is not None
+            for k in ("numShards", "targetRowsPerSegment", "maxRowsPerSegment")
+        ):
+            ps["targetRowsPerSegment"] = rows
+            used.add(rows_key)
+    elif rows is not None and not any(
+        ps.get(k) is not None for k in ("targetRowsPerSegment", "maxRowsPerSegment")
+    ):
+        ps["maxRowsPerSegment"] = rows
+        used.add(rows_key)
+    for key in legacy:
+        if key not in used:
+            ignored.append(
+                f"{path}.{key}: superseded by partitionsSpec ({kind}), which decides segment sizes"
+            )
+    return ps
+
+
+def _partitions(tuning: dict, ignored: list[str] | None = None) -> PartitionsSpec:
     path = "spec.tuningConfig.partitionsSpec"
-    ps = _obj(tuning.get("partitionsSpec"), path, required=False)
+    ignored = [] if ignored is None else ignored
+    ps = _legacy_partitions(tuning, ignored)
     kind = ps.get("type", "dynamic")
     if kind not in PARTITION_TYPES:
         raise SpecError(
@@ -509,6 +1032,8 @@ def _partitions(tuning: dict) -> PartitionsSpec:
         )
     if kind == "dynamic":
         _allow(ps, path, {"type", "maxRowsPerSegment", "maxTotalRows"})
+        # maxTotalRows is honoured: no segment holds more rows than it (Druid pushes
+        # every segment it holds once maxTotalRows rows are buffered).
         return PartitionsSpec(
             type="dynamic",
             max_rows_per_segment=_int(
@@ -524,8 +1049,10 @@ def _partitions(tuning: dict) -> PartitionsSpec:
         for i, name in enumerate(value):
             if name in value[:i]:
                 raise SpecError(f"{path}.{key}[{i}]", f"{name!r} is listed twice")
-            if name == "__time":
-                raise SpecError(f"{path}.{key}[{i}]", "__time cannot be a partition dimension")
+            if name == "__time" and kind != "range":
+                raise SpecError(
+                    f"{path}.{key}[{i}]", "__time cannot be a hashed partition dimension"
+                )
         return tuple(value)
 
     if kind == "hashed":
@@ -595,8 +1122,14 @@ def _partitions(tuning: dict) -> PartitionsSpec:
                 "maxRowsPerSegment",
                 "partitionDimensions",
                 "assumeGrouped",
+                "maxTotalRows",
             },
         )
+        if ps.get("maxTotalRows") is not None:
+            ignored.append(
+                f"{path}.maxTotalRows: a dynamic partitioning field; range partitions are sized "
+                "by targetRowsPerSegment / maxRowsPerSegment (Druid ignores it here too)"
+            )
         partition_dims = dims("partitionDimensions")
         if not partition_dims:
             raise SpecError(f"{path}.partitionDimensions", "is required for range partitioning")
@@ -618,7 +1151,34 @@ def _partitions(tuning: dict) -> PartitionsSpec:
     )
 
 
-def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
+# tuningConfig fields with no meaning in Strata: accepted, and reported as ignored.
+_IGNORED_TUNING = {
+    "maxRowsInMemory": "Spark manages memory: rows are not buffered on a heap before persisting",
+    "maxBytesInMemory": "Spark manages memory: rows are not buffered on a heap before persisting",
+    "skipBytesInMemoryOverheadCheck": "Spark manages memory",
+    "maxColumnsToMerge": "segments are written once by Spark, with no intermediate persists to merge",
+    "maxPendingPersists": "segments are written once by Spark, with no intermediate persists",
+    "indexSpec": "segments are Parquet files (snappy); Druid's column encodings do not apply",
+    "indexSpecForIntermediatePersists": "there are no intermediate persists",
+    "splitHintSpec": "Spark splits the input by itself",
+    "awaitSegmentAvailabilityTimeoutMillis": "a segment is queryable as soon as it is published",
+    "reportParseExceptions": "parse errors are counted and sampled in the report (see maxParseExceptions)",
+    "pushTimeout": "segments are moved to deep storage by the worker itself, without a push timeout",
+    "segmentWriteOutMediumFactory": "segments are written by Spark",
+    "chatHandlerTimeout": "sub-tasks are Spark jobs, not HTTP peers",
+    "chatHandlerNumRetries": "sub-tasks are Spark jobs, not HTTP peers",
+    "taskStatusCheckPeriodMs": "sub-tasks are Spark jobs, not polled tasks",
+    "maxNumSegmentsToMerge": "phase 2 merges with totalNumMergeTasks Spark jobs",
+    "forceExtendableShardSpecs": "every segment gets a numbered (extendable) shard spec anyway",
+    "numPersistThreads": "there are no intermediate persists",
+    "maxAllowedLockCount": "locks are taken per time chunk of the intervals",
+}
+
+
+def _ingestion(
+    raw: dict, input_roots: list[Path], ignored: list[str] | None = None
+) -> IngestionSpec:
+    ignored = [] if ignored is None else ignored
     spec = _obj(raw.get("spec"), "spec")
     _allow(spec, "spec", {"dataSchema", "ioConfig", "tuningConfig"})
     schema = _obj(spec.get("dataSchema"), "spec.dataSchema")
@@ -634,7 +1194,16 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
             "transformSpec",
         },
     )
-    datasource = _datasource_name(schema.get("dataSource"), "spec.dataSchema.dataSource")
+    top = raw.get("dataSource")
+    if schema.get("dataSource") is None and top is not None:
+        # An index task may name its dataSource at the top level (as Druid accepts).
+        datasource = _datasource_name(top, "dataSource")
+    else:
+        datasource = _datasource_name(schema.get("dataSource"), "spec.dataSchema.dataSource")
+        if top is not None and top != datasource:
+            raise SpecError(
+                "dataSource", f"{top!r} differs from spec.dataSchema.dataSource {datasource!r}"
+            )
 
     ts_path = "spec.dataSchema.timestampSpec"
     ts = _obj(schema.get("timestampSpec"), ts_path, required=False)
@@ -660,8 +1229,8 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
                 f"{ts_path}.missingValue", f"{missing!r} is not an ISO timestamp"
             ) from None
 
-    dims, exclusions = _dimensions(schema)
-    metrics = _metrics(schema)
+    dims, exclusions, include_all, discovery = _dimensions(schema, ignored)
+    metrics = _metrics(schema, ignored)
     metric_names = {m.name for m in metrics}
     for d in dims:
         if d.name in metric_names:
@@ -674,6 +1243,8 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
     gpath = "spec.dataSchema.granularitySpec"
     gran = _obj(schema.get("granularitySpec"), gpath, required=False)
     _allow(gran, gpath, {"type", "segmentGranularity", "queryGranularity", "rollup", "intervals"})
+    if gran.get("type") not in (None, "uniform", "arbitrary"):
+        raise SpecError(f"{gpath}.type", "must be uniform (or arbitrary)")
     segment_granularity = _granularity(
         gran.get("segmentGranularity"), f"{gpath}.segmentGranularity", default="DAY"
     )
@@ -701,8 +1272,7 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
     tpath = "spec.dataSchema.transformSpec"
     transform = _obj(schema.get("transformSpec"), tpath, required=False)
     _allow(transform, tpath, {"filter", "transforms"})
-    if transform.get("transforms"):
-        raise SpecError(f"{tpath}.transforms", "expression transforms are not supported")
+    transforms = _transforms(transform.get("transforms"), f"{tpath}.transforms")
     flt = (
         validate_filter(transform["filter"], f"{tpath}.filter") if transform.get("filter") else None
     )
@@ -710,13 +1280,24 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
     io_path = "spec.ioConfig"
     io = _obj(spec.get("ioConfig"), io_path)
     _allow(io, io_path, {"type", "inputSource", "inputFormat", "appendToExisting", "dropExisting"})
-    input_spec = _input_spec(io, input_roots)
+    input_spec = _input_spec(io, input_roots, ignored)
     append = _bool(io, "appendToExisting", io_path, False)
     drop_existing = _bool(io, "dropExisting", io_path, False)
     if append and drop_existing:
         raise SpecError(f"{io_path}.dropExisting", "cannot be true with appendToExisting")
     if drop_existing and intervals is None:
         raise SpecError(f"{gpath}.intervals", "are required with dropExisting")
+    if input_spec.type == "combining" and not dims:
+        raise SpecError(
+            "spec.dataSchema.dimensionsSpec.dimensions",
+            "a combining input source needs its dimensions listed (delegates differ in their fields)",
+        )
+    for inp in input_spec.file_sources:
+        if inp.flatten and not dims and not inp.use_field_discovery:
+            raise SpecError(
+                "spec.dataSchema.dimensionsSpec.dimensions",
+                "list the dimensions, or turn flattenSpec.useFieldDiscovery on",
+            )
 
     tun_path = "spec.tuningConfig"
     tuning = _obj(spec.get("tuningConfig"), tun_path, required=False)
@@ -733,26 +1314,33 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
             "maxRetry",
             "maxNumConcurrentSubTasks",
             "totalNumMergeTasks",
-            "maxRowsInMemory",
-            "maxBytesInMemory",
+            *_LEGACY_TUNING,
+            *_IGNORED_TUNING,
         },
     )
-    partitions = _partitions(tuning)
+    for key, reason in _IGNORED_TUNING.items():
+        if tuning.get(key) is not None:
+            ignored.append(f"{tun_path}.{key}: {reason}")
+    if tuning.get("logParseExceptions") is not None:
+        _bool(tuning, "logParseExceptions", tun_path, False)
+        ignored.append(
+            f"{tun_path}.logParseExceptions: parse errors are sampled in the task report "
+            "(maxSavedParseExceptions), not logged row by row"
+        )
+    partitions = _partitions(tuning, ignored)
     force_rollup = _bool(tuning, "forceGuaranteedRollup", tun_path, False)
     if partitions.type != "dynamic" and not force_rollup:
-        # Druid requires forceGuaranteedRollup with hashed/range partitioning.
-        raise SpecError(
-            f"{tun_path}.forceGuaranteedRollup",
-            f"must be true with {partitions.type} partitioning (as in Druid)",
+        # Hashed and range partitioning always roll up perfectly here (two phases).
+        ignored.append(
+            f"{tun_path}.forceGuaranteedRollup: {partitions.type} partitioning always runs in two "
+            "phases with perfect rollup, as if it were true"
         )
-    if force_rollup:
-        if partitions.type == "dynamic":
-            raise SpecError(
-                f"{tun_path}.partitionsSpec.type",
-                "forceGuaranteedRollup requires hashed, range or single_dim partitioning",
-            )
-        if intervals is None:
-            raise SpecError(f"{gpath}.intervals", "are required when forceGuaranteedRollup is true")
+        force_rollup = True
+    if force_rollup and partitions.type == "dynamic":
+        raise SpecError(
+            f"{tun_path}.partitionsSpec.type",
+            "forceGuaranteedRollup requires hashed, range or single_dim partitioning",
+        )
     if append and partitions.type != "dynamic":
         raise SpecError(
             f"{io_path}.appendToExisting",
@@ -765,20 +1353,49 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
             if "partitionDimension" in (tuning.get("partitionsSpec") or {})
             else "partitionDimensions"
         )
+        kept = []
+        count_names = {m.name for m in metrics if m.type == "count"}
         for i, name in enumerate(partitions.partition_dimensions):
             where = f"{tun_path}.partitionsSpec.{field_name}"
             where += "" if field_name == "partitionDimension" else f"[{i}]"
-            if name in metric_names or name in exclusions:
+            if name == "__time":
+                kept.append(name)
+            elif name in count_names:
+                # Druid reads a partition dimension from the input row: a count
+                # metric's name is no input field, null for every row: it splits nothing.
+                ignored.append(
+                    f"{where}: {name!r} is a count metric, not an input field; it splits nothing "
+                    "(Druid reads it as null for every row)"
+                )
+            elif name in metric_names or name in exclusions:
                 raise SpecError(where, f"{name!r} is not a dimension (a metric or excluded)")
-            if dims and name not in known:
+            elif dims and name not in known:
                 raise SpecError(where, f"{name!r} is not a dimension of this spec")
-    if input_spec.type == "druid":
-        if ts.get("column") not in (None, "__time"):
-            raise SpecError(
-                f"{ts_path}.column",
-                "with a druid input source the timestamp is the __time column; "
-                "leave timestampSpec out or name __time",
+            else:
+                kept.append(name)
+        if tuple(kept) != partitions.partition_dimensions:
+            if partitions.type == "range" and not kept:
+                raise SpecError(
+                    f"{tun_path}.partitionsSpec.{field_name}",
+                    "range partitioning needs at least one dimension",
+                )
+            partitions = PartitionsSpec(
+                type=partitions.type,
+                max_rows_per_segment=partitions.max_rows_per_segment,
+                max_total_rows=partitions.max_total_rows,
+                num_shards=partitions.num_shards,
+                target_rows_per_segment=partitions.target_rows_per_segment,
+                partition_dimensions=tuple(kept),
             )
+    druid_source = input_spec.druid_source
+    if druid_source is not None and ts.get("column") not in (None, "__time"):
+        if input_spec.type == "druid":
+            ignored.append(
+                f"{ts_path}: a druid input source always reads each row's __time "
+                f"(column {ts.get('column')!r} is not used)"
+            )
+            ts_column = "__time"
+    elif input_spec.type == "druid":
         ts_column = "__time"
 
     return IngestionSpec(
@@ -806,7 +1423,43 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
             tuning, "maxNumConcurrentSubTasks", tun_path, 1, minimum=1
         ),
         total_num_merge_tasks=_int(tuning, "totalNumMergeTasks", tun_path, 10, minimum=1),
+        transforms=transforms,
+        include_all_dimensions=include_all,
+        schema_discovery=discovery,
+        ignored=tuple(dict.fromkeys(ignored)),
     )
+
+
+def _transforms(raw: Any, path: str) -> tuple[Transform, ...]:
+    if not raw:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError(path, "must be a list of transforms")
+    out: list[Transform] = []
+    for i, t in enumerate(raw):
+        tpath = f"{path}[{i}]"
+        t = _obj(t, tpath)
+        _allow(t, tpath, {"type", "name", "expression"})
+        if t.get("type", "expression") != "expression":
+            raise SpecError(
+                f"{tpath}.type", f"unknown transform type {t.get('type')!r}; accepted: expression"
+            )
+        name = _str(t, "name", tpath)
+        if name == "__time":
+            raise SpecError(
+                f"{tpath}.name", "transforming __time is not supported; use timestampSpec"
+            )
+        expression = t.get("expression")
+        try:
+            translated = translate_expression(expression)
+        except ExpressionError as exc:
+            raise SpecError(f"{tpath}.expression", str(exc)) from None
+        out.append(Transform(name, expression, translated.columns))
+    names = [t.name for t in out]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise SpecError(path, f"transform {dup!r} is defined twice")
+    return tuple(out)
 
 
 def _divides(query: str, segment: str) -> bool:
@@ -828,23 +1481,54 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
         raise SpecError("type", f"unknown task type {kind!r}; accepted: {', '.join(TASK_TYPES)}")
     context = _context(raw.get("context"))
     if kind in ("index_parallel", "index"):
-        _allow(raw, "", {"type", "id", "spec", "context", "groupId", "resource"})
-        ingestion = _ingestion(raw, input_roots)
+        _allow(raw, "", {"type", "id", "spec", "context", "groupId", "resource", "dataSource"})
+        ignored: list[str] = []
+        ingestion = _ingestion(raw, input_roots, ignored)
         return TaskSpec(
             type="index_parallel",
             datasource=ingestion.datasource,
             context=context,
             ingestion=ingestion,
             raw=raw,
+            ignored=ingestion.ignored,
         )
     if kind == "kill":
-        _allow(raw, "", {"type", "id", "dataSource", "interval", "context", "markAsUnused"})
+        _allow(
+            raw,
+            "",
+            {
+                "type",
+                "id",
+                "dataSource",
+                "interval",
+                "context",
+                "markAsUnused",
+                "versions",
+                "batchSize",
+                "limit",
+                "maxUsedStatusLastUpdatedTime",
+            },
+        )
+        kill_ignored = []
+        for key in ("versions", "maxUsedStatusLastUpdatedTime"):
+            if raw.get(key) is not None:
+                raise SpecError(
+                    key,
+                    "is not supported; a kill task deletes every unused segment of its interval",
+                )
+        for key in ("batchSize", "limit"):
+            if raw.get(key) is not None:
+                kill_ignored.append(
+                    f"{key}: a kill task deletes every unused segment of its interval in one commit"
+                )
         return TaskSpec(
             type="kill",
             datasource=_datasource_name(raw.get("dataSource"), "dataSource"),
             context=context,
             interval=_interval(raw.get("interval"), "interval"),
             raw=raw,
+            mark_as_unused=_bool(raw, "markAsUnused", "", False),
+            ignored=tuple(kill_ignored),
         )
     compaction = _compaction(raw)
     return TaskSpec(
@@ -855,6 +1539,7 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
         segment_ids=compaction.segment_ids,
         compaction=compaction,
         raw=raw,
+        ignored=compaction.ignored,
     )
 
 
@@ -917,6 +1602,7 @@ class CompactionSpec:
     max_retry: int = 3
     max_num_concurrent_subtasks: int = 1
     total_num_merge_tasks: int = 10
+    ignored: tuple[str, ...] = ()  # "field: why it has no effect here"
 
 
 def _moved(path_from: str, path_to: str, check):
@@ -978,6 +1664,7 @@ def _compaction(raw: dict) -> CompactionSpec:
     _allow(raw, "", COMPACT_TOP_LEVEL)
     datasource = _datasource_name(raw.get("dataSource"), "dataSource")
     interval, segment_ids = _compact_input(raw)
+    ignored: list[str] = []
     io = raw.get("ioConfig") or {}
     drop_existing = _bool(io, "dropExisting", "ioConfig", True)
 
@@ -1017,10 +1704,10 @@ def _compaction(raw: dict) -> CompactionSpec:
     exclusions: tuple[str, ...] = ()
     if raw.get("dimensionsSpec") is not None:
         _obj(raw["dimensionsSpec"], "dimensionsSpec")
-        dims, exclusions = _moved(
+        dims, exclusions, _, _ = _moved(
             "spec.dataSchema.dimensionsSpec",
             "dimensionsSpec",
-            lambda: _dimensions({"dimensionsSpec": raw["dimensionsSpec"]}),
+            lambda: _dimensions({"dimensionsSpec": raw["dimensionsSpec"]}, ignored),
         )
         dimensions = dims or None  # empty: the inputs' dimensions
     metrics = None
@@ -1028,7 +1715,7 @@ def _compaction(raw: dict) -> CompactionSpec:
         metrics = _moved(
             "spec.dataSchema.metricsSpec",
             "metricsSpec",
-            lambda: _metrics({"metricsSpec": raw["metricsSpec"]}),
+            lambda: _metrics({"metricsSpec": raw["metricsSpec"]}, ignored),
         )
     if dimensions is not None and metrics is not None:
         both = {d.name for d in dimensions} & {m.name for m in metrics}
@@ -1057,7 +1744,7 @@ def _compaction(raw: dict) -> CompactionSpec:
     partitions = _moved(
         "spec.tuningConfig",
         tun_path,
-        lambda: _partitions({"partitionsSpec": tuning.get("partitionsSpec")}),
+        lambda: _partitions({"partitionsSpec": tuning.get("partitionsSpec")}, ignored),
     )
     force_rollup = _bool(tuning, "forceGuaranteedRollup", tun_path, partitions.type != "dynamic")
     if force_rollup and partitions.type == "dynamic":
@@ -1101,4 +1788,5 @@ def _compaction(raw: dict) -> CompactionSpec:
             tuning, "maxNumConcurrentSubTasks", tun_path, 1, minimum=1
         ),
         total_num_merge_tasks=_int(tuning, "totalNumMergeTasks", tun_path, 10, minimum=1),
+        ignored=tuple(ignored),
     )

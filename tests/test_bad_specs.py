@@ -221,13 +221,16 @@ def test_unknown_field_in_io_config(api_client, good_spec):
     assert "inputSource" in body["message"]  # says what is accepted
 
 
-def test_hashed_partitioning_without_force_guaranteed_rollup(api_client, good_spec):
+def test_hashed_partitioning_without_force_guaranteed_rollup_rolls_up_perfectly(good_spec):
+    # Druid's own docs example (native-batch-simple-task.md) omits it: hashed
+    # partitioning runs in two phases anyway, and the report says so.
     good_spec["spec"]["tuningConfig"]["partitionsSpec"] = {"type": "hashed", "numShards": 2}
-    assert_refused(
-        post_spec(api_client, good_spec),
-        "spec.tuningConfig.forceGuaranteedRollup",
-        "must be true with hashed",
-    )
+    validated = validate_task_spec(good_spec, input_roots=[])
+    assert validated.ingestion.force_guaranteed_rollup and validated.ingestion.two_phase
+    assert any(
+        i.startswith("spec.tuningConfig.forceGuaranteedRollup: hashed partitioning always")
+        for i in validated.ignored
+    ), validated.ignored
 
 
 def test_non_json_body(api_client):
@@ -449,3 +452,149 @@ def test_api_404s(api_client, method, path):
     assert response.status_code == 404, response.content
     assert not CommitLogEntry.objects.exists()
     assert not DataSource.objects.exists()
+
+
+# --- shapes Druid's own specs use, once refused here ------------------------------------
+
+
+def test_perfect_rollup_without_intervals_finds_them_in_the_data(good_spec):
+    # wikipedia_parallel_reindex_task.json: hashed + forceGuaranteedRollup, no intervals.
+    good_spec["spec"]["dataSchema"]["granularitySpec"].pop("intervals")
+    good_spec["spec"]["tuningConfig"]["forceGuaranteedRollup"] = "true"  # a string, as Druid takes
+    good_spec["spec"]["tuningConfig"]["partitionsSpec"] = {"type": "hashed", "numShards": 2}
+    ingestion = validate_task_spec(good_spec, input_roots=[]).ingestion
+    assert ingestion.intervals is None and ingestion.force_guaranteed_rollup
+
+
+def test_range_partitioning_on_time_and_a_count_metric(good_spec):
+    # qaArray ingest_range_rollup_true.json: partitionDimensions [__time, cnt], cnt a count.
+    schema = good_spec["spec"]["dataSchema"]
+    schema["metricsSpec"] = [{"type": "count", "name": "cnt"}]
+    good_spec["spec"]["tuningConfig"]["forceGuaranteedRollup"] = True
+    good_spec["spec"]["tuningConfig"]["partitionsSpec"] = {
+        "type": "range",
+        "partitionDimensions": ["__time", "cnt"],
+        "maxRowsPerSegment": 100,
+        "maxTotalRows": 100,
+    }
+    validated = validate_task_spec(good_spec, input_roots=[])
+    assert validated.ingestion.partitions.partition_dimensions == ("__time",)
+    ignored = "\n".join(validated.ignored)
+    assert "partitionDimensions[1]: 'cnt' is a count metric" in ignored
+    assert "partitionsSpec.maxTotalRows: a dynamic partitioning field" in ignored
+
+
+def test_a_summed_metric_is_still_not_a_partition_dimension(api_client, good_spec):
+    good_spec["spec"]["dataSchema"]["metricsSpec"] = [
+        {"type": "longSum", "name": "added", "fieldName": "added"}
+    ]
+    good_spec["spec"]["tuningConfig"]["partitionsSpec"] = {
+        "type": "hashed",
+        "partitionDimensions": ["added"],
+    }
+    assert_refused(
+        post_spec(api_client, good_spec),
+        "spec.tuningConfig.partitionsSpec.partitionDimensions[0]",
+        "not a dimension",
+    )
+
+
+def test_a_druid_input_reads_time_whatever_the_timestamp_spec_says(good_spec):
+    # wikipedia_reindex_task.json keeps {"column": "timestamp", "format": "iso"}.
+    good_spec["spec"]["dataSchema"]["timestampSpec"] = {"column": "timestamp", "format": "iso"}
+    good_spec["spec"]["ioConfig"]["inputSource"] = {
+        "type": "druid",
+        "dataSource": "wiki",
+        "interval": "2024-01-01/P1D",
+    }
+    validated = validate_task_spec(good_spec, input_roots=[])
+    assert validated.ingestion.timestamp_column == "__time"
+    assert validated.ingestion.input.interval == Interval.parse("2024-01-01/2024-01-02")
+    assert any("always reads each row's __time" in i for i in validated.ignored)
+    assert any(i.startswith("spec.ioConfig.inputFormat:") for i in validated.ignored)
+
+
+def test_an_unsupported_expression_function_is_refused_by_name(api_client, good_spec):
+    good_spec["spec"]["dataSchema"]["transformSpec"] = {
+        "transforms": [
+            {"type": "expression", "name": "ok", "expression": "concat('a-', page)"},
+            {"type": "expression", "name": "x", "expression": "array_length(page)"},
+        ]
+    }
+    body = assert_refused(
+        post_spec(api_client, good_spec),
+        "spec.dataSchema.transformSpec.transforms[1].expression",
+        "function array_length() is not supported",
+    )
+    assert "concat" in body["message"]  # says what is supported
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ({"type": "http", "uris": ["https://example.com/a.json"]}, "use a local input source"),
+        ({"type": "s3", "uris": ["s3://bucket/a.json"]}, "use a local input source"),
+    ],
+    ids=["http", "s3"],
+)
+def test_input_sources_outside_scope_say_what_to_use(api_client, good_spec, source, words):
+    good_spec["spec"]["ioConfig"]["inputSource"] = source
+    assert_refused(
+        post_spec(api_client, good_spec),
+        "spec.ioConfig.inputSource.type",
+        "outside Strata's scope",
+        words,
+    )
+
+
+def test_kill_mark_as_unused_is_honoured_not_ignored():
+    validated = validate_task_spec(
+        {
+            "type": "kill",
+            "dataSource": "wiki",
+            "interval": "2024-01/P1M",
+            "markAsUnused": "true",
+            "batchSize": 10,
+        },
+        input_roots=[],
+    )
+    assert validated.mark_as_unused is True
+    assert validated.interval == Interval.parse("2024-01-01/2024-02-01")
+    assert validated.ignored == (
+        "batchSize: a kill task deletes every unused segment of its interval in one commit",
+    )
+
+
+def test_fields_without_effect_are_listed_as_ignored(good_spec):
+    spec = good_spec["spec"]
+    spec["dataSchema"]["dimensionsSpec"] = {
+        "dimensions": [{"type": "string", "name": "page", "createBitmapIndex": False}]
+    }
+    spec["dataSchema"]["metricsSpec"] = [
+        {
+            "type": "hyperUnique",
+            "name": "u",
+            "fieldName": "page",
+            "isInputHyperUnique": False,
+            "round": True,
+        }
+    ]
+    spec["tuningConfig"].update(
+        {
+            "maxRowsInMemory": 1000,
+            "maxBytesInMemory": 0,
+            "indexSpec": {},
+            "splitHintSpec": {"type": "maxSize"},
+        }
+    )
+    ignored = "\n".join(validate_task_spec(good_spec, input_roots=[]).ignored)
+    for field in (
+        "spec.dataSchema.dimensionsSpec.dimensions[0].createBitmapIndex",
+        "spec.dataSchema.metricsSpec[0].isInputHyperUnique",
+        "spec.dataSchema.metricsSpec[0].round",
+        "spec.tuningConfig.maxRowsInMemory",
+        "spec.tuningConfig.maxBytesInMemory",
+        "spec.tuningConfig.indexSpec",
+        "spec.tuningConfig.splitHintSpec",
+    ):
+        assert f"{field}: " in ignored, (field, ignored)

@@ -469,7 +469,7 @@ def test_segment_locked_compaction_of_an_interval_keeps_the_major_version(run_sp
                 "type": "compact",
                 "dataSource": "x",
                 "interval": "2024-01-01/2024-01-02",
-                "metricsSpec": [{"type": "thetaSketch", "name": "t", "fieldName": "t"}],
+                "metricsSpec": [{"type": "momentSketch", "name": "t", "fieldName": "t"}],
             },
             "metricsSpec[0].type",
         ),
@@ -648,3 +648,13 @@ def test_naming_a_segment_that_is_not_used_fails_naming_the_field(run_spec):
     assert task.error.startswith("invalid spec: ioConfig.inputSpec.segments: ghost_")
     assert "is not a used segment of dataSource 'ghost'" in task.error
     assert not Segment.objects.exists() and not TaskLock.objects.exists()
+
+
+def test_every_metric_type_a_spec_accepts_has_a_combining_aggregator_compaction_can_run():
+    from metastore.schema import combining_aggregator
+    from metastore.specs import METRIC_TYPES
+
+    for metric_type in METRIC_TYPES:
+        combining = combining_aggregator(metric_type, "m")
+        assert combining["type"] in METRIC_TYPES, metric_type
+        assert combining["fieldName"] == "m"

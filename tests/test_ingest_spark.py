@@ -567,12 +567,13 @@ _G = "spec__dataSchema__granularitySpec__"
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        ({_T + "forceGuaranteedRollup": False}, "spec.tuningConfig.forceGuaranteedRollup"),
+        # (Accepted since Druid's corpus needs them, see test_bad_specs: hashed without
+        # forceGuaranteedRollup, perfect rollup without intervals, range on __time, a
+        # timestampSpec column with a druid input source.)
         (
             {_PS: {"type": "dynamic"}, _T + "forceGuaranteedRollup": True},
             "spec.tuningConfig.partitionsSpec.type",
         ),
-        ({_G + "intervals": _DELETE}, "spec.dataSchema.granularitySpec.intervals"),
         (
             {_PS: {"type": "hashed", "numShards": 2, "targetRowsPerSegment": 10}},
             "spec.tuningConfig.partitionsSpec.numShards",
@@ -625,10 +626,6 @@ _G = "spec__dataSchema__granularitySpec__"
             {_PS: {"type": "range", "partitionDimensions": ["carrier"], "assumeGrouped": True}},
             "spec.tuningConfig.partitionsSpec.assumeGrouped",
         ),
-        (
-            {_PS: {"type": "range", "partitionDimensions": ["__time"]}},
-            "spec.tuningConfig.partitionsSpec.partitionDimensions[0]",
-        ),
         ({_PS: {"type": "hash"}}, "spec.tuningConfig.partitionsSpec.type"),
         (
             {_PS: {"type": "dynamic", "maxRowsPerSegment": 0}, _T + "forceGuaranteedRollup": False},
@@ -673,16 +670,6 @@ _G = "spec__dataSchema__granularitySpec__"
                 }
             },
             "spec.ioConfig.inputSource.segments",
-        ),
-        (
-            {
-                "spec__ioConfig__inputSource": {
-                    "type": "druid",
-                    "dataSource": "f",
-                    "interval": INTERVAL,
-                }
-            },
-            "spec.dataSchema.timestampSpec.column",
         ),
     ],
 )

@@ -22,6 +22,11 @@ def run_kill(task: Task) -> dict:
         lock_type=locking.EXCLUSIVE,
         timeout_ms=validated.context.task_lock_timeout_ms,
     )
+    marked = None
+    if validated.mark_as_unused:  # Druid's markAsUnused: the used segments go first
+        marked = services.segments_mark_used(
+            datasource=task.datasource, used=False, interval=interval
+        )
     entry, locations = services.segments_kill(task=task, interval=interval)
     deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
     removed_bytes = 0
@@ -38,4 +43,6 @@ def run_kill(task: Task) -> dict:
         "filesRemoved": len(locations),
         "bytesRemoved": removed_bytes,
         "commit": entry.seq if entry else None,
+        "segmentsMarkedUnused": len(marked.removed) if marked else 0,
+        "ignored": list(validated.ignored),
     }

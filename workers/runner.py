@@ -367,9 +367,10 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     # Lock before reading when the intervals are known, and always before reading
     # a dataSource this task rewrites: it must replace exactly what it read.
     up_front = list(spec.intervals or ())
-    rereads_itself = spec.input.type == "druid" and spec.input.datasource == spec.datasource
+    druid = spec.input.druid_source
+    rereads_itself = druid is not None and druid.datasource == spec.datasource
     if not up_front and rereads_itself:
-        up_front = [spec.input.interval]
+        up_front = [druid.interval]
     if up_front:
         lock(up_front)
     as_of = None
@@ -377,7 +378,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         # A replacing task reads only what was committed before its lock: appends
         # committing meanwhile are carried onto its version at publish instead.
         as_of = min(TaskLock.objects.filter(task=task).values_list("granted_seq", flat=True))
-    pieces = _source_pieces(spec, as_of=as_of) if spec.input.type == "druid" else []
+    pieces = _source_pieces(spec, as_of=as_of) if druid is not None else []
 
     spans = _TWO_PHASE_SPANS if spec.two_phase else _SINGLE_PASS_SPANS
     result = run_ingest(
@@ -439,7 +440,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     report["phases"] = {**report.get("phases", {}), **timings}
     report["segmentsPublished"] = len(new_segments)
     report["commit"] = entry.seq if entry else None
-    if spec.input.type == "druid":
+    if druid is not None:
         report["sourceSegments"] = len({p.location for p in pieces})
     return report
 
@@ -494,7 +495,7 @@ def _source_pieces(spec: IngestionSpec, as_of: int | None = None) -> list[Source
     """The visible parts of the druid input's segments, from its timeline (SPEC §3):
     partially overshadowed segments are read only where they are visible, and
     tombstones hide what is under them and hold no rows."""
-    source = spec.input
+    source = spec.input.druid_source
     if not DataSource.objects.filter(name=source.datasource).exists():
         raise SpecError(
             "spec.ioConfig.inputSource.dataSource", f"there is no dataSource {source.datasource!r}"

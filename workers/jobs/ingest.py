@@ -143,10 +143,13 @@ def run_ingest(
         parsed = parse_input(spark, spec, scratch_dir=work_dir, source_pieces=source_pieces)
         if parsed is None:  # a druid input with nothing visible
             empty = {"processed": 0, "processedWithError": 0, "thrownAway": 0, "unparseable": 0}
-            return IngestResult([], [], _report(empty, [], {}, [], 0, 0))
+            return IngestResult(
+                [], [], _report(empty, [], {}, [], 0, 0, ignored=list(spec.ignored))
+            )
         job = _TwoPhase if spec.two_phase else _SinglePass
         result = job(spark, spec, parsed, work_dir, job_group, progress).run()
     result.report["phases"]["ingest"] = round(time.monotonic() - started, 3)
+    result.report["ignored"] = list(spec.ignored)
     return result
 
 
@@ -189,6 +192,13 @@ def _writer(df):
 
 def _shuffle_partitions(spark) -> int:
     return max(1, int(spark.conf.get("spark.sql.shuffle.partitions")))
+
+
+def _max_rows(spec: IngestionSpec) -> int:
+    """Rows per segment with dynamic partitioning: maxRowsPerSegment, and never more
+    than maxTotalRows (Druid pushes every segment it holds once maxTotalRows rows
+    are buffered, so no segment can outgrow it)."""
+    return min(spec.partitions.max_rows_per_segment, spec.partitions.max_total_rows)
 
 
 def _report(stats, samples, phases, segments, bytes_read, input_files, **extra) -> dict:
@@ -253,7 +263,7 @@ class _SinglePass(_Job):
         out_dir = self.work_dir / "segments"
         (
             _writer(rolled.sortWithinPartitions("__chunk", "__time"))
-            .option("maxRecordsPerFile", spec.partitions.max_rows_per_segment)
+            .option("maxRecordsPerFile", _max_rows(spec))
             .partitionBy("__chunk")
             .parquet(str(out_dir))
         )

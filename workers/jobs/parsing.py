@@ -14,15 +14,18 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from metastore.druid_expr import translate
 from metastore.intervals import Granularity, Interval
-from metastore.specs import IngestionSpec, Metric
+from metastore.specs import FIRST_LAST_TYPES, IngestionSpec, InputSpec, Metric, SpecError
 
 CORRUPT = "_corrupt_record"
+EXTRA = "__extra_column_"  # values past a csv/tsv's named columns
 _FIXED_SECONDS = {
     "FIVE_MINUTE": 300,
     "FIFTEEN_MINUTE": 900,
@@ -68,8 +71,11 @@ class MetricInput:
     """How one metric is fed: the column holding its per-row input and what it is.
 
     kind: "rows" (count input rows), "count" (a count column of already rolled-up
-    rows: summed), "value" (a number), "distinct" (a value to sketch) or
-    "sketch" (an HLL sketch to union).
+    rows: summed), "value" (a number), "distinct" (a value to HLL-sketch),
+    "sketch" (an HLL sketch to union), "theta" / "theta_union" (a value to
+    theta-sketch / theta sketches to union), "kll" / "kll_merge" (a double to
+    put in a KLL quantiles sketch / KLL sketches to merge), or "pair" (a
+    first/last metric's struct<time: epoch millis, value>).
     """
 
     metric: Metric
@@ -217,6 +223,24 @@ def filter_col(flt: dict, col_of: Callable):
     return F.coalesce(cond, F.lit(False))
 
 
+def text_col(col, dtype: str):
+    """A column as Druid would show it as a string: an integral double without
+    `.0` (JSON numbers read as text and multiplied come back as doubles), arrays
+    and structs as JSON text."""
+    from pyspark.sql import functions as F
+
+    if dtype in ("double", "float"):
+        out = F.when(
+            (col == F.floor(col)) & (F.abs(col) < F.lit(1e15)),
+            col.cast("long").cast("string"),
+        ).otherwise(col.cast("string"))
+    elif dtype.startswith(("array", "struct", "map")):
+        out = F.to_json(col)
+    else:
+        out = col.cast("string")
+    return out
+
+
 def _filter_dimensions(flt: dict | None) -> set[str]:
     if not flt:
         return set()
@@ -230,55 +254,105 @@ def _filter_dimensions(flt: dict | None) -> set[str]:
 # --- reading -----------------------------------------------------------------------
 
 
-def _input_files(spec: IngestionSpec, scratch: Path) -> list[str]:
-    inp = spec.input
+def _input_files(inp: InputSpec, scratch: Path, number: int = 0) -> list[str]:
     if inp.type == "inline":
-        target = scratch / "input" / f"inline.{inp.format}"
+        target = scratch / "input" / f"inline{number or ''}.{inp.format}"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(inp.data if inp.data.endswith("\n") else inp.data + "\n")
         return [str(target)]
     return list(inp.files)
 
 
-def _csv_header(path: str) -> list[str]:
-    with open(path, newline="", encoding="utf-8") as fh:
+def _csv_header(path: str, delimiter: str = ",") -> list[str]:
+    import gzip
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="", encoding="utf-8") as fh:
         first = fh.readline()
-    return next(csv.reader(io.StringIO(first)), [])
+    return next(csv.reader(io.StringIO(first), delimiter=delimiter), [])
 
 
-def read_files(spark, spec: IngestionSpec, scratch: Path):
+_PATH_STEP = re.compile(r"\.([A-Za-z_$][\w$-]*)|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]")
+_PATH_FUNCTION = re.compile(r"\.(length|min|max|sum|avg)\(\)$")
+
+
+def _path_steps(expr: str) -> tuple[list[str | int], str | None]:
+    """JSONPath `$...` as steps (keys and indexes) and a trailing function."""
+    function = None
+    m = _PATH_FUNCTION.search(expr)
+    if m:
+        function, expr = m.group(1), expr[: m.start()]
+    steps: list[str | int] = []
+    for key, index, quoted, dquoted in _PATH_STEP.findall(expr[1:]):
+        if index:
+            steps.append(int(index))
+        else:
+            steps.append(key or quoted or dquoted)
+    return steps, function
+
+
+def _wanted_columns(spec: IngestionSpec, inp: InputSpec) -> list[str]:
+    """The top-level input fields a spec reads (for a JSON schema)."""
+    wanted = [spec.timestamp_column]
+    wanted += [d.name for d in spec.dimensions]
+    wanted += [m.field_name for m in spec.metrics if m.field_name]
+    wanted += sorted(_filter_dimensions(spec.filter))
+    for t in spec.transforms:
+        wanted += list(t.columns)
+    produced = {f.name for f in inp.flatten if f.kind == "path"}
+    wanted = [w for w in wanted if w not in produced]
+    for f in inp.flatten:
+        steps, _ = _path_steps(f.expr) if f.kind == "path" else ([f.expr], None)
+        if steps and isinstance(steps[0], str):
+            wanted.append(steps[0])
+    return list(dict.fromkeys(wanted))
+
+
+def _discovers(spec: IngestionSpec) -> bool:
+    """Whether the input's own fields decide (some of) the dimensions."""
+    return spec.schemaless or spec.include_all_dimensions
+
+
+def read_files(
+    spark, spec: IngestionSpec, scratch: Path, inp: InputSpec | None = None, number: int = 0
+):
     """(raw DataFrame, bytes read, files) of a local or inline input. Columns are
-    strings (parquet keeps its types); a `_corrupt_record` column marks malformed rows."""
+    strings (parquet keeps its types; so does JSON under useSchemaDiscovery); a
+    `_corrupt_record` column marks malformed rows. flattenSpec fields are added."""
     from pyspark.sql import types as T
 
-    files = _input_files(spec, scratch)
+    inp = inp or spec.input
+    files = _input_files(inp, scratch, number)
     bytes_read = sum(os.path.getsize(f) for f in files)
-    fmt = spec.input.format
+    fmt = inp.format
     if fmt == "parquet":
         return spark.read.parquet(*files), bytes_read, files
     if fmt == "json":
         reader = spark.read.option("mode", "PERMISSIVE").option(
             "columnNameOfCorruptRecord", CORRUPT
         )
-        if spec.schemaless:
-            df = reader.option("primitivesAsString", "true").json(files)
+        discover = _discovers(spec) or (inp.flatten and inp.use_field_discovery and spec.schemaless)
+        if discover:
+            if not spec.schema_discovery:
+                reader = reader.option("primitivesAsString", "true")
+            df = reader.json(files)
         else:
-            wanted = [spec.timestamp_column]
-            wanted += [d.name for d in spec.dimensions]
-            wanted += [m.field_name for m in spec.metrics if m.field_name]
-            wanted += sorted(_filter_dimensions(spec.filter))
             schema = T.StructType(
-                [T.StructField(name, T.StringType()) for name in dict.fromkeys(wanted)]
+                [T.StructField(name, T.StringType()) for name in _wanted_columns(spec, inp)]
                 + [T.StructField(CORRUPT, T.StringType())]
             )
             df = reader.schema(schema).json(files)
-        return df, bytes_read, files
-    # csv
-    if spec.input.csv_columns is not None:
-        columns = list(spec.input.csv_columns)
-        header = spec.input.csv_skip_header_rows > 0
+        return _flatten(df, inp), bytes_read, files
+    # csv / tsv
+    if inp.csv_columns is not None:
+        columns = list(inp.csv_columns)
+        header = inp.csv_skip_header_rows > 0
+        # Values past the named columns (e.g. TPC-H's trailing '|') are not
+        # errors in Druid: give them unnamed columns, never read.
+        extra = len(_csv_header(files[0], inp.delimiter)) - len(columns)
+        columns += [f"{EXTRA}{i}" for i in range(max(0, extra))]
     else:
-        columns = _csv_header(files[0])
+        columns = _csv_header(files[0], inp.delimiter)
         header = True
     schema = T.StructType(
         [T.StructField(name, T.StringType()) for name in columns]
@@ -286,6 +360,7 @@ def read_files(spark, spec: IngestionSpec, scratch: Path):
     )
     df = (
         spark.read.option("header", str(header).lower())
+        .option("sep", inp.delimiter)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
         .option("enforceSchema", "true")
@@ -293,6 +368,83 @@ def read_files(spark, spec: IngestionSpec, scratch: Path):
         .csv(files)
     )
     return df, bytes_read, files
+
+
+def _flatten(df, inp: InputSpec):
+    """Add flattenSpec fields: a root field is a top-level field, a path field
+    walks into a top-level field's JSON (read as text) with get_json_object."""
+    from pyspark.sql import functions as F
+
+    if not inp.flatten:
+        return df
+    types = dict(df.dtypes)
+    exprs = {}
+    for field in inp.flatten:
+        if field.kind == "root":
+            exprs[field.name] = (
+                F.col(f"`{field.expr}`") if field.expr in types else F.lit(None).cast("string")
+            )
+            continue
+        steps, function = _path_steps(field.expr)
+        if not steps or not isinstance(steps[0], str) or steps[0] not in types:
+            value = F.lit(None).cast("string")
+        else:
+            top = F.col(f"`{steps[0]}`")
+            if types[steps[0]] != "string":
+                top = text_col(top, types[steps[0]])
+            if len(steps) > 1:
+                rest = "".join(f"[{s}]" if isinstance(s, int) else f"['{s}']" for s in steps[1:])
+                value = F.get_json_object(top, "$" + rest)
+            else:
+                value = top
+        if function == "length":
+            value = F.json_array_length(value).cast("string")
+        elif function:
+            numbers = F.from_json(value, "array<double>")
+            agg = {
+                "min": F.array_min(numbers),
+                "max": F.array_max(numbers),
+                "sum": F.aggregate(numbers, F.lit(0.0), lambda acc, x: acc + x),
+            }.get(function)
+            if function == "avg":
+                agg = F.aggregate(numbers, F.lit(0.0), lambda acc, x: acc + x) / F.size(numbers)
+            value = agg.cast("string")
+        exprs[field.name] = value
+    keep = [F.col(f"`{c}`") for c in df.columns if c not in exprs]
+    return df.select(*keep, *[v.alias(n) for n, v in exprs.items()])
+
+
+def _kind_of(dtype: str) -> str:
+    if dtype in ("tinyint", "smallint", "int", "bigint"):
+        return "long"
+    if dtype in ("float", "double") or dtype.startswith("decimal"):
+        return "double"
+    return "string"
+
+
+def apply_transforms(raw, spec: IngestionSpec):
+    """Druid expression transforms: every transform reads the input row as read
+    (not another transform's output) and its result replaces a field of its name."""
+    from pyspark.sql import functions as F
+
+    if not spec.transforms:
+        return raw
+    for t in spec.transforms:
+        for c in t.columns:
+            if c not in raw.columns:
+                raw = raw.withColumn(c, F.lit(None).cast("string"))
+    kinds = {name: _kind_of(dtype) for name, dtype in raw.dtypes}
+    exprs = {}
+    for i, t in enumerate(spec.transforms):
+        try:
+            exprs[t.name] = F.expr(translate(t.expression, kinds).sql)
+        except Exception as exc:  # noqa: BLE001 - surfaced as a spec error naming the field
+            raise SpecError(
+                f"spec.dataSchema.transformSpec.transforms[{i}].expression",
+                str(exc).splitlines()[0],
+            ) from exc
+    keep = [F.col(f"`{c}`") for c in raw.columns if c not in exprs]
+    return raw.select(*keep, *[e.alias(n) for n, e in exprs.items()])
 
 
 def read_segments(spark, pieces: Sequence[SourcePiece], interval: Interval):
@@ -443,22 +595,132 @@ def parse_input(
     scratch_dir: Path,
     source_pieces: Sequence[SourcePiece] = (),
 ) -> ParsedInput | None:
-    """Read and parse the input; None when a druid input has no visible rows."""
+    """Read and parse the input; None when it has no rows to read (a druid input
+    with nothing visible). A combining input's delegates are parsed one by one and
+    their rows put together."""
+    from functools import reduce
+
+    raws = []  # (raw DataFrame, is a druid source)
+    bytes_read, input_files = 0, 0
+    druid = spec.input.druid_source
+    if druid is not None:
+        raw, size, files = read_segments(spark, source_pieces, druid.interval)
+        if raw is not None:
+            raws.append((raw, True))
+            bytes_read, input_files = bytes_read + size, input_files + len(files)
+    for number, inp in enumerate(spec.input.file_sources):
+        raw, size, files = read_files(spark, spec, scratch_dir, inp, number)
+        raws.append((raw, False))
+        bytes_read, input_files = bytes_read + size, input_files + len(files)
+    if not raws:
+        return None
+    parts = [_parse_one(spec, apply_transforms(raw, spec), from_druid) for raw, from_druid in raws]
+    dims = parts[0][1]
+    inputs = _reconcile_inputs([p[2] for p in parts])
+    frames = []
+    for frame, _, part_inputs in parts:
+        for mine, common in zip(part_inputs, inputs, strict=True):
+            if mine.kind == "rows" and common.kind == "count":
+                from pyspark.sql import functions as F
+
+                frame = frame.withColumn(common.column, F.lit(1).cast("long"))
+        frames.append(frame)
+    parsed = reduce(lambda x, y: x.unionByName(y), frames)
+    return ParsedInput(
+        parsed=parsed,
+        dimensions=dims,
+        metric_inputs=inputs,
+        bytes_read=bytes_read,
+        input_files=input_files,
+        spec=spec,
+    )
+
+
+def _reconcile_inputs(per_source: list[list[MetricInput]]) -> list[MetricInput]:
+    """One MetricInput per metric for all sources: rows and count columns mix (a
+    raw row counts 1); sketches and raw values of one metric cannot."""
+    out = []
+    for options in zip(*per_source, strict=True):
+        kinds = {o.kind for o in options}
+        if len(kinds) == 1:
+            out.append(options[0])
+        elif kinds == {"rows", "count"}:
+            out.append(next(o for o in options if o.kind == "count"))
+        else:
+            m = options[0].metric
+            raise SpecError(
+                "spec.ioConfig.inputSource.delegates",
+                f"metric {m.name!r} reads sketches from the druid delegate and raw values from "
+                "another: ingest them with separate tasks",
+            )
+    return out
+
+
+def _dimension_list(spec: IngestionSpec, raw, ts_name: str) -> list[tuple[str, str]]:
+    types = dict(raw.dtypes)
+    listed = [(d.name, d.type) for d in spec.dimensions if d.name not in spec.dimension_exclusions]
+    if not _discovers(spec):
+        return listed
+    reserved = {ts_name, "__time", CORRUPT, *spec.dimension_exclusions}
+    reserved |= {c for c in raw.columns if c.startswith(EXTRA)}
+    reserved |= {m.field_name for m in spec.metrics if m.field_name}
+    reserved |= {m.name for m in spec.metrics}
+    reserved |= {name for name, _ in listed}
+    discovered = []
+    for name in raw.columns:
+        if name in reserved:
+            continue
+        dtype = types[name]
+        if dtype.startswith(("struct", "array", "map")):
+            kind = "json"
+        else:
+            # Discovered dimensions keep a numeric type (re-ingested segments,
+            # parquet, JSON under useSchemaDiscovery).
+            kind = _DISCOVERED.get(dtype, "string")
+        discovered.append((name, kind))
+    return listed + discovered
+
+
+def _string_dim(col, dtype: str, handling: str, list_delimiter: str | None):
+    """A string dimension: a list value (a JSON array, an array column, or text
+    holding the list delimiter) is multi-value, ordered by multiValueHandling and
+    stored as JSON array text; one value is stored as itself, an empty list as null."""
     from pyspark.sql import functions as F
 
-    if spec.input.type == "druid":
-        raw, bytes_read, files = read_segments(spark, source_pieces, spec.input.interval)
-        if raw is None:
-            return None
+    if dtype.startswith("array"):
+        values = col.cast("array<string>")
     else:
-        raw, bytes_read, files = read_files(spark, spec, scratch_dir)
+        text = text_col(col, dtype)
+        values = F.when(F.startswith(F.ltrim(text), F.lit("[")), F.from_json(text, "array<string>"))
+        if list_delimiter:
+            values = values.when(
+                F.instr(text, list_delimiter) > 0, F.split(text, re.escape(list_delimiter))
+            )
+    if handling == "SORTED_SET":
+        values = F.array_sort(F.array_distinct(values))
+    elif handling == "SORTED_ARRAY":
+        values = F.array_sort(values)
+    single = F.when(F.size(values) == 1, F.element_at(values, 1))
+    listed = F.when(F.size(values) > 1, F.to_json(values))
+    if dtype.startswith("array"):
+        return F.coalesce(listed, single)
+    return F.when(values.isNull(), text).otherwise(F.coalesce(listed, single))
+
+
+def _parse_one(spec: IngestionSpec, raw, from_druid: bool):
+    """(parsed DataFrame, dimensions, metric inputs) of one raw input."""
+    from pyspark.sql import functions as F
+
     types = dict(raw.dtypes)
 
     def col_of(name: str):
         return F.col(f"`{name}`") if name in types else F.lit(None).cast("string")
 
+    def text_of(name: str):
+        return text_col(col_of(name), types.get(name, "string"))
+
     # Timestamp
-    ts_name = "__time" if spec.input.type == "druid" else spec.timestamp_column
+    ts_name = "__time" if from_druid else spec.timestamp_column
     ts_raw = col_of(ts_name)
     ts = timestamp_col(ts_raw, spec.timestamp_format, types.get(ts_name, "string"))
     if spec.timestamp_missing_value is not None:
@@ -467,26 +729,25 @@ def parse_input(
     corrupt = col_of(CORRUPT).isNotNull() if CORRUPT in types else F.lit(False)
 
     # Dimensions
-    if spec.schemaless:
-        reserved = {ts_name, "__time", CORRUPT, *spec.dimension_exclusions}
-        reserved |= {m.field_name for m in spec.metrics if m.field_name}
-        reserved |= {m.name for m in spec.metrics}
-        # Discovered dimensions keep a numeric type (re-ingested segments, parquet).
-        dims = [
-            (name, _DISCOVERED.get(types[name], "string"))
-            for name in raw.columns
-            if name not in reserved
-        ]
-    else:
-        dims = [
-            (d.name, d.type) for d in spec.dimensions if d.name not in spec.dimension_exclusions
-        ]
+    dims = _dimension_list(spec, raw, ts_name)
+    handling = {d.name: d.multi_value_handling for d in spec.dimensions}
+    list_delimiter = (
+        None
+        if from_druid
+        else (spec.input.file_sources[0].list_delimiter if spec.input.file_sources else None)
+    )
     dim_exprs, errors = [], []
     for name, dtype in dims:
+        source_type = types.get(name, "string")
         if dtype == "string":
-            dim_exprs.append(col_of(name).cast("string").alias(name))
+            value = _string_dim(
+                col_of(name), source_type, handling.get(name, "SORTED_ARRAY"), list_delimiter
+            )
+            dim_exprs.append(value.alias(name))
+        elif dtype == "json":
+            dim_exprs.append(text_of(name).alias(name))
         else:
-            value, bad = number_col(col_of(name), dtype, types.get(name, "string"))
+            value, bad = number_col(col_of(name), dtype, source_type)
             dim_exprs.append(value.alias(name))
             errors.append(F.when(bad, F.lit(f"{name} is not a {dtype}")))
 
@@ -495,24 +756,56 @@ def parse_input(
     input_exprs = []
     for i, m in enumerate(spec.metrics):
         alias = f"__m{i}"
+        field_type = types.get(m.field_name or "", "string")
         if m.type == "count":
             # Re-ingesting rolled-up rows: a count sums the existing count column.
-            if spec.input.type == "druid" and types.get(m.name) in _NUMERIC:
+            if from_druid and types.get(m.name) in _NUMERIC:
                 input_exprs.append(col_of(m.name).cast("long").alias(alias))
                 inputs.append(MetricInput(m, alias, "count"))
             else:
                 inputs.append(MetricInput(m, None, "rows"))
             continue
-        if m.type == "hyperUnique":
-            if types.get(m.field_name) == "binary":  # already a sketch: union it
+        if m.type in ("hyperUnique", "HLLSketchBuild", "thetaSketch"):
+            union, build = {
+                "thetaSketch": ("theta_union", "theta"),
+            }.get(m.type, ("sketch", "distinct"))
+            if field_type == "binary":  # already sketches: union them
                 input_exprs.append(col_of(m.field_name).alias(alias))
-                inputs.append(MetricInput(m, alias, "sketch"))
+                inputs.append(MetricInput(m, alias, union))
             else:
-                input_exprs.append(col_of(m.field_name).cast("string").alias(alias))
-                inputs.append(MetricInput(m, alias, "distinct"))
+                input_exprs.append(text_of(m.field_name).alias(alias))
+                inputs.append(MetricInput(m, alias, build))
+            continue
+        if m.type == "quantilesDoublesSketch":
+            if field_type == "binary":
+                input_exprs.append(col_of(m.field_name).alias(alias))
+                inputs.append(MetricInput(m, alias, "kll_merge"))
+                continue
+            value, bad = number_col(col_of(m.field_name), "double", field_type)
+            input_exprs.append(value.alias(alias))
+            inputs.append(MetricInput(m, alias, "kll"))
+            errors.append(F.when(bad, F.lit(f"{m.field_name} is not a double")))
+            continue
+        if m.type in FIRST_LAST_TYPES:
+            if field_type.startswith("struct"):  # already (time, value) pairs
+                input_exprs.append(col_of(m.field_name).alias(alias))
+                inputs.append(MetricInput(m, alias, "pair"))
+                continue
+            kind = m.type[: -len("First") if m.type.endswith("First") else -len("Last")]
+            if kind == "string":
+                value = text_of(m.field_name)
+                value = F.substring(value, 1, m.size or 1024)  # Druid's maxStringBytes
+            else:
+                value, bad = number_col(
+                    col_of(m.field_name), "long" if kind == "long" else "double", field_type
+                )
+                errors.append(F.when(bad, F.lit(f"{m.field_name} is not a {kind}")))
+            pair = F.struct(F.unix_millis(ts).alias("time"), value.alias("value"))
+            input_exprs.append(F.when(value.isNotNull(), pair).alias(alias))
+            inputs.append(MetricInput(m, alias, "pair"))
             continue
         kind = "long" if m.type.startswith("long") else "double"
-        value, bad = number_col(col_of(m.field_name), kind, types.get(m.field_name, "string"))
+        value, bad = number_col(col_of(m.field_name), kind, field_type)
         input_exprs.append(value.alias(alias))
         inputs.append(MetricInput(m, alias, "value"))
         errors.append(F.when(bad, F.lit(f"{m.field_name} is not a {kind}")))
@@ -536,7 +829,7 @@ def parse_input(
             inside = inside | ((ts >= F.lit(iv.start)) & (ts < F.lit(iv.end)))
         thrown = thrown | ~inside
     if spec.filter:
-        thrown = thrown | ~filter_col(spec.filter, col_of)
+        thrown = thrown | ~filter_col(spec.filter, text_of)
 
     parsed = raw.select(
         ts.alias("__ts"),
@@ -546,11 +839,4 @@ def parse_input(
         *dim_exprs,
         *input_exprs,
     )
-    return ParsedInput(
-        parsed=parsed,
-        dimensions=dims,
-        metric_inputs=inputs,
-        bytes_read=bytes_read,
-        input_files=len(files),
-        spec=spec,
-    )
+    return parsed, dims, inputs

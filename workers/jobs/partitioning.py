@@ -75,8 +75,8 @@ class PartitionPlan:
         out = []
         for i, b in enumerate(buckets):
             # Empty ranges are folded into their neighbours: the ranges stay contiguous.
-            start = None if i == 0 else list(bounds[b - 1])
-            end = None if i == len(buckets) - 1 else list(bounds[buckets[i + 1] - 1])
+            start = None if i == 0 else _jsonable(bounds[b - 1])
+            end = None if i == len(buckets) - 1 else _jsonable(bounds[buckets[i + 1] - 1])
             out.append(
                 {
                     "type": "range",
@@ -129,6 +129,15 @@ class PartitionPlan:
             }
             for c, p in list(self.chunks.items())[:1000]
         }
+
+
+def _jsonable(key: tuple) -> list:
+    """A range boundary for a shard spec (JSON): a __time value as ISO text."""
+    from datetime import datetime
+
+    from metastore.intervals import format_ts
+
+    return [format_ts(v) if isinstance(v, datetime) else v for v in key]
 
 
 def plan_needs_determining(partitions: PartitionsSpec) -> bool:
