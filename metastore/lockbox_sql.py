@@ -222,16 +222,21 @@ class DecisionReads:
     last_commit_seq: int
 
 
-def decision_reads(*, datasource: str, task_id: str, interval: Interval) -> DecisionReads | None:
-    """Take the dataSource's lock (and the task's row) and read what a decision needs;
-    None when the dataSource has no row yet (nothing is locked then)."""
+def decision_reads(
+    *, datasource: str, task_id: str, intervals: Sequence[Interval]
+) -> DecisionReads | None:
+    """Take the dataSource's lock (and the task's row) and read what a decision on
+    all of `intervals` needs; None when the dataSource has no row yet (nothing is
+    locked then)."""
+    overlap = " OR ".join(['(start < %s AND "end" > %s)'] * len(intervals))
+    bounds = [_db_dt(v) for iv in intervals for v in (iv.end, iv.start)]
     ds, (task_rows, lock_rows, queued_rows, seq_rows) = _locked(
         datasource,
         _lock_task(task_id),
         Query(
             f"SELECT {_LOCK_COLUMNS} FROM metastore_tasklock WHERE (datasource = %s "
-            'AND start < %s AND "end" > %s) OR (task_id = %s AND revoked) ORDER BY id',
-            [datasource, _db_dt(interval.end), _db_dt(interval.start), task_id],
+            f"AND ({overlap})) OR (task_id = %s AND revoked) ORDER BY id",
+            [datasource, *bounds, task_id],
         ),
         # Other groups' WAITING tasks queued before this one (all of them if it is not queued).
         Query(
@@ -263,11 +268,11 @@ def grant_writes(
     revoke: Sequence[int] = (),
     revoked_by: str = "",
     datasource_version: tuple[int, str] | None = None,
-    new_lock: dict | None = None,
+    new_locks: Sequence[dict] = (),
     resume_task: str | None = None,
-) -> TaskLock | None:
+) -> list[TaskLock]:
     """Carry out a granted decision in one round trip: revoke the victims' locks,
-    record the dataSource's new last version, insert the lock (`new_lock`: the
+    record the dataSource's new last version, insert the locks (`new_locks`: the
     TaskLock fields but id) and clear the task's waiting state."""
     queries = []
     if revoke:
@@ -293,9 +298,10 @@ def grant_writes(
                 [TaskStatus.RUNNING.value, "[]", resume_task],
             )
         )
-    values = None
-    if new_lock is not None:
+    inserted = []
+    for new_lock in new_locks:
         values = [new_lock[f] for f in _LOCK_FIELDS[1:]]
+        inserted.append(values)
         queries.append(
             Query(
                 f"INSERT INTO metastore_tasklock ({_LOCK_INSERT_COLUMNS}) "
@@ -304,9 +310,11 @@ def grant_writes(
             )
         )
     results = run(*queries) if queries else []
-    if values is None:
-        return None
-    return TaskLock.from_db(connection.alias, _LOCK_FIELDS, [results[-1][0][0], *values])
+    ids = [r[0][0] for r in results[len(results) - len(inserted) :]] if inserted else []
+    return [
+        TaskLock.from_db(connection.alias, _LOCK_FIELDS, [lock_id, *values])
+        for lock_id, values in zip(ids, inserted, strict=True)
+    ]
 
 
 def datasource_for_update(name: str) -> DataSource | None:
@@ -440,6 +448,7 @@ class AllocationReads:
     datasource: DataSource
     task_exists: bool
     task_revoked: bool
+    task_status: str | None
     chunks: list[ChunkReads]  # one per request, in order
 
 
@@ -455,8 +464,8 @@ def allocation_reads(
     dataSource has no row yet."""
     queries = [
         Query(
-            "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked) "
-            "FROM metastore_task WHERE id = %s" + _for_update(),
+            "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked), "
+            "status FROM metastore_task WHERE id = %s" + _for_update(),
             [task_id, task_id],
         ),
     ]
@@ -499,6 +508,7 @@ def allocation_reads(
         datasource=ds,
         task_exists=bool(task_rows),
         task_revoked=bool(task_rows and task_rows[0][0]),
+        task_status=task_rows[0][1] if task_rows else None,
         chunks=chunks,
     )
 

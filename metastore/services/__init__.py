@@ -18,6 +18,7 @@ from metastore.services._common import (
     PublishError,
     ServiceError,
     TaskCanceled,
+    TaskEnded,
     _datasource_for_update,
     _lock_request,
     _lock_spec,
@@ -35,6 +36,7 @@ from metastore.services.locks import (
     lock_acquire,
     lock_release,
     lock_try_acquire,
+    locks_acquire,
     locks_release_all,
 )
 from metastore.services.publish import (
@@ -66,6 +68,7 @@ __all__ = [
     "PublishError",
     "ServiceError",
     "TaskCanceled",
+    "TaskEnded",
     "_datasource_for_update",
     "_lock_request",
     "_lock_spec",
@@ -83,6 +86,7 @@ __all__ = [
     "SUPPORTED_TASK_TYPES",
     "lock_acquire",
     "lock_try_acquire",
+    "locks_acquire",
     "lock_release",
     "locks_release_all",
     "Allocation",

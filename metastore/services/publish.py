@@ -24,6 +24,7 @@ from metastore.services._common import (
     PublishError,
     TaskCanceled,
     _datasource_for_update,
+    _refuse_ended,
     _revoked_reason,
 )
 
@@ -74,6 +75,7 @@ def segments_publish(
         task = Task.objects.select_for_update().get(id=task.id)
         if task.cancel_requested:
             raise TaskCanceled(f"task {task.id} was canceled")
+        _refuse_ended(task.id, task.status)
         locks = list(TaskLock.objects.filter(task=task, revoked=False))
         allocated = set(
             PendingSegment.objects.filter(task=task).values_list(
