@@ -106,3 +106,57 @@ def test_a_task_the_janitor_failed_can_no_longer_lock_allocate_or_publish():
     assert not TaskLock.objects.exists()
     assert not Segment.objects.exists()
     assert Task.objects.get(id=t.id).status == TaskStatus.FAILED
+
+
+# --- path 1: a task's intervals are locked at once and each read as of its lock ---------
+
+
+def test_locks_on_several_intervals_are_all_or_nothing():
+    holder = running()
+    services.locks_acquire(task=holder, intervals=[day(2)], lock_type=locking.EXCLUSIVE)
+    replace = running(useConcurrentLocks=True)
+    with pytest.raises(services.LockTimeout, match=holder.id):
+        services.locks_acquire(
+            task=replace, intervals=[day(0), day(2)], lock_type=locking.REPLACE, timeout_ms=300
+        )
+    # It held nothing while it waited: DAY1 stayed free for others all along.
+    assert not TaskLock.objects.filter(task=replace).exists()
+    services.task_finish(task_id=holder.id, status=TaskStatus.SUCCESS)
+    locks = services.locks_acquire(
+        task=replace, intervals=[day(0), day(2)], lock_type=locking.REPLACE, timeout_ms=0
+    )
+    assert [lk.interval for lk in locks] == [day(0), day(2)]
+    assert len({lk.granted_seq for lk in locks}) == 1
+
+
+def test_append_committing_into_a_later_interval_is_read_or_carried_never_lost():
+    """The REPLACE task asks for DAY1 and DAY3 at once; an append commits into
+    DAY3 after the grant: it is carried onto the replace's version."""
+    base = overwrite(Interval(day(0).start, day(3).end))
+    replace = running(useConcurrentLocks=True)
+    locks = services.locks_acquire(
+        task=replace, intervals=[day(0), day(2)], lock_type=locking.REPLACE, timeout_ms=0
+    )
+    appended = append(day(2), lock_type=locking.APPEND)
+    # The replace reads each interval as of its lock: the append is not in its input.
+    read = {
+        ref.id
+        for lk in locks
+        for _, ref in selectors.timeline_for(datasource=DS, as_of=lk.granted_seq).lookup(
+            lk.interval
+        )
+    }
+    assert read == set(created_by(base))
+    out = []
+    for lk in locks:
+        alloc = services.segments_allocate(task=replace, interval=lk.interval, count=1, append=False)
+        out += new_segments(replace, alloc)
+    services.segments_publish(task=replace, segments=out)
+    upgraded = Segment.objects.filter(upgraded_from__startswith=f"{DS}_").values_list(
+        "upgraded_from", flat=True
+    )
+    assert list(upgraded) == [
+        Segment.make_id(DS, day(2), appended.version, appended.partitions[0])
+    ]
+    on_day3 = visible(day(2))
+    assert len(on_day3) == 2 and all(s.startswith(f"{DS}_{day(2).start:%Y-%m-%d}") for s in on_day3)

@@ -346,14 +346,21 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         segment_locked = False  # concurrent locks are time-chunk locks
     timings: dict[str, float] = {}
 
-    def lock(intervals: list[Interval]) -> None:
+    def lock(intervals: list[Interval]) -> list[TaskLock]:
         if segment_locked:
-            return
+            return []
         t = time.monotonic()
         monitor.set_phase("locking", monitor.progress(), 0.0)
-        for iv in _lock_intervals(intervals, spec.segment_granularity):
-            services.lock_acquire(task=task, interval=iv, lock_type=lock_type, timeout_ms=timeout)
+        # All intervals in one decision (SPEC §5): the task never holds some while
+        # waiting for others, and reads every interval as of the same grant.
+        locks = services.locks_acquire(
+            task=task,
+            intervals=_lock_intervals(intervals, spec.segment_granularity),
+            lock_type=lock_type,
+            timeout_ms=timeout,
+        )
         timings["lock"] = round(timings.get("lock", 0.0) + time.monotonic() - t, 3)
+        return locks
 
     # Lock before reading when the intervals are known, and always before reading
     # a dataSource this task rewrites: it must replace exactly what it read.
@@ -361,14 +368,14 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     rereads_itself = spec.input.type == "druid" and spec.input.datasource == spec.datasource
     if not up_front and rereads_itself:
         up_front = [spec.input.interval]
-    if up_front:
-        lock(up_front)
-    as_of = None
-    if rereads_itself and lock_type == locking.REPLACE:
-        # A replacing task reads only what was committed before its lock: appends
-        # committing meanwhile are carried onto its version at publish instead.
-        as_of = min(TaskLock.objects.filter(task=task).values_list("granted_seq", flat=True))
-    pieces = _source_pieces(spec, as_of=as_of) if spec.input.type == "druid" else []
+    locks = lock(up_front) if up_front else []
+    read_points = None
+    if rereads_itself and locks:
+        # A task rewriting its own dataSource reads each interval as of its own
+        # lock's grant (SPEC §5): what committed there before is its input, and
+        # appends committing after are carried onto its version at publish.
+        read_points = [(lk.interval, lk.granted_seq) for lk in locks]
+    pieces = _source_pieces(spec, read_points=read_points) if spec.input.type == "druid" else []
 
     spans = _TWO_PHASE_SPANS if spec.two_phase else _SINGLE_PASS_SPANS
     result = run_ingest(
@@ -474,22 +481,31 @@ def _shard_spec(template: dict, partition: int, core_partitions: int) -> dict:
     return shard
 
 
-def _source_pieces(spec: IngestionSpec, as_of: int | None = None) -> list[SourcePiece]:
+def _source_pieces(
+    spec: IngestionSpec, read_points: list[tuple[Interval, int]] | None = None
+) -> list[SourcePiece]:
     """The visible parts of the druid input's segments, from its timeline (SPEC §3):
     partially overshadowed segments are read only where they are visible, and
-    tombstones hide what is under them and hold no rows."""
+    tombstones hide what is under them and hold no rows.
+
+    `read_points` ((locked interval, commit seq) pairs) reads each interval as
+    of its own lock's grant; without it, everything is read as it is now."""
     source = spec.input
     if not DataSource.objects.filter(name=source.datasource).exists():
         raise SpecError(
             "spec.ioConfig.inputSource.dataSource", f"there is no dataSource {source.datasource!r}"
         )
-    visible = [
-        (piece, ref)
-        for piece, ref in selectors.timeline_for(datasource=source.datasource, as_of=as_of).lookup(
-            source.interval
-        )
-        if not ref.tombstone
-    ]
+    if read_points is None:
+        read_points = [(source.interval, None)]
+    timelines: dict[int | None, object] = {}
+    visible = []
+    for locked, seq in sorted(read_points, key=lambda p: p[0].start):
+        part = locked.intersection(source.interval)
+        if part is None:
+            continue
+        if seq not in timelines:
+            timelines[seq] = selectors.timeline_for(datasource=source.datasource, as_of=seq)
+        visible += [(piece, ref) for piece, ref in timelines[seq].lookup(part) if not ref.tombstone]
     locations = dict(
         Segment.objects.filter(id__in={ref.id for _, ref in visible}).values_list("id", "location")
     )
