@@ -438,6 +438,7 @@ class ChunkReads:
 
     existing: list[tuple[str, int]]  # (version, partition) already handed to this sequence
     lock_version: str | None  # version of the task's covering time-chunk lock
+    lock_type: str | None  # and its type
     append: AppendTarget | None
 
 
@@ -470,10 +471,11 @@ def allocation_reads(
         ),
     ]
     covering = (
-        "(SELECT version FROM metastore_tasklock WHERE task_id = %(task)s "
+        "(SELECT {} FROM metastore_tasklock WHERE task_id = %(task)s "
         "AND granularity = 'TIME_CHUNK' AND NOT revoked AND start <= %(start)s "
         'AND "end" >= %(end)s ORDER BY created_at, id LIMIT 1)'
     )
+    covering = f"{covering.format('version')}, {covering.format('type')}"
     for interval, sequence_name in requests:
         params = {**_chunk_params(datasource, interval), "task": task_id, "seq": sequence_name}
         queries.append(
@@ -501,7 +503,8 @@ def allocation_reads(
             ChunkReads(
                 existing=[(v, p) for v, p in existing],
                 lock_version=facts[0],
-                append=_append_target(facts[1:]) if append else None,
+                lock_type=facts[1],
+                append=_append_target(facts[2:]) if append else None,
             )
         )
     return AllocationReads(

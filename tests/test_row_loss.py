@@ -10,7 +10,7 @@ import pytest
 
 from metastore import locking, selectors, services
 from metastore.intervals import Interval
-from metastore.models import PendingSegment, Segment, Task, TaskLock, TaskStatus
+from metastore.models import Segment, Task, TaskLock, TaskStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -166,3 +166,32 @@ def test_append_committing_into_a_later_interval_is_read_or_carried_never_lost()
     assert list(upgraded) == [Segment.make_id(DS, day(2), appended.version, appended.partitions[0])]
     on_day3 = visible(day(2))
     assert len(on_day3) == 2 and all(s.startswith(f"{DS}_{day(2).start:%Y-%m-%d}") for s in on_day3)
+
+
+# --- path 8: publish accepts only what was allocated to the task ---------------------
+
+
+def test_publish_refuses_a_partition_never_allocated_at_the_locks_version():
+    t = running()
+    (lock,) = services.locks_acquire(task=t, intervals=[DAY], lock_type=locking.EXCLUSIVE)
+    alloc = services.segments_allocate(task=t, interval=DAY, count=1, append=False)
+    stray = services.NewSegment(
+        interval=DAY, version=lock.version, partition=5, core_partitions=1, location="mem://x"
+    )
+    with pytest.raises(services.PublishError, match="not allocated"):
+        services.segments_publish(task=t, segments=[*new_segments(t, alloc), stray])
+    assert not Segment.objects.exists()
+
+
+def test_an_append_locked_task_never_publishes_at_its_locks_version():
+    base = overwrite(DAY)
+    t = running(useConcurrentLocks=True)
+    (lock,) = services.locks_acquire(task=t, intervals=[DAY], lock_type=locking.APPEND)
+    with pytest.raises(services.ServiceError, match="APPEND"):
+        services.segments_allocate(task=t, interval=DAY, count=1, append=False)
+    overwriting = services.NewSegment(
+        interval=DAY, version=lock.version, partition=0, core_partitions=1, location="mem://o"
+    )
+    with pytest.raises(services.PublishError):
+        services.segments_publish(task=t, segments=[overwriting])
+    assert visible() == created_by(base)

@@ -29,8 +29,8 @@ from metastore.services._common import (
     _datasource_for_update,
     _lock_request,
     _lock_spec,
-    _resume,
     _refuse_ended,
+    _resume,
     _revoke,
     _revoked_reason,
 )
@@ -131,6 +131,11 @@ def segments_allocate_many(
                 continue
             if chunk.lock_version is None:
                 raise PublishError(f"task {task.id} holds no lock covering {request.interval}")
+            if not append and chunk.lock_type == locking.APPEND:
+                raise ServiceError(
+                    f"task {task.id} holds an APPEND lock on {request.interval}: it may only "
+                    "append there, never overwrite at its lock's version"
+                )
             if not append:
                 if request.interval in planned:
                     raise ServiceError(

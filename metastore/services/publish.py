@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 
-from metastore import lockbox_sql, locking
+from metastore import allocation_rules, lockbox_sql, locking
 from metastore.intervals import Interval
 from metastore.models import (
     NON_ROOT_PARTITION_START,
@@ -77,11 +77,12 @@ def segments_publish(
             raise TaskCanceled(f"task {task.id} was canceled")
         _refuse_ended(task.id, task.status)
         locks = list(TaskLock.objects.filter(task=task, revoked=False))
-        allocated = set(
-            PendingSegment.objects.filter(task=task).values_list(
-                "start", "end", "version", "partition"
-            )
-        )
+        allocated = {
+            (Interval(start, end), version, partition)
+            for start, end, version, partition in PendingSegment.objects.filter(
+                task=task
+            ).values_list("start", "end", "version", "partition")
+        }
         # Overwrites inside a chunk (minor > 0) form one atomic update group per chunk.
         groups: dict[tuple, list[int]] = {}
         for seg in segments:
@@ -96,10 +97,23 @@ def segments_publish(
             if aug is None:
                 aug = groups.get((seg.interval, seg.version, seg.minor_version), [seg.partition])
             rows.append(_segment_row(ds, task, seg, roots, list(aug)))
-        rows += _replace_upgrades(ds, task, locks, rows)
-        rows += _append_carry_overs(ds, task, locks, rows)
+        upgrades = _replace_upgrades(ds, task, locks, rows)
+        upgrades += _append_carry_overs(ds, task, locks, rows)
+        rows += upgrades
         try:
             Segment.objects.bulk_create(rows)
+            # Upgraded copies take partition numbers like allocations do: record
+            # them, so no later allocation hands out their ids again, even after
+            # they are marked unused and killed (time travel would show the wrong rows).
+            lockbox_sql.pending_insert(
+                task_id=task.id,
+                datasource=ds.name,
+                allocations=[
+                    (r.interval, r.version, [r.partition], f"upgrade:{r.upgraded_from}")
+                    for r in upgrades
+                ],
+                append=True,
+            )
         except IntegrityError as exc:
             raise PublishError(f"cannot publish: a segment id already exists ({exc})") from None
         entry = CommitLogEntry.objects.create(
@@ -115,38 +129,19 @@ def segments_publish(
 
 
 def _check_covered(task: Task, locks: list[TaskLock], allocated: set, seg: NewSegment) -> None:
-    where = f"{seg.interval} v{seg.version} p{seg.partition}"
-    time_chunk = [
-        lock
-        for lock in locks
-        if lock.granularity == locking.TIME_CHUNK
-        and lock.start <= seg.interval.start
-        and lock.end >= seg.interval.end
-    ]
-    segment_locks = [
-        lock
-        for lock in locks
-        if lock.granularity == locking.SEGMENT
-        and lock.start == seg.interval.start
-        and lock.end == seg.interval.end
-        and lock.version == seg.version
-    ]
-    key = (seg.interval.start, seg.interval.end, seg.version, seg.partition)
-    if time_chunk:
-        if key in allocated or any(lock.version == seg.version for lock in time_chunk):
-            return
-        raise PublishError(
-            f"cannot publish {where}: that version and partition were not allocated to this task"
-        )
-    if segment_locks:
-        if key not in allocated:
-            raise PublishError(f"cannot publish {where}: it was not allocated to this task")
-        if seg.minor_version == 0 and not any(
-            lk.partition == seg.partition for lk in segment_locks
-        ):
-            raise PublishError(f"cannot publish {where}: task {task.id} holds no lock on it")
-        return
-    raise PublishError(f"cannot publish {where}: task {task.id} holds no lock covering it")
+    refusal = allocation_rules.publish_refusal(
+        task_id=task.id,
+        segment=allocation_rules.Published(
+            seg.interval, seg.version, seg.partition, seg.minor_version
+        ),
+        locks=[
+            allocation_rules.HeldLock(lk.interval, lk.type, lk.granularity, lk.version, lk.partition)
+            for lk in locks
+        ],
+        allocated=allocated,
+    )
+    if refusal:
+        raise PublishError(refusal)
 
 
 def _segment_row(ds: DataSource, task: Task, seg: NewSegment, roots, aug) -> Segment:
