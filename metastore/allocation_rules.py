@@ -70,16 +70,20 @@ def _format_version(moment: datetime) -> str:
 
 
 def fresh_version(above: Iterable[str], below: Iterable[str]) -> str:
-    """A version of the fixed ISO width that sorts strictly above every version
-    in `above` (what overlapping chunks ever used) and strictly below every
-    version in `below` (running locks' versions), one millisecond past the
-    highest of `above`. Raises AllocationRefused when there is no room."""
-    highest = max(above, default=EPOCH_VERSION)
+    """A version of the fixed ISO width that sorts strictly below every version
+    in `below` (running locks' versions) and strictly above every version in
+    `above` (what overlapping chunks ever used) that is below them: one
+    millisecond past the highest such. Raises AllocationRefused when there is
+    no room."""
+    below = list(below)
+    lowest = min(below, default=None)
+    # Chunks a running lock will publish at (its own pending allocations) lie
+    # above by design; the fresh version goes between the rest and them.
+    highest = max((v for v in above if lowest is None or v < lowest), default=EPOCH_VERSION)
     try:
         candidate = _format_version(_parse_version(highest) + timedelta(milliseconds=1))
     except ValueError:  # a version written by hand in another shape
         raise AllocationRefused(f"cannot derive a version above {highest!r}") from None
-    lowest = min(below, default=None)
     if lowest is not None and candidate >= lowest:
         raise AllocationRefused(
             f"no append version fits between {highest} and the running lock's {lowest}"
@@ -120,8 +124,7 @@ def append_target(
 
     if visible:
         owners = {(chunk, version) for _, chunk, version in visible}
-        covered = sum((p.end - p.start for p, _, _ in visible), timedelta())
-        if len(owners) == 1 and covered == interval.end - interval.start:
+        if len(owners) == 1 and _union_covers({p for p, _, _ in visible}, interval):
             chunk, version = owners.pop()
             if chunk.contains(interval):
                 return target(chunk, version)
@@ -145,6 +148,15 @@ def append_target(
         return target(interval, EPOCH_VERSION)
     version = fresh_version((c.version for c in overlapping), running_lock_versions)
     return target(interval, version)
+
+
+def _union_covers(pieces: Iterable[Interval], interval: Interval) -> bool:
+    reached = interval.start
+    for piece in sorted(pieces, key=lambda p: p.start):
+        if piece.start > reached:
+            return False
+        reached = max(reached, piece.end)
+    return reached >= interval.end
 
 
 @dataclass(frozen=True)

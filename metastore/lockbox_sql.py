@@ -30,15 +30,16 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from metastore import allocation_rules
 from metastore.intervals import Interval
 from metastore.models import (
     ACTIVE_STATUSES,
-    EPOCH_VERSION,
     NON_ROOT_PARTITION_START,
     DataSource,
     TaskLock,
     TaskStatus,
 )
+from metastore.timeline import SegmentRef
 
 _DATASOURCE_FIELDS = ["id", "name", "created_at", "last_version"]
 _LOCK_FIELDS = [
@@ -336,7 +337,6 @@ def _chunk_params(ds: DataSource | str, interval: Interval) -> dict:
         "start": _db_dt(interval.start),
         "end": _db_dt(interval.end),
         "top": NON_ROOT_PARTITION_START,
-        "epoch": EPOCH_VERSION,
     }
     params.update({f"active{i}": status.value for i, status in enumerate(ACTIVE_STATUSES)})
     return params
@@ -344,17 +344,7 @@ def _chunk_params(ds: DataSource | str, interval: Interval) -> dict:
 
 _DS_ID = "(SELECT id FROM metastore_datasource WHERE name = %(name)s)"
 _ACTIVE = ", ".join(f"%(active{i})s" for i in range(len(ACTIVE_STATUSES)))
-_USED_VERSION = (
-    f"(SELECT MAX(version) FROM metastore_segment WHERE datasource_id = {_DS_ID} "
-    'AND used AND start = %(start)s AND "end" = %(end)s)'
-)
-# The version appends of still-running tasks were given while nothing was used
-# here: later appends must join them, or one would overshadow the other.
-_APPENDING_VERSION = (
-    "(SELECT p.version FROM metastore_pendingsegment p JOIN metastore_task t "
-    'ON p.task_id = t.id WHERE p.datasource = %(name)s AND p.start = %(start)s AND p."end" = '
-    f"%(end)s AND p.append AND t.status IN ({_ACTIVE}) ORDER BY p.version DESC LIMIT 1)"
-)
+_OVERLAPS = 'start < %(end)s AND "end" > %(start)s'
 
 
 def _chunk_partitions_sql(version_sql: str) -> str:
@@ -371,75 +361,88 @@ def _chunk_partitions_sql(version_sql: str) -> str:
     )
 
 
-_ENDED_EPOCH_ALLOCATIONS = (
-    "EXISTS (SELECT 1 FROM metastore_pendingsegment p LEFT JOIN metastore_task t "
-    'ON p.task_id = t.id WHERE p.datasource = %(name)s AND p.start = %(start)s AND p."end" = '
-    f"%(end)s AND p.version = %(epoch)s AND (t.status IS NULL OR t.status NOT IN ({_ACTIVE})))"
-)
-# Just above every version the chunk ever published, and so below the version of
-# any overwrite or REPLACE lock still running (those are newer): appends there
-# are overshadowed by, or carried onto, what such a task publishes.
-_FRESH_VERSION = (
-    f"(COALESCE((SELECT MAX(version) FROM metastore_segment WHERE datasource_id = {_DS_ID} "
-    "AND start = %(start)s AND \"end\" = %(end)s), %(epoch)s) || 'S')"
-)
-# SPEC §5: the chunk's used version, else the version appends still running
-# there were given, else EPOCH, or a fresh version if EPOCH ids were handed to
-# tasks that ended (a killed or abandoned EPOCH chunk).
-_APPEND_VERSION = (
-    f"COALESCE({_USED_VERSION}, {_APPENDING_VERSION}, "
-    f"CASE WHEN {_ENDED_EPOCH_ALLOCATIONS} THEN {_FRESH_VERSION} ELSE %(epoch)s END)"
-)
-# Where an append into a chunk goes (see `AppendTarget`), as the columns of a
-# query FROM the one-row `chosen` (the version, computed once).
-_APPEND_WITH = f"WITH chosen AS (SELECT {_APPEND_VERSION} AS version) "
-_APPEND_COLUMNS = (
-    f"(SELECT id FROM metastore_segment WHERE datasource_id = {_DS_ID} AND used "
-    'AND start < %(end)s AND "end" > %(start)s '
-    'AND NOT (start = %(start)s AND "end" = %(end)s) LIMIT 1), '
-    "chosen.version, " + _chunk_partitions_sql("chosen.version")
-)
-
-
-def _partitions(core, used_top, pending_top) -> tuple[int, int]:
-    """(core partitions, next free root partition): root numbers are never reused,
-    neither after publish nor after kill."""
-    core = core or 0
-    top = max((h for h in (used_top, pending_top) if h is not None), default=-1)
-    return core, max(top + 1, core)
-
-
 def chunk_partitions(ds: DataSource, interval: Interval, version: str) -> tuple[int, int]:
     """(core partitions, next free root partition number) of one chunk."""
     params = {**_chunk_params(ds, interval), "v": version}
-    row = run(Query("SELECT " + _chunk_partitions_sql("%(v)s"), params))[0][0]
-    return _partitions(*row)
+    core, used_top, pending_top = run(Query("SELECT " + _chunk_partitions_sql("%(v)s"), params))[
+        0
+    ][0]
+    top = max((h for h in (used_top, pending_top) if h is not None), default=None)
+    core = core or 0
+    return core, allocation_rules.next_partition(core, top)
+
+
+# What an append needs to know of the chunks overlapping its rows (SPEC §5): the
+# used segments (for the timeline's visible chunks), and per chunk its core set,
+# its highest root partition ever published or allocated, and whether an append
+# still running was given ids there.
+_APPEND_SEGMENTS = (
+    "SELECT id, start, \"end\", version, partition, minor_version, root_partitions, "
+    "atomic_update_group, core_partitions, tombstone FROM metastore_segment "
+    f"WHERE datasource_id = {_DS_ID} AND used AND {_OVERLAPS}"
+)
+_APPEND_CHUNKS = (
+    'SELECT start, "end", version, MAX(core_partitions), '
+    "MAX(CASE WHEN partition < %(top)s THEN partition END), 0 FROM metastore_segment "
+    f"WHERE datasource_id = {_DS_ID} AND {_OVERLAPS} GROUP BY start, \"end\", version "
+    'UNION ALL SELECT p.start, p."end", p.version, 0, '
+    "MAX(CASE WHEN p.partition < %(top)s THEN p.partition END), "
+    f"MAX(CASE WHEN p.append AND t.status IN ({_ACTIVE}) THEN 1 ELSE 0 END) "
+    "FROM metastore_pendingsegment p LEFT JOIN metastore_task t ON p.task_id = t.id "
+    'WHERE p.datasource = %(name)s AND p.start < %(end)s AND p."end" > %(start)s '
+    'GROUP BY p.start, p."end", p.version'
+)
+_RUNNING_LOCK_VERSIONS = (
+    "SELECT DISTINCT version FROM metastore_tasklock WHERE datasource = %(name)s "
+    f"AND granularity = 'TIME_CHUNK' AND type <> 'APPEND' AND NOT revoked AND {_OVERLAPS}"
+)
 
 
 @dataclass(frozen=True)
-class AppendTarget:
-    """Where an append into one chunk goes (SPEC §5, see `_APPEND_VERSION`)."""
+class AppendFacts:
+    """What an append over one interval reads of the chunks overlapping it."""
 
-    foreign_segment: str | None  # a used segment over the chunk at another granularity
-    version: str
-    core: int  # core partitions of the chunk at that version
-    next_partition: int  # next free root partition there
+    segments: list[SegmentRef]  # used segments overlapping the interval
+    chunks: list[allocation_rules.ChunkFacts]
+    running_lock_versions: list[str]
 
 
-def _append_target(row) -> AppendTarget:
-    foreign, version, core, used_top, pending_top = row
-    core, next_partition = _partitions(core, used_top, pending_top)
-    return AppendTarget(foreign, version, core, next_partition)
+def _append_facts(segment_rows, chunk_rows, lock_rows) -> AppendFacts:
+    refs = [
+        SegmentRef(
+            id=r[0],
+            interval=Interval(_py_dt(r[1]), _py_dt(r[2])),
+            version=r[3],
+            partition=r[4],
+            minor_version=r[5],
+            root_partitions=frozenset(_json(r[6])) if r[6] is not None else None,
+            atomic_update_group=frozenset(_json(r[7])) if r[7] is not None else None,
+            core_partitions=r[8],
+            tombstone=bool(r[9]),
+        )
+        for r in segment_rows
+    ]
+    merged: dict[tuple, list] = {}
+    for start, end, version, core, top, running in chunk_rows:
+        key = (_py_dt(start), _py_dt(end), version)
+        facts = merged.setdefault(key, [0, None, False])
+        facts[0] = max(facts[0], core or 0)
+        if top is not None:
+            facts[1] = top if facts[1] is None else max(facts[1], top)
+        facts[2] = facts[2] or bool(running)
+    chunks = [
+        allocation_rules.ChunkFacts(Interval(start, end), version, core, top, running)
+        for (start, end, version), (core, top, running) in merged.items()
+    ]
+    return AppendFacts(refs, chunks, [r[0] for r in lock_rows])
 
 
 @dataclass(frozen=True)
 class ChunkReads:
     """What one allocation request reads of its chunk."""
 
-    existing: list[tuple[str, int]]  # (version, partition) already handed to this sequence
-    lock_version: str | None  # version of the task's covering time-chunk lock
-    lock_type: str | None  # and its type
-    append: AppendTarget | None
+    existing: list[tuple[Interval, str, int]]  # ids already handed to this sequence
+    append: AppendFacts | None
 
 
 @dataclass(frozen=True)
@@ -450,6 +453,7 @@ class AllocationReads:
     task_exists: bool
     task_revoked: bool
     task_status: str | None
+    locks: list[tuple[Interval, str, str]]  # (interval, version, type) of its time-chunk locks
     chunks: list[ChunkReads]  # one per request, in order
 
 
@@ -469,49 +473,46 @@ def allocation_reads(
             "status FROM metastore_task WHERE id = %s" + _for_update(),
             [task_id, task_id],
         ),
+        Query(
+            'SELECT start, "end", version, type FROM metastore_tasklock WHERE task_id = %s '
+            "AND granularity = 'TIME_CHUNK' AND NOT revoked ORDER BY created_at, id",
+            [task_id],
+        ),
     ]
-    covering = (
-        "(SELECT {} FROM metastore_tasklock WHERE task_id = %(task)s "
-        "AND granularity = 'TIME_CHUNK' AND NOT revoked AND start <= %(start)s "
-        'AND "end" >= %(end)s ORDER BY created_at, id LIMIT 1)'
-    )
-    covering = f"{covering.format('version')}, {covering.format('type')}"
+    per_request = 4 if append else 1
     for interval, sequence_name in requests:
         params = {**_chunk_params(datasource, interval), "task": task_id, "seq": sequence_name}
+        # What this sequence already got for these rows (an append's chunk may be wider).
         queries.append(
             Query(
-                "SELECT version, partition FROM metastore_pendingsegment WHERE task_id = %(task)s "
-                "AND sequence_name = %(seq)s AND datasource = %(name)s AND start = %(start)s "
-                'AND "end" = %(end)s ORDER BY partition',
+                'SELECT start, "end", version, partition FROM metastore_pendingsegment '
+                "WHERE task_id = %(task)s AND sequence_name = %(seq)s AND datasource = %(name)s "
+                'AND start <= %(start)s AND "end" >= %(end)s ORDER BY partition',
                 params,
             )
         )
         if append:
-            queries.append(
-                Query(f"{_APPEND_WITH}SELECT {covering}, {_APPEND_COLUMNS} FROM chosen", params)
-            )
-        else:
-            queries.append(Query(f"SELECT {covering}", params))
+            queries += [
+                Query(_APPEND_SEGMENTS, params),
+                Query(_APPEND_CHUNKS, params),
+                Query(_RUNNING_LOCK_VERSIONS, params),
+            ]
     ds, results = _locked(datasource, *queries)
     if ds is None:
         return None
-    task_rows = results[0]
+    task_rows, lock_rows = results[0], results[1]
     chunks = []
     for i in range(len(requests)):
-        existing, facts = results[1 + 2 * i], results[2 + 2 * i][0]
-        chunks.append(
-            ChunkReads(
-                existing=[(v, p) for v, p in existing],
-                lock_version=facts[0],
-                lock_type=facts[1],
-                append=_append_target(facts[2:]) if append else None,
-            )
-        )
+        base = 2 + per_request * i
+        existing = [(Interval(_py_dt(a), _py_dt(b)), v, p) for a, b, v, p in results[base]]
+        facts = _append_facts(*results[base + 1 : base + 4]) if append else None
+        chunks.append(ChunkReads(existing=existing, append=facts))
     return AllocationReads(
         datasource=ds,
         task_exists=bool(task_rows),
         task_revoked=bool(task_rows and task_rows[0][0]),
         task_status=task_rows[0][1] if task_rows else None,
+        locks=[(Interval(_py_dt(a), _py_dt(b)), v, t) for a, b, v, t in lock_rows],
         chunks=chunks,
     )
 

@@ -414,7 +414,7 @@ def test_a_batch_puts_every_append_into_an_abandoned_epoch_chunk_on_one_fresh_ve
     )
     assert a.version == b.version != "1970-01-01T00:00:00.000Z"
     assert (a.partitions, b.partitions) == ((0, 1), (2,))
-    assert a.version == "1970-01-01T00:00:00.000ZS"  # just above EPOCH
+    assert a.version == "1970-01-01T00:00:00.001Z"  # just above EPOCH, fixed width (SPEC §5)
 
 
 def test_an_overwrite_allocates_a_chunks_core_set_once():
