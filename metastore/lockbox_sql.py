@@ -364,9 +364,9 @@ def _chunk_partitions_sql(version_sql: str) -> str:
 def chunk_partitions(ds: DataSource, interval: Interval, version: str) -> tuple[int, int]:
     """(core partitions, next free root partition number) of one chunk."""
     params = {**_chunk_params(ds, interval), "v": version}
-    core, used_top, pending_top = run(Query("SELECT " + _chunk_partitions_sql("%(v)s"), params))[
+    core, used_top, pending_top = run(Query("SELECT " + _chunk_partitions_sql("%(v)s"), params))[0][
         0
-    ][0]
+    ]
     top = max((h for h in (used_top, pending_top) if h is not None), default=None)
     core = core or 0
     return core, allocation_rules.next_partition(core, top)
@@ -377,14 +377,14 @@ def chunk_partitions(ds: DataSource, interval: Interval, version: str) -> tuple[
 # its highest root partition ever published or allocated, and whether an append
 # still running was given ids there.
 _APPEND_SEGMENTS = (
-    "SELECT id, start, \"end\", version, partition, minor_version, root_partitions, "
+    'SELECT id, start, "end", version, partition, minor_version, root_partitions, '
     "atomic_update_group, core_partitions, tombstone FROM metastore_segment "
     f"WHERE datasource_id = {_DS_ID} AND used AND {_OVERLAPS}"
 )
 _APPEND_CHUNKS = (
     'SELECT start, "end", version, MAX(core_partitions), '
     "MAX(CASE WHEN partition < %(top)s THEN partition END), 0 FROM metastore_segment "
-    f"WHERE datasource_id = {_DS_ID} AND {_OVERLAPS} GROUP BY start, \"end\", version "
+    f'WHERE datasource_id = {_DS_ID} AND {_OVERLAPS} GROUP BY start, "end", version '
     'UNION ALL SELECT p.start, p."end", p.version, 0, '
     "MAX(CASE WHEN p.partition < %(top)s THEN p.partition END), "
     f"MAX(CASE WHEN p.append AND t.status IN ({_ACTIVE}) THEN 1 ELSE 0 END) "

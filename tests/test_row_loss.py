@@ -69,8 +69,10 @@ def overwrite(
 
 
 def append(interval: Interval, lock_type: str = locking.EXCLUSIVE) -> services.Allocation:
+    """An append of rows in `interval`, locking the chunks they go into as the runner does."""
     t = running()
-    services.locks_acquire(task=t, intervals=[interval], lock_type=lock_type, timeout_ms=0)
+    layout = services.append_layout(datasource=DS, intervals=[interval])
+    services.locks_acquire(task=t, intervals=layout, lock_type=lock_type, timeout_ms=0)
     alloc = services.segments_allocate(task=t, interval=interval, count=1, append=True)
     services.segments_publish(task=t, segments=new_segments(t, alloc))
     services.task_finish(task_id=t.id, status=TaskStatus.SUCCESS)
@@ -195,3 +197,108 @@ def test_an_append_locked_task_never_publishes_at_its_locks_version():
     with pytest.raises(services.PublishError):
         services.segments_publish(task=t, segments=[overwriting])
     assert visible() == created_by(base)
+
+
+def kill(interval: Interval) -> None:
+    t = services.task_create(spec={}, task_type="kill", datasource=DS, enqueue=False)
+    services.task_claim(task_id=t.id, worker="test")
+    services.locks_acquire(task=t, intervals=[interval], lock_type=locking.EXCLUSIVE)
+    services.segments_kill(task=t, interval=interval)
+    services.task_finish(task_id=t.id, status=TaskStatus.SUCCESS)
+
+
+# --- path 5: an append goes into the visible chunk, not the highest used version -----
+
+
+def test_append_lands_in_the_visible_version_not_a_newer_incomplete_one():
+    v1 = overwrite(DAY)
+    v2 = overwrite(DAY, count=2)
+    services.segments_mark_used(datasource=DS, used=False, segment_ids=created_by(v2)[:1])
+    assert visible() == created_by(v1)  # v2 is incomplete: v1 shows
+    alloc = append(DAY)
+    assert alloc.version == Segment.objects.get(id=created_by(v1)[0]).version
+    assert len(visible()) == 2 and set(created_by(v1)) < set(visible())
+
+
+# --- path 6: append versions stay of fixed width ------------------------------------
+
+
+def test_ten_append_after_mark_unused_cycles_keep_a_fixed_width_version():
+    versions = []
+    for _ in range(11):
+        alloc = append(DAY)
+        versions.append(alloc.version)
+        assert visible() == [Segment.make_id(DS, DAY, alloc.version, alloc.partitions[0])]
+        services.segments_mark_used(datasource=DS, used=False, interval=DAY)
+    assert {len(v) for v in versions} == {len("1970-01-01T00:00:00.000Z")}
+    assert versions == sorted(set(versions))
+
+
+# --- path 7: upgraded copies are allocations too -----------------------------------
+
+
+def test_a_new_append_never_reuses_the_id_of_a_killed_upgraded_copy():
+    overwrite(DAY)
+    replace = running(useConcurrentLocks=True)
+    services.locks_acquire(task=replace, intervals=[DAY], lock_type=locking.REPLACE)
+    append(DAY, lock_type=locking.APPEND)
+    alloc = services.segments_allocate(task=replace, interval=DAY, count=1, append=False)
+    entry = services.segments_publish(task=replace, segments=new_segments(replace, alloc))
+    (copy,) = Segment.objects.exclude(upgraded_from="")
+    as_replaced = visible(as_of=entry.seq)
+    assert copy.id in as_replaced
+    services.segments_mark_used(datasource=DS, used=False, segment_ids=[copy.id])
+    kill(DAY)
+    late = append(DAY)
+    assert late.version == copy.version and copy.partition not in late.partitions
+    late_id = Segment.make_id(DS, DAY, late.version, late.partitions[0])
+    # Time travel to the replace's commit never shows the later append's rows
+    # (the killed copy is gone from history; nothing takes its place).
+    assert late_id not in visible(as_of=entry.seq)
+    assert set(visible(as_of=entry.seq)) <= set(as_replaced)
+    assert late_id in visible()
+
+
+# --- path 3: concurrent appends at two granularities never share a version -----------
+
+
+def test_day_and_hour_appends_into_an_empty_interval_never_overlap_at_one_version():
+    day_task = running(useConcurrentLocks=True)
+    services.locks_acquire(task=day_task, intervals=[DAY], lock_type=locking.APPEND)
+    day_alloc = services.segments_allocate(task=day_task, interval=DAY, count=1, append=True)
+    hour_task = running(useConcurrentLocks=True)
+    services.locks_acquire(task=hour_task, intervals=[hour(3)], lock_type=locking.APPEND)
+    # Its rows would go into the DAY chunk the running append writes; its lock does not cover it.
+    with pytest.raises(services.ServiceError, match="do not cover"):
+        services.segments_allocate(task=hour_task, interval=hour(3), count=1, append=True)
+    # Locking the chunk its rows go into (as the runner does), it joins that chunk.
+    services.locks_acquire(task=hour_task, intervals=[DAY], lock_type=locking.APPEND)
+    hour_alloc = services.segments_allocate(task=hour_task, interval=hour(3), count=1, append=True)
+    assert (hour_alloc.interval, hour_alloc.version) == (DAY, day_alloc.version)
+    assert hour_alloc.partitions != day_alloc.partitions
+    services.segments_publish(task=day_task, segments=new_segments(day_task, day_alloc))
+    services.segments_publish(task=hour_task, segments=new_segments(hour_task, hour_alloc))
+    assert visible() == sorted(created_by(day_task) + created_by(hour_task))
+
+
+def test_a_day_append_beside_a_running_hour_append_is_refused_not_hidden():
+    hour_task = running(useConcurrentLocks=True)
+    services.locks_acquire(task=hour_task, intervals=[hour(3)], lock_type=locking.APPEND)
+    services.segments_allocate(task=hour_task, interval=hour(3), count=1, append=True)
+    day_task = running(useConcurrentLocks=True)
+    services.locks_acquire(task=day_task, intervals=[DAY], lock_type=locking.APPEND)
+    with pytest.raises(services.ServiceError, match="running append"):
+        services.segments_allocate(task=day_task, interval=DAY, count=1, append=True)
+
+
+# --- path 9: late data lands in the chunk visible at its timestamp -------------------
+
+
+def test_late_day_data_after_a_month_compaction_lands_in_the_month_chunk():
+    month = Interval.parse("2024-01-01/2024-02-01")
+    compacted = overwrite(month)
+    alloc = append(day(4))
+    assert alloc.interval == month
+    assert visible(month) == sorted(
+        created_by(compacted) + [Segment.make_id(DS, month, alloc.version, alloc.partitions[0])]
+    )

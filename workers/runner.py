@@ -316,9 +316,13 @@ def _lock_intervals(intervals: list[Interval], granularity: str) -> list[Interva
     for iv in intervals:
         buckets = list(gran.iter_buckets(iv))
         widened.append(Interval(buckets[0].start, buckets[-1].end))
-    widened.sort(key=lambda iv: iv.start)
+    return _merge(widened)
+
+
+def _merge(intervals: list[Interval]) -> list[Interval]:
+    """Intervals merged where they touch or overlap, in time order."""
     merged: list[Interval] = []
-    for iv in widened:
+    for iv in sorted(intervals, key=lambda iv: iv.start):
         if merged and iv.start <= merged[-1].end:
             merged[-1] = Interval(merged[-1].start, max(merged[-1].end, iv.end))
         else:
@@ -353,9 +357,14 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         monitor.set_phase("locking", monitor.progress(), 0.0)
         # All intervals in one decision (SPEC §5): the task never holds some while
         # waiting for others, and reads every interval as of the same grant.
+        wanted = _lock_intervals(intervals, spec.segment_granularity)
+        if spec.append_to_existing:
+            # An append writes into the chunks visible over its rows: lock those.
+            layout = services.append_layout(datasource=task.datasource, intervals=wanted)
+            wanted = _merge(wanted + layout)
         locks = services.locks_acquire(
             task=task,
-            intervals=_lock_intervals(intervals, spec.segment_granularity),
+            intervals=wanted,
             lock_type=lock_type,
             timeout_ms=timeout,
         )
@@ -402,14 +411,16 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     for chunk, alloc in zip(chunks, allocations, strict=True):
         staged = sorted(by_chunk[chunk], key=lambda s: s.index)
         for seg, partition in zip(staged, alloc.partitions, strict=True):
-            target_dir = deep_storage_dir(task.datasource, chunk, alloc.version, partition)
+            # An append's rows go into the chunk visible over them, which may be
+            # wider than the job's own bucket (SPEC §5): `alloc.interval`.
+            target_dir = deep_storage_dir(task.datasource, alloc.interval, alloc.version, partition)
             target_dir.mkdir(parents=True, exist_ok=True)
             target = target_dir / "data.parquet"
             moved.append(target_dir)
             shutil.move(seg.path, target)
             new_segments.append(
                 services.NewSegment(
-                    interval=chunk,
+                    interval=alloc.interval,
                     version=alloc.version,
                     partition=partition,
                     core_partitions=alloc.core_partitions,

@@ -28,6 +28,7 @@ from metastore.services._common import (
 from metastore.services.allocation import (
     Allocation,
     AllocationRequest,
+    append_layout,
     segments_allocate,
     segments_allocate_many,
     segments_allocate_overwrite,
@@ -91,6 +92,7 @@ __all__ = [
     "locks_release_all",
     "Allocation",
     "AllocationRequest",
+    "append_layout",
     "segments_allocate",
     "segments_allocate_many",
     "segments_allocate_overwrite",

@@ -135,7 +135,9 @@ def _check_covered(task: Task, locks: list[TaskLock], allocated: set, seg: NewSe
             seg.interval, seg.version, seg.partition, seg.minor_version
         ),
         locks=[
-            allocation_rules.HeldLock(lk.interval, lk.type, lk.granularity, lk.version, lk.partition)
+            allocation_rules.HeldLock(
+                lk.interval, lk.type, lk.granularity, lk.version, lk.partition
+            )
             for lk in locks
         ],
         allocated=allocated,
