@@ -91,30 +91,31 @@ def fresh_version(above: Iterable[str], below: Iterable[str]) -> str:
     return candidate
 
 
-def append_target(
+def append_layout(
     *,
     interval: Interval,
     visible: Sequence[tuple[Interval, Interval, str]],
     chunks: Sequence[ChunkFacts],
     running_lock_versions: Iterable[str] = (),
-) -> AppendTarget:
-    """Where an append whose rows lie in `interval` goes (SPEC §5).
+) -> list[tuple[Interval, AppendTarget]]:
+    """Where an append's rows in `interval` go, piece by piece, in time order (SPEC §5).
 
     `visible`: the timeline's visible pieces over `interval`, as (piece, chunk
     interval, chunk version). `chunks`: every chunk overlapping `interval`.
 
-    1. The chunk visible over the whole of `interval` wins, whatever its
-       granularity: late data after a replace or compaction lands, visibly.
-    2. Rows that would straddle visible chunks, or lie partly under one, are
-       refused: no single chunk holds them without hiding some.
-    3. Nothing visible: the chunk of a running append that contains
-       `interval` (two chunks of one version never overlap); one that only
-       overlaps it is refused for the same reason.
-    4. Else `interval` at EPOCH, unless some chunk overlapping it has history
-       at EPOCH (a killed or abandoned EPOCH chunk): then a fresh fixed-width
-       version above every overlapping chunk's and below every running lock's.
+    1. Rows under a visible chunk go into that chunk, whatever its granularity
+       (late data after a replace or compaction lands, visibly).
+    2. Rows where nothing is visible (a gap) go into the chunk of a running
+       append that contains the gap; a running append's chunk that only
+       overlaps it is refused (two chunks of one version never overlap, and
+       neither may hide the other's rows).
+    3. Else into the gap itself at EPOCH, unless a chunk overlapping it has
+       history at EPOCH (a killed or abandoned EPOCH chunk): then a fresh
+       fixed-width version above every overlapping chunk's and below every
+       running lock's.
     """
     by_key = {(c.interval, c.version): c for c in chunks}
+    lock_versions = list(running_lock_versions)
 
     def target(chunk_interval: Interval, version: str) -> AppendTarget:
         facts = by_key.get((chunk_interval, version), ChunkFacts(chunk_interval, version))
@@ -122,41 +123,70 @@ def append_target(
             chunk_interval, version, facts.core, next_partition(facts.core, facts.top_root)
         )
 
-    if visible:
-        owners = {(chunk, version) for _, chunk, version in visible}
-        if len(owners) == 1 and _union_covers({p for p, _, _ in visible}, interval):
-            chunk, version = owners.pop()
-            if chunk.contains(interval):
-                return target(chunk, version)
-        names = ", ".join(f"{c} v{v}" for c, v in sorted(owners, key=lambda o: o[0].start))
-        raise AllocationRefused(
-            f"cannot append {interval}: its rows would straddle the visible chunks {names}; "
-            "append at their segment granularity"
-        )
-    running = [c for c in chunks if c.running_append and c.interval.overlaps(interval)]
+    pieces: list[tuple[Interval, AppendTarget]] = []
+    for piece, chunk, version in sorted(visible, key=lambda v: v[0].start):
+        part = piece.intersection(interval)
+        if part is None:
+            continue
+        if pieces and pieces[-1][1].interval == chunk and pieces[-1][1].version == version:
+            if pieces[-1][0].end == part.start:
+                pieces[-1] = (Interval(pieces[-1][0].start, part.end), pieces[-1][1])
+                continue
+            if pieces[-1][0].contains(part):
+                continue
+        pieces.append((part, target(chunk, version)))
+    gaps, reached = [], interval.start
+    for part, _ in pieces:
+        if part.start > reached:
+            gaps.append(Interval(reached, part.start))
+        reached = max(reached, part.end)
+    if reached < interval.end:
+        gaps.append(Interval(reached, interval.end))
+    for gap in gaps:
+        pieces.append((gap, _gap_target(gap, chunks, lock_versions, target)))
+    return sorted(pieces, key=lambda p: p[0].start)
+
+
+def _gap_target(gap, chunks, lock_versions, target) -> AppendTarget:
+    running = [c for c in chunks if c.running_append and c.interval.overlaps(gap)]
     for c in sorted(running, key=lambda c: c.version):
-        if c.interval.contains(interval):
+        if c.interval.contains(gap):
             return target(c.interval, c.version)
     if running:
         c = running[0]
         raise AllocationRefused(
-            f"cannot append {interval}: a running append is writing {c.interval} "
+            f"cannot append {gap}: a running append is writing {c.interval} "
             "at another segment granularity; append at that granularity"
         )
-    overlapping = [c for c in chunks if c.interval.overlaps(interval) and c.history]
+    overlapping = [c for c in chunks if c.interval.overlaps(gap) and c.history]
     if not any(c.version == EPOCH_VERSION for c in overlapping):
-        return target(interval, EPOCH_VERSION)
-    version = fresh_version((c.version for c in overlapping), running_lock_versions)
-    return target(interval, version)
+        return target(gap, EPOCH_VERSION)
+    return target(gap, fresh_version((c.version for c in overlapping), lock_versions))
 
 
-def _union_covers(pieces: Iterable[Interval], interval: Interval) -> bool:
-    reached = interval.start
-    for piece in sorted(pieces, key=lambda p: p.start):
-        if piece.start > reached:
-            return False
-        reached = max(reached, piece.end)
-    return reached >= interval.end
+def append_target(
+    *,
+    interval: Interval,
+    visible: Sequence[tuple[Interval, Interval, str]],
+    chunks: Sequence[ChunkFacts],
+    running_lock_versions: Iterable[str] = (),
+) -> AppendTarget:
+    """The one chunk all of an append's rows in `interval` go into (see
+    `append_layout`); refused when they would go into several: the caller
+    splits its rows by the layout first."""
+    layout = append_layout(
+        interval=interval,
+        visible=visible,
+        chunks=chunks,
+        running_lock_versions=running_lock_versions,
+    )
+    if len(layout) == 1:
+        return layout[0][1]
+    names = ", ".join(f"{t.interval} v{t.version}" for _, t in layout)
+    raise AllocationRefused(
+        f"cannot append {interval} as one piece: its rows go into the chunks {names}; "
+        "split them by the append layout"
+    )
 
 
 @dataclass(frozen=True)

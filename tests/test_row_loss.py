@@ -72,7 +72,8 @@ def append(interval: Interval, lock_type: str = locking.EXCLUSIVE) -> services.A
     """An append of rows in `interval`, locking the chunks they go into as the runner does."""
     t = running()
     layout = services.append_layout(datasource=DS, intervals=[interval])
-    services.locks_acquire(task=t, intervals=layout, lock_type=lock_type, timeout_ms=0)
+    chunks = sorted({chunk for _, chunk in layout}, key=lambda c: c.start)
+    services.locks_acquire(task=t, intervals=chunks, lock_type=lock_type, timeout_ms=0)
     alloc = services.segments_allocate(task=t, interval=interval, count=1, append=True)
     services.segments_publish(task=t, segments=new_segments(t, alloc))
     services.task_finish(task_id=t.id, status=TaskStatus.SUCCESS)

@@ -135,3 +135,63 @@ def test_replace_on_two_days_reads_the_overwrite_published_while_it_waited(inlin
     span = Interval.parse("2024-01-01/2024-01-04")
     assert visible_pages(ds, span) == ["base1.0", "base1.1", "base1.2", "new3.0", "new3.1"]
     assert not TaskLock.objects.exists()
+
+
+def _append_spec(inline_spec, ds: str, data: str, **kw) -> dict:
+    spec = inline_spec(ds, data=data, **kw)
+    spec["spec"]["ioConfig"]["appendToExisting"] = True
+    return spec
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["TC", "CONC"])
+def test_late_day_append_after_an_hour_replace_lands_visibly(inline_spec, no_queue, concurrent):
+    """Paths 2 and 9, Druid #17852: rows of a DAY append go into the chunk visible
+    at their timestamp: the HOUR chunk of the replace for hour 3, the DAY chunk
+    elsewhere. Nothing is hidden, nothing refused."""
+    ds = f"late{int(concurrent)}"
+    context = {"useConcurrentLocks": True} if concurrent else None
+    day1 = "2024-01-01/2024-01-02"
+    base = _claim(inline_spec, inline_spec(ds, data=_rows(1, "base", range(6)), intervals=[day1]))
+    runner.run_task(base.id)
+    replace = _claim(
+        inline_spec,
+        inline_spec(
+            ds,
+            data=_rows(1, "hour", [3]),
+            intervals=["2024-01-01T03:00:00Z/2024-01-01T04:00:00Z"],
+            segment_granularity="HOUR",
+            context=context,
+        ),
+    )
+    runner.run_task(replace.id)
+    late = _claim(
+        inline_spec, _append_spec(inline_spec, ds, _rows(1, "late", [1, 3, 4]), context=context)
+    )
+    runner.run_task(late.id)
+    late.refresh_from_db()
+    assert late.status == TaskStatus.SUCCESS, late.error
+    expected = (
+        [f"base1.{h}" for h in (0, 1, 2, 4, 5)] + ["hour1.3"] + [f"late1.{h}" for h in (1, 3, 4)]
+    )
+    assert visible_pages(ds, Interval.parse(day1)) == sorted(expected)
+    assert not TaskLock.objects.exists()
+
+
+def test_late_day_append_after_a_month_compaction_lands_in_the_month_chunk(inline_spec, no_queue):
+    """Path 9: a DAY append into a dataSource compacted to MONTH goes into the MONTH chunk."""
+    ds = "latemonth"
+    month = "2024-01-01/2024-02-01"
+    base = _claim(
+        inline_spec,
+        inline_spec(
+            ds, data=_rows(1, "m", range(2)), intervals=[month], segment_granularity="MONTH"
+        ),
+    )
+    runner.run_task(base.id)
+    late = _claim(inline_spec, _append_spec(inline_spec, ds, _rows(2, "late", [5])))
+    runner.run_task(late.id)
+    late.refresh_from_db()
+    assert late.status == TaskStatus.SUCCESS, late.error
+    assert visible_pages(ds, Interval.parse(month)) == ["late2.5", "m1.0", "m1.1"]
+    (seg,) = Segment.objects.filter(created_by=late)
+    assert seg.interval == Interval.parse(month)

@@ -15,6 +15,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import close_old_connections, connection
 
@@ -27,6 +30,7 @@ from workers.jobs.ingest import (
     ParseExceptionsExceeded,
     Progress,
     SourcePiece,
+    StagedSegment,
     interval_dirname,
     run_ingest,
 )
@@ -361,7 +365,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         if spec.append_to_existing:
             # An append writes into the chunks visible over its rows: lock those.
             layout = services.append_layout(datasource=task.datasource, intervals=wanted)
-            wanted = _merge(wanted + layout)
+            wanted = _merge(wanted + [chunk for _, chunk in layout])
         locks = services.locks_acquire(
             task=task,
             intervals=wanted,
@@ -401,8 +405,11 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
 
     monitor.set_phase("publishing", 0.9, 0.0)
     t3 = time.monotonic()
+    staged_segments = result.segments
+    if spec.append_to_existing:
+        staged_segments = _split_by_layout(task, staged_segments)
     by_chunk: dict[Interval, list] = {}
-    for staged in result.segments:
+    for staged in staged_segments:
         by_chunk.setdefault(staged.chunk, []).append(staged)
     new_segments: list[services.NewSegment] = []
     chunks = sorted(by_chunk, key=lambda iv: iv.start)
@@ -444,6 +451,59 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     if spec.input.type == "druid":
         report["sourceSegments"] = len({p.location for p in pieces})
     return report
+
+
+def _split_by_layout(task: Task, staged: list[StagedSegment]) -> list[StagedSegment]:
+    """An append's staged files split by where their rows go (SPEC §5).
+
+    The job buckets rows by the spec's segment granularity and knows nothing of
+    the metastore. Rows go into the chunk visible at their timestamp, whose
+    interval may differ (e.g. HOUR chunks of a replace inside a DAY bucket):
+    the runner asks allocation for the layout of each bucket and, where a
+    bucket spans several chunks, rewrites its files into one file per piece
+    (plain Parquet filtering on `__time`, no Spark); each piece is then
+    allocated on its own. Buckets inside one chunk (the usual case, or a DAY
+    bucket inside a MONTH compaction) keep their files."""
+    chunks = sorted({s.chunk for s in staged}, key=lambda c: c.start)
+    pieces: dict[Interval, list[Interval]] = {}
+    for chunk in chunks:
+        layout = services.append_layout(datasource=task.datasource, intervals=[chunk])
+        pieces[chunk] = [piece for piece, _ in layout]
+    out = []
+    next_index: dict[Interval, int] = {}
+    for seg in sorted(staged, key=lambda s: (s.chunk.start, s.index)):
+        parts = pieces[seg.chunk]
+        if parts == [seg.chunk]:
+            out.append(seg)
+            continue
+        table = pq.read_table(seg.path)
+        column = table.column("__time")
+        for n, piece in enumerate(parts):
+            if pa.types.is_timestamp(column.type):
+                low = pa.scalar(piece.start, type=column.type)
+                high = pa.scalar(piece.end, type=column.type)
+            else:  # epoch milliseconds
+                low = int(piece.start.timestamp() * 1000)
+                high = int(piece.end.timestamp() * 1000)
+            mask = pc.and_(pc.greater_equal(column, low), pc.less(column, high))
+            part = table.filter(mask)
+            if part.num_rows == 0:
+                continue
+            path = f"{seg.path}.piece{n}.parquet"
+            pq.write_table(part, path)
+            index = next_index.get(piece, 0)
+            next_index[piece] = index + 1
+            out.append(
+                StagedSegment(
+                    chunk=piece,
+                    index=index,
+                    path=path,
+                    num_rows=part.num_rows,
+                    size_bytes=Path(path).stat().st_size,
+                    shard_spec=seg.shard_spec,
+                )
+            )
+    return out
 
 
 def _allocate(

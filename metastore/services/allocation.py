@@ -192,11 +192,14 @@ def _covering(
     return next((lock for lock in locks if lock[0].contains(interval)), None)
 
 
-def append_layout(*, datasource: str, intervals: Sequence[Interval]) -> list[Interval]:
-    """A read for the runner before it locks an append: `intervals`, each widened
-    to the chunks its rows would go into now (the visible chunks and running
-    appends' chunks containing it, SPEC §5), so the append locks what it writes.
-    Allocation decides again under the lock and refuses if the layout changed."""
+def append_layout(
+    *, datasource: str, intervals: Sequence[Interval]
+) -> list[tuple[Interval, Interval]]:
+    """A read for the runner before it locks and allocates an append: for rows in
+    `intervals`, the pieces (piece, chunk interval) saying which chunk the rows
+    of each piece go into now (`allocation_rules.append_layout`), in time order.
+    The runner locks the chunks and splits its rows by the pieces; allocation
+    decides again under the lock and refuses if the layout changed meanwhile."""
     out = []
     for interval in intervals:
         with transaction.atomic():
@@ -204,14 +207,14 @@ def append_layout(*, datasource: str, intervals: Sequence[Interval]) -> list[Int
                 datasource=datasource, task_id="", requests=[(interval, "")], append=True
             )
         if reads is None:
-            out.append(interval)
+            out.append((interval, interval))
             continue
         try:
-            target = _append_target(interval, reads.chunks[0].append)
+            layout = _layout(interval, reads.chunks[0].append)
         except ServiceError:
-            out.append(interval)  # allocation will refuse it with the reason
+            out.append((interval, interval))  # allocation will refuse it with the reason
             continue
-        out.append(target.interval)
+        out += [(piece, target.interval) for piece, target in layout]
     return out
 
 
@@ -243,10 +246,7 @@ def _existing_allocation(
     """What an earlier call with the same (task, sequence name, interval) was given."""
     interval, version = existing[0][0], existing[0][1]
     partitions = tuple(p for iv, v, p in existing if (iv, v) == (interval, version))
-    if append:
-        core = lockbox_sql.chunk_partitions(ds, interval, version)[0]
-    else:
-        core = len(partitions)
+    core = lockbox_sql.chunk_partitions(ds, interval, version)[0] if append else len(partitions)
     return Allocation(interval, version, partitions, core, append)
 
 
@@ -373,19 +373,33 @@ def segments_allocate_overwrite(
         return Allocation(interval, version, partitions, core, False, minor, roots)
 
 
-def _append_target(
+def _layout(
     interval: Interval, facts: lockbox_sql.AppendFacts
-) -> allocation_rules.AppendTarget:
-    """Where an append of rows in `interval` goes (SPEC §5): the pure rule, fed
-    with the visible pieces of the chunks overlapping it."""
+) -> list[tuple[Interval, allocation_rules.AppendTarget]]:
+    """The pure rule, fed with the visible pieces of the chunks overlapping `interval`."""
     timeline = Timeline.build(facts.segments)
-    visible = [(piece, ref.interval, ref.version) for piece, ref in timeline.lookup(interval)]
     try:
-        return allocation_rules.append_target(
+        return allocation_rules.append_layout(
             interval=interval,
-            visible=visible,
+            visible=[
+                (piece, ref.interval, ref.version) for piece, ref in timeline.lookup(interval)
+            ],
             chunks=facts.chunks,
             running_lock_versions=facts.running_lock_versions,
         )
     except allocation_rules.AllocationRefused as exc:
         raise ServiceError(str(exc)) from None
+
+
+def _append_target(
+    interval: Interval, facts: lockbox_sql.AppendFacts
+) -> allocation_rules.AppendTarget:
+    """Where an append of rows in `interval` goes (SPEC §5): one chunk, or refused."""
+    layout = _layout(interval, facts)
+    if len(layout) == 1:
+        return layout[0][1]
+    names = ", ".join(f"{t.interval} v{t.version}" for _, t in layout)
+    raise ServiceError(
+        f"cannot append {interval} as one piece: its rows go into the chunks {names}; "
+        "split them by the append layout"
+    )
