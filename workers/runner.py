@@ -323,6 +323,37 @@ def _lock_intervals(intervals: list[Interval], granularity: str) -> list[Interva
     return _merge(widened)
 
 
+def lock_plan(
+    datasource: str, intervals: list[Interval], granularity: str, append: bool
+) -> list[Interval]:
+    """The intervals a task locks, all at once: its intervals widened to its
+    segment granularity; an append also covers the chunks its rows go into
+    now (`services.append_layout`), which may be wider (SPEC §5)."""
+    wanted = _lock_intervals(intervals, granularity)
+    if append:
+        layout = services.append_layout(datasource=datasource, intervals=wanted)
+        wanted = _merge(wanted + [chunk for _, chunk in layout])
+    return wanted
+
+
+def append_pieces(datasource: str, buckets: list[Interval]) -> dict[Interval, list[Interval]]:
+    """For each of an append's buckets, the pieces its rows split into: one per
+    chunk they go into (`services.append_layout`); a bucket inside one chunk is
+    one piece, itself."""
+    return {
+        bucket: [
+            piece for piece, _ in services.append_layout(datasource=datasource, intervals=[bucket])
+        ]
+        for bucket in buckets
+    }
+
+
+def _read_points(locks: list[TaskLock]) -> list[tuple[Interval, int]]:
+    """(locked interval, commit seq) pairs: a task reads each interval it
+    rewrites as of its own lock's grant (SPEC §5)."""
+    return [(lk.interval, lk.granted_seq) for lk in locks if lk.granularity == locking.TIME_CHUNK]
+
+
 def _merge(intervals: list[Interval]) -> list[Interval]:
     """Intervals merged where they touch or overlap, in time order."""
     merged: list[Interval] = []
@@ -361,14 +392,11 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         monitor.set_phase("locking", monitor.progress(), 0.0)
         # All intervals in one decision (SPEC §5): the task never holds some while
         # waiting for others, and reads every interval as of the same grant.
-        wanted = _lock_intervals(intervals, spec.segment_granularity)
-        if spec.append_to_existing:
-            # An append writes into the chunks visible over its rows: lock those.
-            layout = services.append_layout(datasource=task.datasource, intervals=wanted)
-            wanted = _merge(wanted + [chunk for _, chunk in layout])
         locks = services.locks_acquire(
             task=task,
-            intervals=wanted,
+            intervals=lock_plan(
+                task.datasource, intervals, spec.segment_granularity, spec.append_to_existing
+            ),
             lock_type=lock_type,
             timeout_ms=timeout,
         )
@@ -387,7 +415,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         # A task rewriting its own dataSource reads each interval as of its own
         # lock's grant (SPEC §5): what committed there before is its input, and
         # appends committing after are carried onto its version at publish.
-        read_points = [(lk.interval, lk.granted_seq) for lk in locks]
+        read_points = _read_points(locks)
     pieces = _source_pieces(spec, read_points=read_points) if spec.input.type == "druid" else []
 
     spans = _TWO_PHASE_SPANS if spec.two_phase else _SINGLE_PASS_SPANS
@@ -465,10 +493,7 @@ def _split_by_layout(task: Task, staged: list[StagedSegment]) -> list[StagedSegm
     allocated on its own. Buckets inside one chunk (the usual case, or a DAY
     bucket inside a MONTH compaction) keep their files."""
     chunks = sorted({s.chunk for s in staged}, key=lambda c: c.start)
-    pieces: dict[Interval, list[Interval]] = {}
-    for chunk in chunks:
-        layout = services.append_layout(datasource=task.datasource, intervals=[chunk])
-        pieces[chunk] = [piece for piece, _ in layout]
+    pieces = append_pieces(task.datasource, chunks)
     out = []
     next_index: dict[Interval, int] = {}
     for seg in sorted(staged, key=lambda s: (s.chunk.start, s.index)):
@@ -518,7 +543,12 @@ def _allocate(
     with segment locks chunk by chunk, waiting (up to the lock timeout) while
     another task's time-chunk lock blocks them."""
     if not segment_locked:
-        requests = [services.AllocationRequest(c, n) for c, n in zip(chunks, counts, strict=True)]
+        # An append's pieces may share a chunk: each piece is its own sequence, so a
+        # repeated call finds what each piece was given.
+        requests = [
+            services.AllocationRequest(c, n, str(c) if append else "")
+            for c, n in zip(chunks, counts, strict=True)
+        ]
         return services.segments_allocate_many(task=task, requests=requests, append=append)
     deadline = time.monotonic() + timeout_ms / 1000.0
     out = []
@@ -529,6 +559,7 @@ def _allocate(
                 interval=chunk,
                 count=count,
                 append=True,
+                sequence_name=str(chunk),
                 lock_granularity=locking.SEGMENT,
             )
             if alloc is not None:

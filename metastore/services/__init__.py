@@ -39,6 +39,7 @@ from metastore.services.locks import (
     lock_try_acquire,
     locks_acquire,
     locks_release_all,
+    locks_try_acquire,
 )
 from metastore.services.publish import (
     NewSegment,
@@ -88,6 +89,7 @@ __all__ = [
     "lock_acquire",
     "lock_try_acquire",
     "locks_acquire",
+    "locks_try_acquire",
     "lock_release",
     "locks_release_all",
     "Allocation",

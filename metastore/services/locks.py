@@ -105,6 +105,20 @@ def _acquire(
         time.sleep(LOCK_POLL_SECONDS)
 
 
+def locks_try_acquire(
+    *,
+    task: Task,
+    intervals: Sequence[Interval],
+    lock_type: str,
+    granularity: str = locking.TIME_CHUNK,
+) -> list[TaskLock] | None:
+    """One all-or-nothing decision on all of `intervals` without waiting: the
+    locks, or None (the task is WAITING, queued on each interval)."""
+    requests = [_lock_request(task, iv, lock_type, granularity, None, None) for iv in intervals]
+    result = _lock_attempt(task.id, requests) if requests else []
+    return None if isinstance(result, str) else result
+
+
 def lock_try_acquire(
     *,
     task: Task,

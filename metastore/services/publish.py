@@ -27,6 +27,7 @@ from metastore.services._common import (
     _refuse_ended,
     _revoked_reason,
 )
+from metastore.timeline import SegmentRef, Timeline
 
 # --- publish ------------------------------------------------------------------
 
@@ -272,6 +273,12 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
 def _append_carry_overs(
     ds: DataSource, task: Task, locks: list[TaskLock], new_rows
 ) -> list[Segment]:
+    """Copies of an APPEND task's new segments onto every newer chunk that a
+    replace committed over them meanwhile, at whatever granularity: each copy
+    shares the file and takes the newer chunk's interval, so it shows exactly
+    the appended rows inside that chunk (reads filter a segment's rows to its
+    visible part). Without it, a DAY append allocated before an HOUR replace
+    published would be hidden under the replace's HOUR chunks."""
     if not any(lk.type == locking.APPEND for lk in locks):
         return []
     out = []
@@ -280,19 +287,53 @@ def _append_carry_overs(
     for row in new_rows:
         if row.tombstone or row.minor_version > 0:
             continue
-        newer = (
-            Segment.objects.filter(
-                datasource=ds, used=True, start=row.start, end=row.end, version__gt=row.version
-            )
-            .order_by("-version")
-            .values_list("version", flat=True)
-            .first()
+        overlapping = Segment.objects.filter(
+            datasource=ds, used=True, start__lt=row.end, end__gt=row.start
+        ).values_list(
+            "id",
+            "start",
+            "end",
+            "version",
+            "partition",
+            "minor_version",
+            "root_partitions",
+            "atomic_update_group",
+            "core_partitions",
+            "tombstone",
         )
-        if newer is None:
-            continue
-        key = (row.start, row.end, newer)
-        if key not in cores:  # one read per chunk: its core set and next free number
-            cores[key], taken[key] = lockbox_sql.chunk_partitions(ds, row.interval, newer)
-        partition = _next_free(ds, row.interval, newer, taken, cores[key])
-        out.append(_copy_onto(ds, task, row, newer, partition, cores[key]))
+        timeline = Timeline.build(_refs(overlapping))
+        newer = sorted(
+            {
+                (ref.interval, ref.version)
+                for _, ref in timeline.lookup(row.interval)
+                if ref.version > row.version
+            },
+            key=lambda c: (c[0].start, c[1]),
+        )
+        for interval, version in newer:
+            key = (interval.start, interval.end, version)
+            if key not in cores:  # one read per chunk: its core set and next free number
+                cores[key], taken[key] = lockbox_sql.chunk_partitions(ds, interval, version)
+            partition = _next_free(ds, interval, version, taken, cores[key])
+            copy = _copy_onto(ds, task, row, version, partition, cores[key])
+            copy.start, copy.end = interval.start, interval.end
+            copy.id = Segment.make_id(ds.name, interval, version, partition)
+            out.append(copy)
     return out
+
+
+def _refs(rows) -> list[SegmentRef]:
+    return [
+        SegmentRef(
+            id=r[0],
+            interval=Interval(r[1], r[2]),
+            version=r[3],
+            partition=r[4],
+            minor_version=r[5],
+            root_partitions=frozenset(r[6]) if r[6] is not None else None,
+            atomic_update_group=frozenset(r[7]) if r[7] is not None else None,
+            core_partitions=r[8],
+            tombstone=r[9],
+        )
+        for r in rows
+    ]
