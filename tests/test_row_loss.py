@@ -303,3 +303,37 @@ def test_late_day_data_after_a_month_compaction_lands_in_the_month_chunk():
     assert visible(month) == sorted(
         created_by(compacted) + [Segment.make_id(DS, month, alloc.version, alloc.partitions[0])]
     )
+
+
+# --- path 2: a DAY append beside an HOUR replace is never hidden --------------------
+
+
+def test_a_day_append_allocated_before_an_hour_replace_publishes_stays_visible():
+    """Found by the randomized histories: the append allocates its DAY chunk, a
+    REPLACE over the day publishes HOUR chunks (tombstones where it has no rows),
+    then the append publishes: it is carried onto every HOUR chunk over it."""
+    overwrite(DAY)
+    appender = running(useConcurrentLocks=True)
+    services.locks_acquire(task=appender, intervals=[DAY], lock_type=locking.APPEND)
+    alloc = services.segments_allocate(task=appender, interval=DAY, count=1, append=True)
+    replace = running(useConcurrentLocks=True)
+    services.locks_acquire(task=replace, intervals=[DAY], lock_type=locking.REPLACE)
+    hours = []
+    for h in range(24):
+        a = services.segments_allocate(task=replace, interval=hour(h), count=1, append=False)
+        hours.append(
+            services.NewSegment(
+                interval=a.interval,
+                version=a.version,
+                partition=0,
+                core_partitions=0,
+                tombstone=True,
+            )
+        )
+    services.segments_publish(task=replace, segments=hours)
+    services.segments_publish(task=appender, segments=new_segments(appender, alloc))
+    appended = Segment.objects.get(created_by=appender, upgraded_from="")
+    copies = Segment.objects.filter(upgraded_from=appended.id)
+    assert sorted(c.interval.start.hour for c in copies) == list(range(24))
+    assert all(c.location == appended.location for c in copies)
+    assert len(visible()) == 24  # the appended rows, hour by hour; the old day is replaced

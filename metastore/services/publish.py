@@ -254,15 +254,17 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
                 for row in new_rows
                 if row.version == lock.version and row.start < source.end and row.end > source.start
             ]
-            if overlapping:
-                # The replace's chunks cut across the append's: no copy can carry it
-                # onto the new version, and publishing would hide its rows.
-                raise PublishError(
-                    f"cannot publish: {source.id} was appended during this replace at "
-                    "another segment granularity; its rows would be hidden. Run the "
-                    "replace again (it will read them) or append at the replace's granularity"
-                )
-            # The replace wrote nothing over this chunk: the append stays visible as is.
+            # The replace's chunks cut across the append's (another granularity):
+            # carry it onto each of them; a copy shares the file and takes the
+            # chunk's interval, so it shows exactly the appended rows inside it.
+            for chunk in sorted({(r.start, r.end) for r in overlapping}):
+                key = (*chunk, lock.version)
+                interval = Interval(*chunk)
+                partition = _next_free(ds, interval, lock.version, taken, cores[key])
+                copy = _copy_onto(ds, task, source, lock.version, partition, cores[key])
+                copy.start, copy.end = interval.start, interval.end
+                copy.id = Segment.make_id(ds.name, interval, lock.version, partition)
+                out.append(copy)
             continue
         core = cores[(source.start, source.end, lock.version)]
         partition = _next_free(ds, source.interval, lock.version, taken, core)
