@@ -26,19 +26,8 @@ class DataSourceAdmin(ReadOnlyAdmin):
 
 @admin.register(Segment)
 class SegmentAdmin(admin.ModelAdmin):
-    list_display = [
-        "id",
-        "datasource",
-        "start",
-        "end",
-        "version",
-        "partition",
-        "minor_version",
-        "num_rows",
-        "size_bytes",
-        "used",
-        "tombstone",
-    ]
+    list_display = ["id", "datasource", "start", "end", "version", "partition", "minor_version",
+                    "num_rows", "size_bytes", "used", "tombstone"]
     list_filter = ["used", "tombstone", "datasource"]
     search_fields = ["id"]
     editable_fields = ("used", "location", "shard_spec")
@@ -54,11 +43,7 @@ class SegmentAdmin(admin.ModelAdmin):
         return False  # segments are removed by kill tasks, never deleted by hand
 
     def save_model(self, request, obj, form, change):
-        changed = {
-            name: form.cleaned_data[name]
-            for name in form.changed_data
-            if name in self.editable_fields
-        }
+        changed = {name: form.cleaned_data[name] for name in form.changed_data if name in self.editable_fields}
         if changed:
             services.segment_admin_update(segment=obj, fields=changed, user=request.user)
 
@@ -68,9 +53,7 @@ class SegmentAdmin(admin.ModelAdmin):
         for seg_id, ds in queryset.values_list("id", "datasource__name"):
             by_ds.setdefault(ds, []).append(seg_id)
         for ds, ids in by_ds.items():
-            entry = services.segments_mark_used(
-                datasource=ds, used=used, segment_ids=ids, user=request.user
-            )
+            entry = services.segments_mark_used(datasource=ds, used=used, segment_ids=ids, user=request.user)
             count += len((entry.added if used else entry.removed) if entry else [])
         self.message_user(request, f"{count} segments marked {'used' if used else 'unused'}")
 
@@ -104,18 +87,8 @@ class TaskAdmin(ReadOnlyAdmin):
 
 @admin.register(TaskLock)
 class TaskLockAdmin(ReadOnlyAdmin):
-    list_display = [
-        "datasource",
-        "start",
-        "end",
-        "type",
-        "granularity",
-        "version",
-        "priority",
-        "task",
-        "revoked",
-        "revoked_by",
-    ]
+    list_display = ["datasource", "start", "end", "type", "granularity", "version", "priority",
+                    "task", "revoked", "revoked_by"]
     list_filter = ["type", "revoked", "datasource"]
 
 

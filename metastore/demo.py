@@ -18,9 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 DATASOURCE = "flights"
-FLIGHTS_INTERVAL = (
-    "2013-01-01/2014-01-02"  # time_hour is UTC: late flights of 31 Dec land on 1 Jan 2014
-)
+FLIGHTS_INTERVAL = "2013-01-01/2014-01-02"  # time_hour is UTC: late flights of 31 Dec land on 1 Jan 2014
 FLIGHTS_FILE = "flights.csv"
 
 

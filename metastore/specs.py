@@ -374,11 +374,7 @@ def _input_spec(io: dict, input_roots: list[Path]) -> InputSpec:
             )
             if fmt_obj.get("columns") is not None:
                 cols = fmt_obj["columns"]
-                if (
-                    not isinstance(cols, list)
-                    or not cols
-                    or not all(isinstance(c, str) for c in cols)
-                ):
+                if not isinstance(cols, list) or not cols or not all(isinstance(c, str) for c in cols):
                     raise SpecError(f"{fmt_path}.columns", "must be a non-empty list of names")
                 if fmt_obj.get("findColumnsFromHeader") is True:
                     raise SpecError(
@@ -556,13 +552,13 @@ def _partitions(tuning: dict) -> PartitionsSpec:
             )
         target = target or max_rows
         if num_shards and target:
-            raise SpecError(f"{path}.numShards", "give numShards or targetRowsPerSegment, not both")
+            raise SpecError(
+                f"{path}.numShards", "give numShards or targetRowsPerSegment, not both"
+            )
         return PartitionsSpec(
             type="hashed",
             num_shards=num_shards,
-            target_rows_per_segment=None
-            if num_shards
-            else (target or DEFAULT_MAX_ROWS_PER_SEGMENT),
+            target_rows_per_segment=None if num_shards else (target or DEFAULT_MAX_ROWS_PER_SEGMENT),
             partition_dimensions=dims("partitionDimensions"),
         )
     # range / single_dim
@@ -570,13 +566,7 @@ def _partitions(tuning: dict) -> PartitionsSpec:
         _allow(
             ps,
             path,
-            {
-                "type",
-                "targetRowsPerSegment",
-                "maxRowsPerSegment",
-                "partitionDimension",
-                "assumeGrouped",
-            },
+            {"type", "targetRowsPerSegment", "maxRowsPerSegment", "partitionDimension", "assumeGrouped"},
         )
         single = ps.get("partitionDimension")
         if not isinstance(single, str) or not single:
@@ -588,13 +578,7 @@ def _partitions(tuning: dict) -> PartitionsSpec:
         _allow(
             ps,
             path,
-            {
-                "type",
-                "targetRowsPerSegment",
-                "maxRowsPerSegment",
-                "partitionDimensions",
-                "assumeGrouped",
-            },
+            {"type", "targetRowsPerSegment", "maxRowsPerSegment", "partitionDimensions", "assumeGrouped"},
         )
         partition_dims = dims("partitionDimensions")
         if not partition_dims:
@@ -605,8 +589,7 @@ def _partitions(tuning: dict) -> PartitionsSpec:
     max_rows = _int(ps, "maxRowsPerSegment", path, None, minimum=1)
     if target and max_rows:
         raise SpecError(
-            f"{path}.targetRowsPerSegment",
-            "give targetRowsPerSegment or maxRowsPerSegment, not both",
+            f"{path}.targetRowsPerSegment", "give targetRowsPerSegment or maxRowsPerSegment, not both"
         )
     return PartitionsSpec(
         type="range",
@@ -664,9 +647,7 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
     metric_names = {m.name for m in metrics}
     for d in dims:
         if d.name in metric_names:
-            raise SpecError(
-                "spec.dataSchema.metricsSpec", f"{d.name!r} is both a dimension and a metric"
-            )
+            raise SpecError("spec.dataSchema.metricsSpec", f"{d.name!r} is both a dimension and a metric")
         if d.name == "__time":
             raise SpecError("spec.dataSchema.dimensionsSpec.dimensions", "__time is reserved")
 
@@ -702,9 +683,7 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
     _allow(transform, tpath, {"filter", "transforms"})
     if transform.get("transforms"):
         raise SpecError(f"{tpath}.transforms", "expression transforms are not supported")
-    flt = (
-        validate_filter(transform["filter"], f"{tpath}.filter") if transform.get("filter") else None
-    )
+    flt = validate_filter(transform["filter"], f"{tpath}.filter") if transform.get("filter") else None
 
     io_path = "spec.ioConfig"
     io = _obj(spec.get("ioConfig"), io_path)
@@ -751,7 +730,9 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
                 "forceGuaranteedRollup requires hashed, range or single_dim partitioning",
             )
         if intervals is None:
-            raise SpecError(f"{gpath}.intervals", "are required when forceGuaranteedRollup is true")
+            raise SpecError(
+                f"{gpath}.intervals", "are required when forceGuaranteedRollup is true"
+            )
     if append and partitions.type != "dynamic":
         raise SpecError(
             f"{io_path}.appendToExisting",
@@ -801,9 +782,7 @@ def _ingestion(raw: dict, input_roots: list[Path]) -> IngestionSpec:
         max_parse_exceptions=_int(tuning, "maxParseExceptions", tun_path, UNLIMITED),
         max_saved_parse_exceptions=_int(tuning, "maxSavedParseExceptions", tun_path, 10),
         max_retry=_int(tuning, "maxRetry", tun_path, 3),
-        max_num_concurrent_subtasks=_int(
-            tuning, "maxNumConcurrentSubTasks", tun_path, 1, minimum=1
-        ),
+        max_num_concurrent_subtasks=_int(tuning, "maxNumConcurrentSubTasks", tun_path, 1, minimum=1),
         total_num_merge_tasks=_int(tuning, "totalNumMergeTasks", tun_path, 10, minimum=1),
     )
 
@@ -876,9 +855,7 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
     if ikind == "segments":
         segs = input_spec.get("segments")
         if not isinstance(segs, list) or not segs or not all(isinstance(s, str) for s in segs):
-            raise SpecError(
-                "ioConfig.inputSpec.segments", "must be a non-empty list of segment ids"
-            )
+            raise SpecError("ioConfig.inputSpec.segments", "must be a non-empty list of segment ids")
         return TaskSpec(
             type="compact", datasource=datasource, context=context, segment_ids=tuple(segs), raw=raw
         )
