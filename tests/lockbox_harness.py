@@ -152,6 +152,7 @@ class Actor:
     allocation: object = None
     outcome: str = ""  # "" while running, then committed | failed | revoked
     locks: list = field(default_factory=list)
+    pieces: list = field(default_factory=list)  # the runner's SourcePieces of its input
 
     def __post_init__(self) -> None:
         context = {"useConcurrentLocks": self.mode == CONC, "forceTimeChunkLock": self.mode != SEG}
@@ -268,7 +269,12 @@ class Actor:
         }
         if self.input_ids is not None:
             ids &= set(self.input_ids)
-        return sorted((s for s in segs if s.id in ids), key=lambda s: (s.start, s.partition))
+        chosen = sorted((s for s in segs if s.id in ids), key=lambda s: (s.start, s.partition))
+        # What the job reads: each file's rows inside the pieces where it is visible
+        # (upgraded copies share a file and each shows only its own chunk's rows).
+        keep = {s.location for s in chosen}
+        self.pieces = [p for p in pieces if p.location in keep]
+        return chosen
 
     def _lock_segments(self) -> bool:
         """SEG-mode compaction: EXCLUSIVE segment locks on the visible input segments."""
@@ -290,11 +296,12 @@ class Actor:
 
     def _read(self) -> bool:
         if self.kind == "compact":
-            rows_ = []
-            for seg in self.inputs:
-                visible = [(row, seg.id) for row in self.world.files[seg.location]]
-                rows_.extend(visible)
-            self.input_rows = rows_
+            self.input_rows = [
+                (row, piece.location)
+                for piece in self.pieces
+                for row in self.world.files[piece.location]
+                if piece.visible.contains(at(row))
+            ]
         return True
 
     def _write(self) -> bool:
