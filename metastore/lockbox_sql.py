@@ -30,15 +30,16 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from metastore import allocation_rules
 from metastore.intervals import Interval
 from metastore.models import (
     ACTIVE_STATUSES,
-    EPOCH_VERSION,
     NON_ROOT_PARTITION_START,
     DataSource,
     TaskLock,
     TaskStatus,
 )
+from metastore.timeline import SegmentRef
 
 _DATASOURCE_FIELDS = ["id", "name", "created_at", "last_version"]
 _LOCK_FIELDS = [
@@ -222,16 +223,21 @@ class DecisionReads:
     last_commit_seq: int
 
 
-def decision_reads(*, datasource: str, task_id: str, interval: Interval) -> DecisionReads | None:
-    """Take the dataSource's lock (and the task's row) and read what a decision needs;
-    None when the dataSource has no row yet (nothing is locked then)."""
+def decision_reads(
+    *, datasource: str, task_id: str, intervals: Sequence[Interval]
+) -> DecisionReads | None:
+    """Take the dataSource's lock (and the task's row) and read what a decision on
+    all of `intervals` needs; None when the dataSource has no row yet (nothing is
+    locked then)."""
+    overlap = " OR ".join(['(start < %s AND "end" > %s)'] * len(intervals))
+    bounds = [_db_dt(v) for iv in intervals for v in (iv.end, iv.start)]
     ds, (task_rows, lock_rows, queued_rows, seq_rows) = _locked(
         datasource,
         _lock_task(task_id),
         Query(
             f"SELECT {_LOCK_COLUMNS} FROM metastore_tasklock WHERE (datasource = %s "
-            'AND start < %s AND "end" > %s) OR (task_id = %s AND revoked) ORDER BY id',
-            [datasource, _db_dt(interval.end), _db_dt(interval.start), task_id],
+            f"AND ({overlap})) OR (task_id = %s AND revoked) ORDER BY id",
+            [datasource, *bounds, task_id],
         ),
         # Other groups' WAITING tasks queued before this one (all of them if it is not queued).
         Query(
@@ -263,11 +269,11 @@ def grant_writes(
     revoke: Sequence[int] = (),
     revoked_by: str = "",
     datasource_version: tuple[int, str] | None = None,
-    new_lock: dict | None = None,
+    new_locks: Sequence[dict] = (),
     resume_task: str | None = None,
-) -> TaskLock | None:
+) -> list[TaskLock]:
     """Carry out a granted decision in one round trip: revoke the victims' locks,
-    record the dataSource's new last version, insert the lock (`new_lock`: the
+    record the dataSource's new last version, insert the locks (`new_locks`: the
     TaskLock fields but id) and clear the task's waiting state."""
     queries = []
     if revoke:
@@ -293,9 +299,10 @@ def grant_writes(
                 [TaskStatus.RUNNING.value, "[]", resume_task],
             )
         )
-    values = None
-    if new_lock is not None:
+    inserted = []
+    for new_lock in new_locks:
         values = [new_lock[f] for f in _LOCK_FIELDS[1:]]
+        inserted.append(values)
         queries.append(
             Query(
                 f"INSERT INTO metastore_tasklock ({_LOCK_INSERT_COLUMNS}) "
@@ -304,9 +311,11 @@ def grant_writes(
             )
         )
     results = run(*queries) if queries else []
-    if values is None:
-        return None
-    return TaskLock.from_db(connection.alias, _LOCK_FIELDS, [results[-1][0][0], *values])
+    ids = [r[0][0] for r in results[len(results) - len(inserted) :]] if inserted else []
+    return [
+        TaskLock.from_db(connection.alias, _LOCK_FIELDS, [lock_id, *values])
+        for lock_id, values in zip(ids, inserted, strict=True)
+    ]
 
 
 def datasource_for_update(name: str) -> DataSource | None:
@@ -328,7 +337,6 @@ def _chunk_params(ds: DataSource | str, interval: Interval) -> dict:
         "start": _db_dt(interval.start),
         "end": _db_dt(interval.end),
         "top": NON_ROOT_PARTITION_START,
-        "epoch": EPOCH_VERSION,
     }
     params.update({f"active{i}": status.value for i, status in enumerate(ACTIVE_STATUSES)})
     return params
@@ -336,17 +344,7 @@ def _chunk_params(ds: DataSource | str, interval: Interval) -> dict:
 
 _DS_ID = "(SELECT id FROM metastore_datasource WHERE name = %(name)s)"
 _ACTIVE = ", ".join(f"%(active{i})s" for i in range(len(ACTIVE_STATUSES)))
-_USED_VERSION = (
-    f"(SELECT MAX(version) FROM metastore_segment WHERE datasource_id = {_DS_ID} "
-    'AND used AND start = %(start)s AND "end" = %(end)s)'
-)
-# The version appends of still-running tasks were given while nothing was used
-# here: later appends must join them, or one would overshadow the other.
-_APPENDING_VERSION = (
-    "(SELECT p.version FROM metastore_pendingsegment p JOIN metastore_task t "
-    'ON p.task_id = t.id WHERE p.datasource = %(name)s AND p.start = %(start)s AND p."end" = '
-    f"%(end)s AND p.append AND t.status IN ({_ACTIVE}) ORDER BY p.version DESC LIMIT 1)"
-)
+_OVERLAPS = 'start < %(end)s AND "end" > %(start)s'
 
 
 def _chunk_partitions_sql(version_sql: str) -> str:
@@ -363,74 +361,88 @@ def _chunk_partitions_sql(version_sql: str) -> str:
     )
 
 
-_ENDED_EPOCH_ALLOCATIONS = (
-    "EXISTS (SELECT 1 FROM metastore_pendingsegment p LEFT JOIN metastore_task t "
-    'ON p.task_id = t.id WHERE p.datasource = %(name)s AND p.start = %(start)s AND p."end" = '
-    f"%(end)s AND p.version = %(epoch)s AND (t.status IS NULL OR t.status NOT IN ({_ACTIVE})))"
-)
-# Just above every version the chunk ever published, and so below the version of
-# any overwrite or REPLACE lock still running (those are newer): appends there
-# are overshadowed by, or carried onto, what such a task publishes.
-_FRESH_VERSION = (
-    f"(COALESCE((SELECT MAX(version) FROM metastore_segment WHERE datasource_id = {_DS_ID} "
-    "AND start = %(start)s AND \"end\" = %(end)s), %(epoch)s) || 'S')"
-)
-# SPEC §5: the chunk's used version, else the version appends still running
-# there were given, else EPOCH, or a fresh version if EPOCH ids were handed to
-# tasks that ended (a killed or abandoned EPOCH chunk).
-_APPEND_VERSION = (
-    f"COALESCE({_USED_VERSION}, {_APPENDING_VERSION}, "
-    f"CASE WHEN {_ENDED_EPOCH_ALLOCATIONS} THEN {_FRESH_VERSION} ELSE %(epoch)s END)"
-)
-# Where an append into a chunk goes (see `AppendTarget`), as the columns of a
-# query FROM the one-row `chosen` (the version, computed once).
-_APPEND_WITH = f"WITH chosen AS (SELECT {_APPEND_VERSION} AS version) "
-_APPEND_COLUMNS = (
-    f"(SELECT id FROM metastore_segment WHERE datasource_id = {_DS_ID} AND used "
-    'AND start < %(end)s AND "end" > %(start)s '
-    'AND NOT (start = %(start)s AND "end" = %(end)s) LIMIT 1), '
-    "chosen.version, " + _chunk_partitions_sql("chosen.version")
-)
-
-
-def _partitions(core, used_top, pending_top) -> tuple[int, int]:
-    """(core partitions, next free root partition): root numbers are never reused,
-    neither after publish nor after kill."""
-    core = core or 0
-    top = max((h for h in (used_top, pending_top) if h is not None), default=-1)
-    return core, max(top + 1, core)
-
-
 def chunk_partitions(ds: DataSource, interval: Interval, version: str) -> tuple[int, int]:
     """(core partitions, next free root partition number) of one chunk."""
     params = {**_chunk_params(ds, interval), "v": version}
-    row = run(Query("SELECT " + _chunk_partitions_sql("%(v)s"), params))[0][0]
-    return _partitions(*row)
+    core, used_top, pending_top = run(Query("SELECT " + _chunk_partitions_sql("%(v)s"), params))[0][
+        0
+    ]
+    top = max((h for h in (used_top, pending_top) if h is not None), default=None)
+    core = core or 0
+    return core, allocation_rules.next_partition(core, top)
+
+
+# What an append needs to know of the chunks overlapping its rows (SPEC §5): the
+# used segments (for the timeline's visible chunks), and per chunk its core set,
+# its highest root partition ever published or allocated, and whether an append
+# still running was given ids there.
+_APPEND_SEGMENTS = (
+    'SELECT id, start, "end", version, partition, minor_version, root_partitions, '
+    "atomic_update_group, core_partitions, tombstone FROM metastore_segment "
+    f"WHERE datasource_id = {_DS_ID} AND used AND {_OVERLAPS}"
+)
+_APPEND_CHUNKS = (
+    'SELECT start, "end", version, MAX(core_partitions), '
+    "MAX(CASE WHEN partition < %(top)s THEN partition END), 0 FROM metastore_segment "
+    f'WHERE datasource_id = {_DS_ID} AND {_OVERLAPS} GROUP BY start, "end", version '
+    'UNION ALL SELECT p.start, p."end", p.version, 0, '
+    "MAX(CASE WHEN p.partition < %(top)s THEN p.partition END), "
+    f"MAX(CASE WHEN p.append AND t.status IN ({_ACTIVE}) THEN 1 ELSE 0 END) "
+    "FROM metastore_pendingsegment p LEFT JOIN metastore_task t ON p.task_id = t.id "
+    'WHERE p.datasource = %(name)s AND p.start < %(end)s AND p."end" > %(start)s '
+    'GROUP BY p.start, p."end", p.version'
+)
+_RUNNING_LOCK_VERSIONS = (
+    "SELECT DISTINCT version FROM metastore_tasklock WHERE datasource = %(name)s "
+    f"AND granularity = 'TIME_CHUNK' AND type <> 'APPEND' AND NOT revoked AND {_OVERLAPS}"
+)
 
 
 @dataclass(frozen=True)
-class AppendTarget:
-    """Where an append into one chunk goes (SPEC §5, see `_APPEND_VERSION`)."""
+class AppendFacts:
+    """What an append over one interval reads of the chunks overlapping it."""
 
-    foreign_segment: str | None  # a used segment over the chunk at another granularity
-    version: str
-    core: int  # core partitions of the chunk at that version
-    next_partition: int  # next free root partition there
+    segments: list[SegmentRef]  # used segments overlapping the interval
+    chunks: list[allocation_rules.ChunkFacts]
+    running_lock_versions: list[str]
 
 
-def _append_target(row) -> AppendTarget:
-    foreign, version, core, used_top, pending_top = row
-    core, next_partition = _partitions(core, used_top, pending_top)
-    return AppendTarget(foreign, version, core, next_partition)
+def _append_facts(segment_rows, chunk_rows, lock_rows) -> AppendFacts:
+    refs = [
+        SegmentRef(
+            id=r[0],
+            interval=Interval(_py_dt(r[1]), _py_dt(r[2])),
+            version=r[3],
+            partition=r[4],
+            minor_version=r[5],
+            root_partitions=frozenset(_json(r[6])) if r[6] is not None else None,
+            atomic_update_group=frozenset(_json(r[7])) if r[7] is not None else None,
+            core_partitions=r[8],
+            tombstone=bool(r[9]),
+        )
+        for r in segment_rows
+    ]
+    merged: dict[tuple, list] = {}
+    for start, end, version, core, top, running in chunk_rows:
+        key = (_py_dt(start), _py_dt(end), version)
+        facts = merged.setdefault(key, [0, None, False])
+        facts[0] = max(facts[0], core or 0)
+        if top is not None:
+            facts[1] = top if facts[1] is None else max(facts[1], top)
+        facts[2] = facts[2] or bool(running)
+    chunks = [
+        allocation_rules.ChunkFacts(Interval(start, end), version, core, top, running)
+        for (start, end, version), (core, top, running) in merged.items()
+    ]
+    return AppendFacts(refs, chunks, [r[0] for r in lock_rows])
 
 
 @dataclass(frozen=True)
 class ChunkReads:
     """What one allocation request reads of its chunk."""
 
-    existing: list[tuple[str, int]]  # (version, partition) already handed to this sequence
-    lock_version: str | None  # version of the task's covering time-chunk lock
-    append: AppendTarget | None
+    existing: list[tuple[Interval, str, int]]  # ids already handed to this sequence
+    append: AppendFacts | None
 
 
 @dataclass(frozen=True)
@@ -440,6 +452,8 @@ class AllocationReads:
     datasource: DataSource
     task_exists: bool
     task_revoked: bool
+    task_status: str | None
+    locks: list[tuple[Interval, str, str]]  # (interval, version, type) of its time-chunk locks
     chunks: list[ChunkReads]  # one per request, in order
 
 
@@ -455,50 +469,50 @@ def allocation_reads(
     dataSource has no row yet."""
     queries = [
         Query(
-            "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked) "
-            "FROM metastore_task WHERE id = %s" + _for_update(),
+            "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked), "
+            "status FROM metastore_task WHERE id = %s" + _for_update(),
             [task_id, task_id],
         ),
+        Query(
+            'SELECT start, "end", version, type FROM metastore_tasklock WHERE task_id = %s '
+            "AND granularity = 'TIME_CHUNK' AND NOT revoked ORDER BY created_at, id",
+            [task_id],
+        ),
     ]
-    covering = (
-        "(SELECT version FROM metastore_tasklock WHERE task_id = %(task)s "
-        "AND granularity = 'TIME_CHUNK' AND NOT revoked AND start <= %(start)s "
-        'AND "end" >= %(end)s ORDER BY created_at, id LIMIT 1)'
-    )
+    per_request = 4 if append else 1
     for interval, sequence_name in requests:
         params = {**_chunk_params(datasource, interval), "task": task_id, "seq": sequence_name}
+        # What this sequence already got for these rows (an append's chunk may be wider).
         queries.append(
             Query(
-                "SELECT version, partition FROM metastore_pendingsegment WHERE task_id = %(task)s "
-                "AND sequence_name = %(seq)s AND datasource = %(name)s AND start = %(start)s "
-                'AND "end" = %(end)s ORDER BY partition',
+                'SELECT start, "end", version, partition FROM metastore_pendingsegment '
+                "WHERE task_id = %(task)s AND sequence_name = %(seq)s AND datasource = %(name)s "
+                'AND start <= %(start)s AND "end" >= %(end)s ORDER BY partition',
                 params,
             )
         )
         if append:
-            queries.append(
-                Query(f"{_APPEND_WITH}SELECT {covering}, {_APPEND_COLUMNS} FROM chosen", params)
-            )
-        else:
-            queries.append(Query(f"SELECT {covering}", params))
+            queries += [
+                Query(_APPEND_SEGMENTS, params),
+                Query(_APPEND_CHUNKS, params),
+                Query(_RUNNING_LOCK_VERSIONS, params),
+            ]
     ds, results = _locked(datasource, *queries)
     if ds is None:
         return None
-    task_rows = results[0]
+    task_rows, lock_rows = results[0], results[1]
     chunks = []
     for i in range(len(requests)):
-        existing, facts = results[1 + 2 * i], results[2 + 2 * i][0]
-        chunks.append(
-            ChunkReads(
-                existing=[(v, p) for v, p in existing],
-                lock_version=facts[0],
-                append=_append_target(facts[1:]) if append else None,
-            )
-        )
+        base = 2 + per_request * i
+        existing = [(Interval(_py_dt(a), _py_dt(b)), v, p) for a, b, v, p in results[base]]
+        facts = _append_facts(*results[base + 1 : base + 4]) if append else None
+        chunks.append(ChunkReads(existing=existing, append=facts))
     return AllocationReads(
         datasource=ds,
         task_exists=bool(task_rows),
         task_revoked=bool(task_rows and task_rows[0][0]),
+        task_status=task_rows[0][1] if task_rows else None,
+        locks=[(Interval(_py_dt(a), _py_dt(b)), v, t) for a, b, v, t in lock_rows],
         chunks=chunks,
     )
 

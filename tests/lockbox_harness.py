@@ -1,5 +1,8 @@
 """A deterministic, service-level harness for SPEC §8: tasks that append, compact
-and replace one DAY, interleaved step by step through the real lock box services.
+and replace one DAY or several (at DAY or HOUR granularity), interleaved step by
+step through the real lock box services and the runner's own lock, read and
+allocation steps (`workers.runner.lock_plan`, `_read_points`, `_source_pieces`,
+`append_pieces`, `_allocate`).
 
 Rows have ids and hours; a "file" is a list of rows held in memory under a
 segment's location, so reads follow the real timeline (partial overshadowing,
@@ -16,9 +19,11 @@ from datetime import timedelta
 from metastore import locking, selectors, services
 from metastore.intervals import Interval
 from metastore.models import Segment, Task, TaskStatus
+from workers import runner
 
 DS = "wiki"
 DAY = Interval.parse("2024-01-01/2024-01-02")
+SPAN = Interval.parse("2024-01-01/2024-01-04")  # the days multi-interval histories use
 TC, SEG, CONC = "TC", "SEG", "CONC"
 MODES = (TC, SEG, CONC)
 _ids = itertools.count()
@@ -26,6 +31,14 @@ _ids = itertools.count()
 
 def hour(h: int) -> Interval:
     return Interval(DAY.start + timedelta(hours=h), DAY.start + timedelta(hours=h + 1))
+
+
+def day(n: int) -> Interval:
+    return Interval(DAY.start + timedelta(days=n), DAY.start + timedelta(days=n + 1))
+
+
+def at(row: Row) -> object:
+    return DAY.start + timedelta(hours=row.hour)
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,7 @@ class World:
         self.writer[location] = writer
         return location
 
-    def visible(self, interval: Interval = DAY) -> list[tuple[Row, str]]:
+    def visible(self, interval: Interval = SPAN) -> list[tuple[Row, str]]:
         """(row, writer) for every visible row: pieces filter rows to their sub-interval."""
         timeline = selectors.timeline_for(datasource=DS)
         locations = dict(
@@ -73,21 +86,23 @@ class World:
     def visible_writers(self) -> set[str]:
         return {writer for _, writer in self.visible()}
 
-    def load(self, name: str = "s1", partitions: list[list[Row]] | None = None) -> None:
-        """The starting state: segments of one batch at version v1."""
+    def load(
+        self, name: str = "s1", partitions: list[list[Row]] | None = None, interval: Interval = DAY
+    ) -> None:
+        """The starting state: segments of one batch at version v1 (of one DAY)."""
         partitions = partitions or [rows("s1", range(24))]
         task = services.task_create(
             spec={}, task_type="index_parallel", datasource=DS, enqueue=False
         )
-        services.lock_acquire(task=task, interval=DAY, timeout_ms=0)
+        services.lock_acquire(task=task, interval=interval, timeout_ms=0)
         alloc = services.segments_allocate(
-            task=task, interval=DAY, count=len(partitions), append=False
+            task=task, interval=interval, count=len(partitions), append=False
         )
         segs = []
         for p, content in zip(alloc.partitions, partitions, strict=True):
             segs.append(
                 services.NewSegment(
-                    interval=DAY,
+                    interval=interval,
                     version=alloc.version,
                     partition=p,
                     core_partitions=alloc.core_partitions,
@@ -101,6 +116,22 @@ class World:
             self.model.update(r.id for r in content)
 
 
+@dataclass(frozen=True)
+class _DruidInput:
+    """What the runner's `_source_pieces` reads of a spec: its druid input."""
+
+    datasource: str
+    interval: Interval
+
+    @property
+    def input(self):
+        return self
+
+    @property
+    def druid_source(self):
+        return self
+
+
 @dataclass
 class Actor:
     """One task of a scenario, advanced one step at a time."""
@@ -111,6 +142,8 @@ class Actor:
     mode: str
     new_rows: list[Row] = field(default_factory=list)
     interval: Interval = DAY  # replace: the interval it overwrites
+    intervals: list[Interval] | None = None  # replace/compact: several intervals at once
+    granularity: str = ""  # replace: HOUR or DAY buckets (default: from `interval`)
     drop_existing: bool = False
     input_ids: list[str] | None = None  # compact: inputSpec.segments (by segment id)
     program: list[str] = field(default_factory=list)
@@ -122,6 +155,8 @@ class Actor:
     staged: list = field(default_factory=list)
     allocation: object = None
     outcome: str = ""  # "" while running, then committed | failed | revoked
+    locks: list = field(default_factory=list)
+    pieces: list = field(default_factory=list)  # the runner's SourcePieces of its input
 
     def __post_init__(self) -> None:
         context = {"useConcurrentLocks": self.mode == CONC, "forceTimeChunkLock": self.mode != SEG}
@@ -173,18 +208,42 @@ class Actor:
         if self.mode == SEG and self.kind == "compact":
             return self._lock_segments()
         lock_type, granularity = self._lock_type()
-        lock = services.lock_try_acquire(
-            task=self.task, interval=self.interval, lock_type=lock_type, granularity=granularity
+        # The runner's own plan: intervals widened to the granularity, and for an
+        # append the chunks its rows go into, all decided at once.
+        plan = runner.lock_plan(DS, self._wanted(), self._granularity(), self.kind == "append")
+        locks = services.locks_try_acquire(
+            task=self.task, intervals=plan, lock_type=lock_type, granularity=granularity
         )
-        if lock is None:
+        if locks is None:
             return False
+        self.locks = locks
         if self.kind != "append":
-            # The model's input: what the serial replay holds in the interval at grant time.
-            self.model_input = Counter(self.world_rows_in(self.interval))
+            # The model's input: what the serial replay holds in its intervals at grant time.
+            self.model_input = Counter(r for iv in self._wanted() for r in self.world_rows_in(iv))
         if self.kind == "compact":
-            as_of = lock.granted_seq if self.mode == CONC else None
-            self.inputs = self._input_segments(as_of)
+            self.inputs = self._input_segments(
+                runner._read_points(locks) if self.mode == CONC else None
+            )
         return True
+
+    def _wanted(self) -> list[Interval]:
+        if self.kind == "append":
+            days = {
+                Interval(
+                    DAY.start + timedelta(days=r.hour // 24),
+                    DAY.start + timedelta(days=r.hour // 24 + 1),
+                )
+                for r in self.new_rows
+            }
+            return sorted(days, key=lambda iv: iv.start)
+        return list(self.intervals or [self.interval])
+
+    def _granularity(self) -> str:
+        if self.granularity:
+            return self.granularity
+        if self.kind == "replace" and self.interval != DAY and not self.intervals:
+            return "HOUR"
+        return "DAY"
 
     def world_rows_in(self, interval: Interval) -> list[str]:
         # Rows of the model inside interval: the model keeps ids; hours are in the ids.
@@ -195,12 +254,31 @@ class Actor:
                 out.extend([row_id] * n)
         return out
 
-    def _input_segments(self, as_of: int | None) -> list[Segment]:
-        timeline = selectors.timeline_for(datasource=DS, as_of=as_of)
-        ids = [ref.id for _, ref in timeline.lookup(self.interval) if not ref.tombstone]
+    def _input_segments(self, read_points) -> list[Segment]:
+        """The visible input segments, each interval read as of its lock (the
+        runner's `_source_pieces`), or as they are now."""
+        wanted = self._wanted()
+        points = read_points or [(iv, None) for iv in wanted]
+        spec = _DruidInput(
+            DS, Interval(min(iv.start for iv in wanted), max(iv.end for iv in wanted))
+        )
+        pieces = runner._source_pieces(spec, read_points=points)
+        by_location = {p.location for p in pieces}
+        segs = Segment.objects.filter(location__in=by_location, used=True)
+        ids = {
+            ref.id
+            for iv, seq in points
+            for _, ref in selectors.timeline_for(datasource=DS, as_of=seq).lookup(iv)
+            if not ref.tombstone
+        }
         if self.input_ids is not None:
-            ids = [i for i in ids if i in self.input_ids]
-        return list(Segment.objects.filter(id__in=ids).order_by("partition"))
+            ids &= set(self.input_ids)
+        chosen = sorted((s for s in segs if s.id in ids), key=lambda s: (s.start, s.partition))
+        # What the job reads: each file's rows inside the pieces where it is visible
+        # (upgraded copies share a file and each shows only its own chunk's rows).
+        keep = {s.location for s in chosen}
+        self.pieces = [p for p in pieces if p.location in keep]
+        return chosen
 
     def _lock_segments(self) -> bool:
         """SEG-mode compaction: EXCLUSIVE segment locks on the visible input segments."""
@@ -222,32 +300,43 @@ class Actor:
 
     def _read(self) -> bool:
         if self.kind == "compact":
-            rows_ = []
-            for seg in self.inputs:
-                visible = [(row, seg.id) for row in self.world.files[seg.location]]
-                rows_.extend(visible)
-            self.input_rows = rows_
+            self.input_rows = [
+                (row, piece.location)
+                for piece in self.pieces
+                for row in self.world.files[piece.location]
+                if piece.visible.contains(at(row))
+            ]
         return True
 
     def _write(self) -> bool:
         task = self.task
         if self.kind == "append":
-            granularity = locking.SEGMENT if self.mode == SEG else locking.TIME_CHUNK
-            alloc = services.segments_allocate(
-                task=task, interval=DAY, count=1, append=True, lock_granularity=granularity
-            )
-            if alloc is None:
+            # The runner's steps: split the rows by the chunk each goes into, then
+            # allocate every piece (segment-locked appends lock what they allocate).
+            pieces = runner.append_pieces(DS, self._wanted())
+            parts = []
+            for bucket in self._wanted():
+                for piece in pieces[bucket]:
+                    content = [r for r in self.new_rows if piece.contains(at(r))]
+                    if content:
+                        parts.append((piece, content))
+            try:
+                allocations = runner._allocate(
+                    task, [p for p, _ in parts], [1] * len(parts), True, self.mode == SEG, 0
+                )
+            except services.LockTimeout:
                 return False
-            self.allocation = alloc
+            self.allocation = allocations[0]
             self.staged = [
                 services.NewSegment(
-                    interval=DAY,
+                    interval=alloc.interval,
                     version=alloc.version,
                     partition=alloc.partitions[0],
                     core_partitions=alloc.core_partitions,
-                    location=self.world.new_file(self.name, self.new_rows),
-                    num_rows=len(self.new_rows),
+                    location=self.world.new_file(self.name, content),
+                    num_rows=len(content),
                 )
+                for alloc, (_, content) in zip(allocations, parts, strict=True)
             ]
             return True
         if self.kind == "compact":
@@ -306,16 +395,16 @@ class Actor:
             self.staged = staged
             return True
         # replace: new rows, bucketed by the replace's granularity (its interval's hours or the day)
-        buckets = (
-            [self.interval]
-            if self.interval == DAY
-            else [hour(h) for h in range(24) if self.interval.contains(hour(h))]
-        )
+        step = timedelta(hours=1) if self._granularity() == "HOUR" else timedelta(days=1)
+        buckets = []
+        for iv in self._wanted():
+            start = iv.start
+            while start < iv.end:
+                buckets.append(Interval(start, start + step))
+                start += step
         staged = []
         for bucket in buckets:
-            content = [
-                r for r in self.new_rows if bucket.contains(DAY.start + timedelta(hours=r.hour))
-            ]
+            content = [r for r in self.new_rows if bucket.contains(at(r))]
             if not content and not self.drop_existing:
                 continue
             alloc = services.segments_allocate(task=task, interval=bucket, count=1, append=False)

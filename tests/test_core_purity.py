@@ -20,7 +20,13 @@ print(json.dumps(sorted(sys.modules)))
 
 
 @pytest.mark.parametrize(
-    "module", ["metastore.intervals", "metastore.timeline", "metastore.locking"]
+    "module",
+    [
+        "metastore.intervals",
+        "metastore.timeline",
+        "metastore.locking",
+        "metastore.allocation_rules",
+    ],
 )
 def test_importing_a_core_module_loads_neither_django_nor_pyspark(module):
     # A fresh interpreter: this test process may well have Django loaded already.

@@ -180,6 +180,29 @@ def test_parse_errors_within_the_limit_are_counted_and_the_rows_kept(run_spec):
 # --- phase-2 merge failures -------------------------------------------------------------------
 
 
+def fail_merges(monkeypatch, count: int) -> list[int]:
+    """Make the next `count` merge attempts fail inside Spark (an executor raises
+    while reading its partials), so the real retry path runs; returns the list of
+    merge task numbers that failed."""
+    failed: list[int] = []
+    original = ingest._TwoPhase._read_partials
+    lock = threading.Lock()
+
+    def failing(self, task, schema):
+        from pyspark.sql import functions as F
+
+        partials = original(self, task, schema)
+        with lock:
+            if len(failed) >= count:
+                return partials
+            failed.append(task.number)
+        failure = F.raise_error(F.lit(f"injected failure of merge task {task.number}"))
+        return partials.filter(F.coalesce(failure.cast("boolean"), F.lit(True)))
+
+    monkeypatch.setattr(ingest._TwoPhase, "_read_partials", failing)
+    return failed
+
+
 def test_a_merge_failing_once_is_retried_without_redoing_phase_1(run_spec, monkeypatch):
     phase1_runs = []
     original = ingest._TwoPhase._phase1
@@ -189,14 +212,14 @@ def test_a_merge_failing_once_is_retried_without_redoing_phase_1(run_spec, monke
         return original(self, plan, rows)
 
     monkeypatch.setattr(ingest._TwoPhase, "_phase1", counted)
-    monkeypatch.setattr(ingest, "inject_merge_failures", 1)
+    failed = fail_merges(monkeypatch, 1)
 
     task = run_spec(
         events_spec("retried", good_lines(), {"type": "hashed", "numShards": 3}, maxRetry=2)
     )
 
     assert task.status == TaskStatus.SUCCESS, task.error
-    assert ingest.inject_merge_failures == 0  # the injected failure did happen
+    assert len(failed) == 1  # the injected failure did happen
     assert phase1_runs == [1]
     report = task.report
     assert report["mergeRetries"] == 1
@@ -208,7 +231,7 @@ def test_a_merge_failing_once_is_retried_without_redoing_phase_1(run_spec, monke
 
 
 def test_a_merge_failing_past_max_retry_fails_the_task(run_spec, monkeypatch, strata_dirs):
-    monkeypatch.setattr(ingest, "inject_merge_failures", 2)
+    fail_merges(monkeypatch, 2)
     deep_before = deep_files(strata_dirs)
 
     task = run_spec(

@@ -302,7 +302,10 @@ def test_a_pending_partition_of_a_failed_task_is_not_reused():
     assert PendingSegment.objects.filter(task=t).count() == 2
 
 
-def test_replace_refuses_to_hide_an_append_made_at_a_coarser_granularity_meanwhile():
+def test_replace_carries_an_append_made_at_a_coarser_granularity_meanwhile():
+    """Once refused (the append would have been hidden); now the DAY append is
+    carried onto the replace's HOUR chunk: a copy sharing its file, at the
+    hour's interval, shows its rows in that hour; elsewhere it shows as is."""
     base = task(50)
     services.lock_acquire(task=base, interval=DAY)
     publish(base)
@@ -313,16 +316,20 @@ def test_replace_refuses_to_hide_an_append_made_at_a_coarser_granularity_meanwhi
     publish(append, append=True)  # a DAY segment, committed while the replace runs
     hour = Interval(DAY.start, DAY.start + timedelta(hours=1))
     alloc = services.segments_allocate(task=replace, interval=hour, count=1, append=False)
-    with pytest.raises(services.PublishError, match="another segment granularity"):
-        services.segments_publish(
-            task=replace,
-            segments=[
-                services.NewSegment(
-                    interval=hour, version=alloc.version, partition=0, core_partitions=1
-                )
-            ],
-        )
-    assert not Segment.objects.filter(created_by=replace).exists()
+    services.segments_publish(
+        task=replace,
+        segments=[
+            services.NewSegment(
+                interval=hour, version=alloc.version, partition=0, core_partitions=1
+            )
+        ],
+    )
+    appended = Segment.objects.get(created_by=append)
+    (copy,) = Segment.objects.filter(upgraded_from=appended.id)
+    assert (copy.interval, copy.version, copy.location) == (hour, alloc.version, appended.location)
+    pieces = {(piece, ref.id) for piece, ref in selectors.timeline_for(datasource=DS).lookup(DAY)}
+    rest = Interval(hour.end, DAY.end)
+    assert (hour, copy.id) in pieces and (rest, appended.id) in pieces
 
 
 def test_appends_racing_into_a_chunk_whose_epoch_append_failed_share_one_fresh_version():
@@ -414,7 +421,7 @@ def test_a_batch_puts_every_append_into_an_abandoned_epoch_chunk_on_one_fresh_ve
     )
     assert a.version == b.version != "1970-01-01T00:00:00.000Z"
     assert (a.partitions, b.partitions) == ((0, 1), (2,))
-    assert a.version == "1970-01-01T00:00:00.000ZS"  # just above EPOCH
+    assert a.version == "1970-01-01T00:00:00.001Z"  # just above EPOCH, fixed width (SPEC §5)
 
 
 def test_an_overwrite_allocates_a_chunks_core_set_once():

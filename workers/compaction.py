@@ -113,18 +113,17 @@ def run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     return report
 
 
-# --- locking (one place each, so all-at-once locking can replace the loops) -----------
+# --- locking --------------------------------------------------------------------------
 
 
 def _lock_time_chunks(
     task: Task, intervals: Sequence[Interval], lock_type: str, timeout_ms: int
 ) -> list[TaskLock]:
-    """Time-chunk locks on every interval; each lock's `granted_seq` is the commit
-    as of which that interval is read."""
-    return [
-        services.lock_acquire(task=task, interval=iv, lock_type=lock_type, timeout_ms=timeout_ms)
-        for iv in intervals
-    ]
+    """Time-chunk locks on every interval, decided at once (all or nothing); each
+    lock's `granted_seq` is the commit as of which its interval is read."""
+    return services.locks_acquire(
+        task=task, intervals=list(intervals), lock_type=lock_type, timeout_ms=timeout_ms
+    )
 
 
 def _lock_segments(task: Task, refs: Sequence[SegmentRef], timeout_ms: int) -> list[TaskLock]:

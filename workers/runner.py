@@ -15,6 +15,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from django.conf import settings
 from django.db import close_old_connections, connection
 
@@ -28,6 +31,7 @@ from workers.jobs.ingest import (
     ParseExceptionsExceeded,
     Progress,
     SourcePiece,
+    StagedSegment,
     interval_dirname,
     run_ingest,
 )
@@ -325,9 +329,44 @@ def _lock_intervals(intervals: list[Interval], granularity: str) -> list[Interva
     for iv in intervals:
         buckets = list(gran.iter_buckets(iv))
         widened.append(Interval(buckets[0].start, buckets[-1].end))
-    widened.sort(key=lambda iv: iv.start)
+    return _merge(widened)
+
+
+def lock_plan(
+    datasource: str, intervals: list[Interval], granularity: str, append: bool
+) -> list[Interval]:
+    """The intervals a task locks, all at once: its intervals widened to its
+    segment granularity; an append also covers the chunks its rows go into
+    now (`services.append_layout`), which may be wider (SPEC §5)."""
+    wanted = _lock_intervals(intervals, granularity)
+    if append:
+        layout = services.append_layout(datasource=datasource, intervals=wanted)
+        wanted = _merge(wanted + [chunk for _, chunk in layout])
+    return wanted
+
+
+def append_pieces(datasource: str, buckets: list[Interval]) -> dict[Interval, list[Interval]]:
+    """For each of an append's buckets, the pieces its rows split into: one per
+    chunk they go into (`services.append_layout`); a bucket inside one chunk is
+    one piece, itself."""
+    return {
+        bucket: [
+            piece for piece, _ in services.append_layout(datasource=datasource, intervals=[bucket])
+        ]
+        for bucket in buckets
+    }
+
+
+def _read_points(locks: list[TaskLock]) -> list[tuple[Interval, int]]:
+    """(locked interval, commit seq) pairs: a task reads each interval it
+    rewrites as of its own lock's grant (SPEC §5)."""
+    return [(lk.interval, lk.granted_seq) for lk in locks if lk.granularity == locking.TIME_CHUNK]
+
+
+def _merge(intervals: list[Interval]) -> list[Interval]:
+    """Intervals merged where they touch or overlap, in time order."""
     merged: list[Interval] = []
-    for iv in widened:
+    for iv in sorted(intervals, key=lambda iv: iv.start):
         if merged and iv.start <= merged[-1].end:
             merged[-1] = Interval(merged[-1].start, max(merged[-1].end, iv.end))
         else:
@@ -355,14 +394,23 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         segment_locked = False  # concurrent locks are time-chunk locks
     timings: dict[str, float] = {}
 
-    def lock(intervals: list[Interval]) -> None:
+    def lock(intervals: list[Interval]) -> list[TaskLock]:
         if segment_locked:
-            return
+            return []
         t = time.monotonic()
         monitor.set_phase("locking", monitor.progress(), 0.0)
-        for iv in _lock_intervals(intervals, spec.segment_granularity):
-            services.lock_acquire(task=task, interval=iv, lock_type=lock_type, timeout_ms=timeout)
+        # All intervals in one decision (SPEC §5): the task never holds some while
+        # waiting for others, and reads every interval as of the same grant.
+        locks = services.locks_acquire(
+            task=task,
+            intervals=lock_plan(
+                task.datasource, intervals, spec.segment_granularity, spec.append_to_existing
+            ),
+            lock_type=lock_type,
+            timeout_ms=timeout,
+        )
         timings["lock"] = round(timings.get("lock", 0.0) + time.monotonic() - t, 3)
+        return locks
 
     # Lock before reading when the intervals are known, and always before reading
     # a dataSource this task rewrites: it must replace exactly what it read.
@@ -371,14 +419,14 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     rereads_itself = druid is not None and druid.datasource == spec.datasource
     if not up_front and rereads_itself:
         up_front = [druid.interval]
-    if up_front:
-        lock(up_front)
-    as_of = None
-    if rereads_itself and lock_type == locking.REPLACE:
-        # A replacing task reads only what was committed before its lock: appends
-        # committing meanwhile are carried onto its version at publish instead.
-        as_of = min(TaskLock.objects.filter(task=task).values_list("granted_seq", flat=True))
-    pieces = _source_pieces(spec, as_of=as_of) if druid is not None else []
+    locks = lock(up_front) if up_front else []
+    read_points = None
+    if rereads_itself and locks:
+        # A task rewriting its own dataSource reads each interval as of its own
+        # lock's grant (SPEC §5): what committed there before is its input, and
+        # appends committing after are carried onto its version at publish.
+        read_points = _read_points(locks)
+    pieces = _source_pieces(spec, read_points=read_points) if druid is not None else []
 
     spans = _TWO_PHASE_SPANS if spec.two_phase else _SINGLE_PASS_SPANS
     result = run_ingest(
@@ -395,8 +443,11 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
 
     monitor.set_phase("publishing", 0.9, 0.0)
     t3 = time.monotonic()
+    staged_segments = result.segments
+    if spec.append_to_existing:
+        staged_segments = _split_by_layout(task, staged_segments)
     by_chunk: dict[Interval, list] = {}
-    for staged in result.segments:
+    for staged in staged_segments:
         by_chunk.setdefault(staged.chunk, []).append(staged)
     new_segments: list[services.NewSegment] = []
     chunks = sorted(by_chunk, key=lambda iv: iv.start)
@@ -405,7 +456,9 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     for chunk, alloc in zip(chunks, allocations, strict=True):
         staged = sorted(by_chunk[chunk], key=lambda s: s.index)
         for seg, partition in zip(staged, alloc.partitions, strict=True):
-            target_dir = deep_storage_dir(task.datasource, chunk, alloc.version, partition)
+            # An append's rows go into the chunk visible over them, which may be
+            # wider than the job's own bucket (SPEC §5): `alloc.interval`.
+            target_dir = deep_storage_dir(task.datasource, alloc.interval, alloc.version, partition)
             target_dir.mkdir(parents=True, exist_ok=True)
             target = target_dir / "data.parquet"
             schema = file_schema(
@@ -418,7 +471,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
             shutil.move(seg.path, target)
             new_segments.append(
                 services.NewSegment(
-                    interval=chunk,
+                    interval=alloc.interval,
                     version=alloc.version,
                     partition=partition,
                     core_partitions=alloc.core_partitions,
@@ -445,6 +498,56 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     return report
 
 
+def _split_by_layout(task: Task, staged: list[StagedSegment]) -> list[StagedSegment]:
+    """An append's staged files split by where their rows go (SPEC §5).
+
+    The job buckets rows by the spec's segment granularity and knows nothing of
+    the metastore. Rows go into the chunk visible at their timestamp, whose
+    interval may differ (e.g. HOUR chunks of a replace inside a DAY bucket):
+    the runner asks allocation for the layout of each bucket and, where a
+    bucket spans several chunks, rewrites its files into one file per piece
+    (plain Parquet filtering on `__time`, no Spark); each piece is then
+    allocated on its own. Buckets inside one chunk (the usual case, or a DAY
+    bucket inside a MONTH compaction) keep their files."""
+    chunks = sorted({s.chunk for s in staged}, key=lambda c: c.start)
+    pieces = append_pieces(task.datasource, chunks)
+    out = []
+    next_index: dict[Interval, int] = {}
+    for seg in sorted(staged, key=lambda s: (s.chunk.start, s.index)):
+        parts = pieces[seg.chunk]
+        if parts == [seg.chunk]:
+            out.append(seg)
+            continue
+        table = pq.read_table(seg.path)
+        column = table.column("__time")
+        for n, piece in enumerate(parts):
+            if pa.types.is_timestamp(column.type):
+                low = pa.scalar(piece.start, type=column.type)
+                high = pa.scalar(piece.end, type=column.type)
+            else:  # epoch milliseconds
+                low = int(piece.start.timestamp() * 1000)
+                high = int(piece.end.timestamp() * 1000)
+            mask = pc.and_(pc.greater_equal(column, low), pc.less(column, high))
+            part = table.filter(mask)
+            if part.num_rows == 0:
+                continue
+            path = f"{seg.path}.piece{n}.parquet"
+            pq.write_table(part, path)
+            index = next_index.get(piece, 0)
+            next_index[piece] = index + 1
+            out.append(
+                StagedSegment(
+                    chunk=piece,
+                    index=index,
+                    path=path,
+                    num_rows=part.num_rows,
+                    size_bytes=Path(path).stat().st_size,
+                    shard_spec=seg.shard_spec,
+                )
+            )
+    return out
+
+
 def _allocate(
     task: Task,
     chunks: list[Interval],
@@ -457,7 +560,12 @@ def _allocate(
     with segment locks chunk by chunk, waiting (up to the lock timeout) while
     another task's time-chunk lock blocks them."""
     if not segment_locked:
-        requests = [services.AllocationRequest(c, n) for c, n in zip(chunks, counts, strict=True)]
+        # An append's pieces may share a chunk: each piece is its own sequence, so a
+        # repeated call finds what each piece was given.
+        requests = [
+            services.AllocationRequest(c, n, str(c) if append else "")
+            for c, n in zip(chunks, counts, strict=True)
+        ]
         return services.segments_allocate_many(task=task, requests=requests, append=append)
     deadline = time.monotonic() + timeout_ms / 1000.0
     out = []
@@ -468,6 +576,7 @@ def _allocate(
                 interval=chunk,
                 count=count,
                 append=True,
+                sequence_name=str(chunk),
                 lock_granularity=locking.SEGMENT,
             )
             if alloc is not None:
@@ -491,22 +600,31 @@ def _shard_spec(template: dict, partition: int, core_partitions: int) -> dict:
     return shard
 
 
-def _source_pieces(spec: IngestionSpec, as_of: int | None = None) -> list[SourcePiece]:
+def _source_pieces(
+    spec: IngestionSpec, read_points: list[tuple[Interval, int]] | None = None
+) -> list[SourcePiece]:
     """The visible parts of the druid input's segments, from its timeline (SPEC §3):
     partially overshadowed segments are read only where they are visible, and
-    tombstones hide what is under them and hold no rows."""
+    tombstones hide what is under them and hold no rows.
+
+    `read_points` ((locked interval, commit seq) pairs) reads each interval as
+    of its own lock's grant; without it, everything is read as it is now."""
     source = spec.input.druid_source
     if not DataSource.objects.filter(name=source.datasource).exists():
         raise SpecError(
             "spec.ioConfig.inputSource.dataSource", f"there is no dataSource {source.datasource!r}"
         )
-    visible = [
-        (piece, ref)
-        for piece, ref in selectors.timeline_for(datasource=source.datasource, as_of=as_of).lookup(
-            source.interval
-        )
-        if not ref.tombstone
-    ]
+    if read_points is None:
+        read_points = [(source.interval, None)]
+    timelines: dict[int | None, object] = {}
+    visible = []
+    for locked, seq in sorted(read_points, key=lambda p: p[0].start):
+        part = locked.intersection(source.interval)
+        if part is None:
+            continue
+        if seq not in timelines:
+            timelines[seq] = selectors.timeline_for(datasource=source.datasource, as_of=seq)
+        visible += [(piece, ref) for piece, ref in timelines[seq].lookup(part) if not ref.tombstone]
     locations = dict(
         Segment.objects.filter(id__in={ref.id for _, ref in visible}).values_list("id", "location")
     )

@@ -13,6 +13,7 @@ from django.utils import timezone
 from metastore import lockbox_sql, locking
 from metastore.intervals import Interval, format_ts, parse_ts
 from metastore.models import (
+    ACTIVE_STATUSES,
     DataSource,
     Task,
     TaskLock,
@@ -42,6 +43,20 @@ class TaskCanceled(ServiceError):
 
 class PublishError(ServiceError):
     pass
+
+
+class TaskEnded(ServiceError):
+    """The task already ended (e.g. the janitor failed it): it may no longer act."""
+
+
+def _refuse_ended(task_id: str, status: str) -> None:
+    """SPEC §5: only an active task may take a lock, allocate or publish. A task
+    the janitor failed while its worker still ran must not leave a lock behind
+    (the janitor never looks at it again) nor publish rows under a FAILED task."""
+    if status not in ACTIVE_STATUSES:
+        raise TaskEnded(
+            f"task {task_id} has ended ({status}): it can no longer lock, allocate or publish"
+        )
 
 
 # --- helpers ------------------------------------------------------------------

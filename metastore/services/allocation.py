@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from metastore import lockbox_sql, locking
+from metastore import allocation_rules, lockbox_sql, locking
 from metastore.intervals import Interval
 from metastore.models import (
     NON_ROOT_PARTITION_START,
@@ -29,10 +29,12 @@ from metastore.services._common import (
     _datasource_for_update,
     _lock_request,
     _lock_spec,
+    _refuse_ended,
     _resume,
     _revoke,
     _revoked_reason,
 )
+from metastore.timeline import Timeline
 
 # --- allocation ---------------------------------------------------------------
 
@@ -66,14 +68,18 @@ def segments_allocate(
     sequence_name: str = "",
     lock_granularity: str = locking.TIME_CHUNK,
 ) -> Allocation | None:
-    """Hand out `count` segment identities in `interval` for `task`.
+    """Hand out `count` segment identities for rows in `interval` for `task`.
 
     Overwrite (append=False): the version of the task's time-chunk lock and
-    partitions 0..count-1, which form the chunk's core set. Append: the chunk's
-    used version, else the version appends still running there were given,
-    else EPOCH (a fresh version if an EPOCH chunk was killed or abandoned), and
-    partition numbers after the highest ever allocated there; the core set is
-    unchanged. Idempotent per (task, sequence_name, interval).
+    partitions 0..count-1, which form the chunk's core set. Append (SPEC §5,
+    `allocation_rules.append_target`): the chunk visible over `interval` (its
+    interval and version win over the append's granularity, so the returned
+    `Allocation.interval` may be wider than `interval`), else the chunk a
+    running append was given, else `interval` at EPOCH (a fresh fixed-width
+    version if an EPOCH chunk was killed or abandoned there); partition numbers
+    after the highest ever handed out there; the core set is unchanged. The
+    task's lock must cover the chunk it writes. Idempotent per (task,
+    sequence_name, interval).
 
     With `lock_granularity=SEGMENT` (appends under `forceTimeChunkLock: false`)
     the task needs no time-chunk lock: each allocated segment is locked with an
@@ -87,20 +93,22 @@ def segments_allocate(
     if not append:
         raise ServiceError("segment-locked overwrites use segments_allocate_overwrite")
     with transaction.atomic():
-        ds, (chunk,) = _allocation_reads(task, [request], append=True)
+        ds, _, (chunk,) = _allocation_reads(task, [request], append=True)
         if chunk.existing:
-            return _existing_allocation(ds, request, chunk.existing, append=True)
-        version, core, next_partition = _append_target(interval, chunk.append)
-        partitions = tuple(range(next_partition, next_partition + count))
-        if not _segment_locks_for_new(Task.objects.get(id=task.id), interval, version, partitions):
+            return _existing_allocation(ds, chunk.existing, append=True)
+        target = _append_target(interval, chunk.append)
+        partitions = tuple(range(target.next_partition, target.next_partition + count))
+        if not _segment_locks_for_new(
+            Task.objects.get(id=task.id), target.interval, target.version, partitions
+        ):
             return None
         lockbox_sql.pending_insert(
             task_id=task.id,
             datasource=task.datasource,
-            allocations=[(interval, version, partitions, sequence_name)],
+            allocations=[(target.interval, target.version, partitions, sequence_name)],
             append=True,
         )
-        return Allocation(interval, version, partitions, core, True)
+        return Allocation(target.interval, target.version, partitions, target.core, True)
 
 
 def segments_allocate_many(
@@ -114,10 +122,11 @@ def segments_allocate_many(
     if not requests:
         return []
     with transaction.atomic():
-        ds, chunks = _allocation_reads(task, requests, append=append)
+        ds, locks, chunks = _allocation_reads(task, requests, append=append)
         out: list[Allocation] = []
         done: dict[tuple[Interval, str], Allocation] = {}
-        planned: dict[Interval, tuple[str, int, int]] = {}  # chunk -> (version, next, core)
+        planned: dict[tuple[Interval, str], tuple[int, int]] = {}  # chunk -> (next, core)
+        overwritten: set[Interval] = set()
         new_rows = []
         for request, chunk in zip(requests, chunks, strict=True):
             key = (request.interval, request.sequence_name)
@@ -125,29 +134,40 @@ def segments_allocate_many(
                 out.append(done[key])
                 continue
             if chunk.existing:
-                done[key] = _existing_allocation(ds, request, chunk.existing, append=append)
+                done[key] = _existing_allocation(ds, chunk.existing, append=append)
                 out.append(done[key])
                 continue
-            if chunk.lock_version is None:
+            lock = _covering(locks, request.interval)
+            if lock is None:
                 raise PublishError(f"task {task.id} holds no lock covering {request.interval}")
             if not append:
-                if request.interval in planned:
+                if lock[2] == locking.APPEND:
+                    raise ServiceError(
+                        f"task {task.id} holds an APPEND lock on {request.interval}: it may "
+                        "only append there, never overwrite at its lock's version"
+                    )
+                if request.interval in overwritten:
                     raise ServiceError(
                         f"an overwrite allocates the core set of {request.interval} once; "
                         f"it was already asked for under another sequence name"
                     )
-                version, partitions = chunk.lock_version, tuple(range(request.count))
-                core = request.count
-                planned[request.interval] = (version, request.count, core)
+                overwritten.add(request.interval)
+                interval, version = request.interval, lock[1]
+                partitions, core = tuple(range(request.count)), request.count
             else:
-                if request.interval not in planned:
-                    version, core, first = _append_target(request.interval, chunk.append)
-                    planned[request.interval] = (version, first, core)
-                version, first, core = planned[request.interval]
+                target = _append_target(request.interval, chunk.append)
+                interval, version = target.interval, target.version
+                if _covering(locks, interval) is None:
+                    raise ServiceError(
+                        f"cannot append {request.interval}: its rows go into the chunk "
+                        f"{interval} v{version}, which task {task.id}'s locks do not cover; "
+                        "lock that chunk's interval"
+                    )
+                first, core = planned.get((interval, version), (target.next_partition, target.core))
                 partitions = tuple(range(first, first + request.count))
-                planned[request.interval] = (version, first + request.count, core)
-            new_rows.append((request.interval, version, partitions, request.sequence_name))
-            done[key] = Allocation(request.interval, version, partitions, core, append)
+                planned[(interval, version)] = (first + request.count, core)
+            new_rows.append((interval, version, partitions, request.sequence_name))
+            done[key] = Allocation(interval, version, partitions, core, append)
             out.append(done[key])
         try:
             lockbox_sql.pending_insert(
@@ -165,9 +185,42 @@ def segments_allocate_many(
         return out
 
 
+def _covering(
+    locks: list[tuple[Interval, str, str]], interval: Interval
+) -> tuple[Interval, str, str] | None:
+    """The task's first time-chunk lock (interval, version, type) covering `interval`."""
+    return next((lock for lock in locks if lock[0].contains(interval)), None)
+
+
+def append_layout(
+    *, datasource: str, intervals: Sequence[Interval]
+) -> list[tuple[Interval, Interval]]:
+    """A read for the runner before it locks and allocates an append: for rows in
+    `intervals`, the pieces (piece, chunk interval) saying which chunk the rows
+    of each piece go into now (`allocation_rules.append_layout`), in time order.
+    The runner locks the chunks and splits its rows by the pieces; allocation
+    decides again under the lock and refuses if the layout changed meanwhile."""
+    out = []
+    for interval in intervals:
+        with transaction.atomic():
+            reads = lockbox_sql.allocation_reads(
+                datasource=datasource, task_id="", requests=[(interval, "")], append=True
+            )
+        if reads is None:
+            out.append((interval, interval))
+            continue
+        try:
+            layout = _layout(interval, reads.chunks[0].append)
+        except ServiceError:
+            out.append((interval, interval))  # allocation will refuse it with the reason
+            continue
+        out += [(piece, target.interval) for piece, target in layout]
+    return out
+
+
 def _allocation_reads(
     task: Task, requests: list[AllocationRequest], *, append: bool
-) -> tuple[DataSource, list[lockbox_sql.ChunkReads]]:
+) -> tuple[DataSource, list, list[lockbox_sql.ChunkReads]]:
     """Lock the dataSource (creating its row on first use) and read every request's chunk."""
     args = {
         "datasource": task.datasource,
@@ -181,22 +234,20 @@ def _allocation_reads(
         reads = lockbox_sql.allocation_reads(**args)
     if not reads.task_exists:
         raise ServiceError(f"there is no task {task.id}")
+    _refuse_ended(task.id, reads.task_status)
     if reads.task_revoked:
         raise LockRevoked(_revoked_reason(task.id))
-    return reads.datasource, reads.chunks
+    return reads.datasource, reads.locks, reads.chunks
 
 
 def _existing_allocation(
-    ds: DataSource, request: AllocationRequest, existing: list[tuple[str, int]], *, append: bool
+    ds: DataSource, existing: list[tuple[Interval, str, int]], *, append: bool
 ) -> Allocation:
     """What an earlier call with the same (task, sequence name, interval) was given."""
-    version = existing[0][0]
-    partitions = tuple(p for _, p in existing)
-    if append:
-        core = lockbox_sql.chunk_partitions(ds, request.interval, version)[0]
-    else:
-        core = len(partitions)
-    return Allocation(request.interval, version, partitions, core, append)
+    interval, version = existing[0][0], existing[0][1]
+    partitions = tuple(p for iv, v, p in existing if (iv, v) == (interval, version))
+    core = lockbox_sql.chunk_partitions(ds, interval, version)[0] if append else len(partitions)
+    return Allocation(interval, version, partitions, core, append)
 
 
 def _segment_locks_for_new(task: Task, interval: Interval, version: str, partitions) -> bool:
@@ -257,6 +308,7 @@ def segments_allocate_overwrite(
     The task must hold segment locks on every input."""
     with transaction.atomic():
         _datasource_for_update(task.datasource)
+        _refuse_ended(task.id, Task.objects.select_for_update().get(id=task.id).status)
         reason = _revoked_reason(task.id)
         if reason:
             raise LockRevoked(reason)
@@ -321,12 +373,33 @@ def segments_allocate_overwrite(
         return Allocation(interval, version, partitions, core, False, minor, roots)
 
 
-def _append_target(interval: Interval, target: lockbox_sql.AppendTarget) -> tuple[str, int, int]:
-    """(version, core partitions, next partition number) for an append into interval."""
-    if target.foreign_segment is not None:
-        foreign = Segment.objects.get(id=target.foreign_segment)
-        raise ServiceError(
-            f"cannot append {interval}: the dataSource holds segment {foreign.id} over "
-            f"{foreign.interval} at another segment granularity; append with that granularity"
+def _layout(
+    interval: Interval, facts: lockbox_sql.AppendFacts
+) -> list[tuple[Interval, allocation_rules.AppendTarget]]:
+    """The pure rule, fed with the visible pieces of the chunks overlapping `interval`."""
+    timeline = Timeline.build(facts.segments)
+    try:
+        return allocation_rules.append_layout(
+            interval=interval,
+            visible=[
+                (piece, ref.interval, ref.version) for piece, ref in timeline.lookup(interval)
+            ],
+            chunks=facts.chunks,
+            running_lock_versions=facts.running_lock_versions,
         )
-    return target.version, target.core, target.next_partition
+    except allocation_rules.AllocationRefused as exc:
+        raise ServiceError(str(exc)) from None
+
+
+def _append_target(
+    interval: Interval, facts: lockbox_sql.AppendFacts
+) -> allocation_rules.AppendTarget:
+    """Where an append of rows in `interval` goes (SPEC §5): one chunk, or refused."""
+    layout = _layout(interval, facts)
+    if len(layout) == 1:
+        return layout[0][1]
+    names = ", ".join(f"{t.interval} v{t.version}" for _, t in layout)
+    raise ServiceError(
+        f"cannot append {interval} as one piece: its rows go into the chunks {names}; "
+        "split them by the append layout"
+    )

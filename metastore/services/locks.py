@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from django.db import transaction
 from django.utils import timezone
@@ -26,12 +27,42 @@ from metastore.services._common import (
     _lock_spec,
     _log_revocation,
     _next_version,
+    _refuse_ended,
     _request_from_json,
     _request_json,
     _revoked_reason,
 )
 
 # --- locks --------------------------------------------------------------------
+
+
+def locks_acquire(
+    *,
+    task: Task,
+    intervals: Sequence[Interval],
+    lock_type: str,
+    granularity: str = locking.TIME_CHUNK,
+    timeout_ms: int | None = None,
+) -> list[TaskLock]:
+    """Take `task`'s locks on all of `intervals` in one decision: all or nothing.
+
+    Either every interval is granted (preempting strictly lower priorities on
+    any of them) in one transaction, or none is and nothing is revoked: the
+    task is WAITING with `waiting_on` naming every blocking lock, until all
+    can be granted together or `timeout_ms` (default: the spec's
+    `context.taskLockTimeout`, 300000) passes and `LockTimeout` is raised.
+    Since a task never holds some of its locks while waiting for others, two
+    multi-interval tasks can no longer wait on each other for ever.
+
+    Each returned lock's `granted_seq` is the commit as of which its interval
+    must be read (SPEC §5); all of one call's locks share it. Raises
+    `LockRevoked` if the task was preempted, `TaskCanceled` if canceled and
+    `TaskEnded` if it already ended.
+    """
+    if not intervals:
+        return []
+    requests = [_lock_request(task, iv, lock_type, granularity, None, None) for iv in intervals]
+    return _acquire(task, requests, timeout_ms)
 
 
 def lock_acquire(
@@ -44,34 +75,48 @@ def lock_acquire(
     version: str | None = None,
     timeout_ms: int | None = None,
 ) -> TaskLock:
-    """Take a lock for `task`, preempting strictly lower priorities, or wait.
+    """One lock for `task` (a one-interval `locks_acquire`; segment locks name
+    their `partition` and `version`)."""
+    request = _lock_request(task, interval, lock_type, granularity, partition, version)
+    return _acquire(task, [request], timeout_ms)[0]
 
-    While it waits the task is WAITING with `waiting_on` naming the blocking
-    locks and their tasks; after `timeout_ms` (default: the spec's
-    `context.taskLockTimeout`, 300000) it raises `LockTimeout`. Raises
-    `LockRevoked` if the task was preempted and `TaskCanceled` if canceled.
-    """
+
+def _acquire(
+    task: Task, requests: list[locking.LockSpec], timeout_ms: int | None
+) -> list[TaskLock]:
     if timeout_ms is None:
         timeout_ms = int(
             (task.spec.get("context") or {}).get("taskLockTimeout", 300_000)
             if isinstance(task.spec, dict)
             else 300_000
         )
-    request = _lock_request(task, interval, lock_type, granularity, partition, version)
     deadline = time.monotonic() + timeout_ms / 1000.0
-    blocking_text = ""
     while True:
-        lock = _lock_attempt(task.id, request)
-        if isinstance(lock, TaskLock):
-            return lock
-        blocking_text = lock
+        result = _lock_attempt(task.id, requests)
+        if not isinstance(result, str):
+            return result
         if time.monotonic() >= deadline:
             _clear_waiting(task.id)
+            what = ", ".join(str(r.interval) for r in requests)
             raise LockTimeout(
-                f"timed out after {timeout_ms} ms waiting for a {lock_type} lock on "
-                f"{interval}; blocked by {blocking_text}"
+                f"timed out after {timeout_ms} ms waiting for a {requests[0].type} lock on "
+                f"{what}; blocked by {result}"
             )
         time.sleep(LOCK_POLL_SECONDS)
+
+
+def locks_try_acquire(
+    *,
+    task: Task,
+    intervals: Sequence[Interval],
+    lock_type: str,
+    granularity: str = locking.TIME_CHUNK,
+) -> list[TaskLock] | None:
+    """One all-or-nothing decision on all of `intervals` without waiting: the
+    locks, or None (the task is WAITING, queued on each interval)."""
+    requests = [_lock_request(task, iv, lock_type, granularity, None, None) for iv in intervals]
+    result = _lock_attempt(task.id, requests) if requests else []
+    return None if isinstance(result, str) else result
 
 
 def lock_try_acquire(
@@ -85,101 +130,125 @@ def lock_try_acquire(
 ) -> TaskLock | None:
     """One lock decision without waiting: the lock, or None (the task is WAITING)."""
     request = _lock_request(task, interval, lock_type, granularity, partition, version)
-    result = _lock_attempt(task.id, request)
-    return result if isinstance(result, TaskLock) else None
+    result = _lock_attempt(task.id, [request])
+    return None if isinstance(result, str) else result[0]
 
 
-def _lock_attempt(task_id: str, request: locking.LockSpec) -> TaskLock | str:
-    """One decision inside the dataSource's critical section.
+def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLock] | str:
+    """One decision on all of `requests` inside the dataSource's critical section.
 
-    Returns the granted lock, or a description of what blocks the request.
-    This is the lock box's hot path: one round trip reads (`decision_reads`),
-    one writes (`grant_writes`), then the commit.
+    Returns the granted locks (in the order of `requests`), or a description
+    of what blocks them. This is the lock box's hot path: one round trip reads
+    (`decision_reads`), one writes (`grant_writes`), then the commit.
     """
+    datasource = requests[0].datasource
+    intervals = [r.interval for r in requests]
     with transaction.atomic():
         reads = lockbox_sql.decision_reads(
-            datasource=request.datasource, task_id=task_id, interval=request.interval
+            datasource=datasource, task_id=task_id, intervals=intervals
         )
         if reads is None:  # the dataSource's first lock: create its row, then read again
-            _datasource_for_update(request.datasource)
+            _datasource_for_update(datasource)
             reads = lockbox_sql.decision_reads(
-                datasource=request.datasource, task_id=task_id, interval=request.interval
+                datasource=datasource, task_id=task_id, intervals=intervals
             )
         task = reads.task
         if task is None:
             raise ServiceError(f"there is no task {task_id}")
         if task.cancel_requested:
             raise TaskCanceled(f"task {task_id} was canceled")
+        _refuse_ended(task_id, task.status)
         if any(lock.task_id == task_id and lock.revoked for lock in reads.locks):
             raise LockRevoked(_revoked_reason(task_id))
-        held = [
-            lock
-            for lock in reads.locks
-            if lock.datasource == request.datasource
-            and lock.start < request.interval.end
-            and lock.end > request.interval.start
-        ]
-        pairs = [(_lock_spec(lock), lock) for lock in held]
-        queued = _queued_before(reads.queued, request)
-        decision = locking.decide(request, [spec for spec, _ in pairs], [q for q, _ in queued])
-        if decision.kind == locking.WAIT:
-            blockers = [
-                _blocker(
-                    blocking,
-                    next((lock for spec, lock in pairs if spec is blocking), None),
-                    next((tid for spec, tid in queued if spec is blocking), None),
-                )
-                for blocking in decision.blocking
+        decided = []  # (request, [(spec, lock)], decision, queued)
+        for request in requests:
+            held = [
+                lock
+                for lock in reads.locks
+                if lock.datasource == datasource
+                and lock.start < request.interval.end
+                and lock.end > request.interval.start
             ]
+            pairs = [(_lock_spec(lock), lock) for lock in held]
+            queued = _queued_before(reads.queued, request)
+            decision = locking.decide(request, [sp for sp, _ in pairs], [q for q, _ in queued])
+            decided.append((request, pairs, decision, queued))
+        blockers = [
+            _blocker(
+                blocking,
+                next((lock for spec, lock in pairs if spec is blocking), None),
+                next((tid for spec, tid in queued if spec is blocking), None),
+            )
+            for _, pairs, decision, queued in decided
+            if decision.kind == locking.WAIT
+            for blocking in decision.blocking
+        ]
+        if blockers:  # all or nothing: grant none, revoke none
+            waiting = _request_json(requests[0])
+            if len(requests) > 1:  # one request on several intervals, queued on each
+                waiting["intervals"] = [str(r.interval) for r in requests]
             Task.objects.filter(id=task_id).update(
                 status=TaskStatus.WAITING,
                 waiting_on=blockers,
-                waiting_request=_request_json(request),
+                waiting_request=waiting,
                 waiting_since=task.waiting_since or timezone.now(),
             )
             return ", ".join(
                 f"{b['type']} {b['interval']} of {b['task']} (priority {b['priority']})"
                 for b in blockers
             )
-        victims = [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)]
-        if victims:
-            _log_revocation(victims, by=task)
-        reusable = locking.find_reusable(request, [spec for spec, _ in pairs])
-        new_lock = new_version = None
-        if reusable is not None:
-            lock = next(lock for spec, lock in pairs if spec is reusable)
-        else:
+        victims: dict[int, TaskLock] = {}
+        reused: dict[int, TaskLock] = {}
+        new_locks = []
+        for i, (request, pairs, decision, _) in enumerate(decided):
+            for spec, lock in pairs:
+                if any(spec is r for r in decision.revoke):
+                    victims[lock.id] = lock
+            reusable = locking.find_reusable(request, [spec for spec, _ in pairs])
+            if reusable is not None:
+                reused[i] = next(lock for spec, lock in pairs if spec is reusable)
+                continue
             if request.granularity == locking.SEGMENT:
                 lock_version = request.version or ""
             else:
                 lock_version = _next_version(reads.datasource)
-                new_version = (reads.datasource.id, lock_version)
-            new_lock = {
-                "task_id": task_id,
-                "group_id": request.group_id,
-                "datasource": request.datasource,
-                "start": request.interval.start,
-                "end": request.interval.end,
-                "granularity": request.granularity,
-                "type": request.type,
-                "version": lock_version,
-                "priority": request.priority,
-                "partition": request.partition,
-                "revoked": False,
-                "revoked_by_id": None,
-                "granted_seq": reads.last_commit_seq,
-                "created_at": timezone.now(),
-            }
-        granted = lockbox_sql.grant_writes(
-            revoke=[v.id for v in victims],
-            revoked_by=task_id,
-            datasource_version=new_version,
-            new_lock=new_lock,
-            resume_task=(
-                task_id if task.status == TaskStatus.WAITING or task.has_waiting_request else None
-            ),
+            new_locks.append(
+                {
+                    "task_id": task_id,
+                    "group_id": request.group_id,
+                    "datasource": request.datasource,
+                    "start": request.interval.start,
+                    "end": request.interval.end,
+                    "granularity": request.granularity,
+                    "type": request.type,
+                    "version": lock_version,
+                    "priority": request.priority,
+                    "partition": request.partition,
+                    "revoked": False,
+                    "revoked_by_id": None,
+                    "granted_seq": reads.last_commit_seq,
+                    "created_at": timezone.now(),
+                }
+            )
+        if victims:
+            _log_revocation(list(victims.values()), by=task)
+        new_version = None
+        if any(lk["granularity"] != locking.SEGMENT for lk in new_locks):
+            new_version = (reads.datasource.id, reads.datasource.last_version)
+        granted = iter(
+            lockbox_sql.grant_writes(
+                revoke=list(victims),
+                revoked_by=task_id,
+                datasource_version=new_version,
+                new_locks=new_locks,
+                resume_task=(
+                    task_id
+                    if task.status == TaskStatus.WAITING or task.has_waiting_request
+                    else None
+                ),
+            )
         )
-        return granted or lock
+        return [reused[i] if i in reused else next(granted) for i in range(len(requests))]
 
 
 def _queued_before(
@@ -188,9 +257,11 @@ def _queued_before(
     """The earlier queued requests of other groups that overlap `request`, with their tasks."""
     out = []
     for other_id, group_id, data in queued:
-        spec = _request_from_json(group_id, request.datasource, data)
-        if spec.interval.overlaps(request.interval):
-            out.append((spec, other_id))
+        # A multi-interval waiter is queued on every one of its intervals.
+        for interval in data.get("intervals") or [data["interval"]]:
+            spec = _request_from_json(group_id, request.datasource, {**data, "interval": interval})
+            if spec.interval.overlaps(request.interval):
+                out.append((spec, other_id))
     return out
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 
-from metastore import lockbox_sql, locking
+from metastore import allocation_rules, lockbox_sql, locking
 from metastore.intervals import Interval
 from metastore.models import (
     NON_ROOT_PARTITION_START,
@@ -24,8 +24,10 @@ from metastore.services._common import (
     PublishError,
     TaskCanceled,
     _datasource_for_update,
+    _refuse_ended,
     _revoked_reason,
 )
+from metastore.timeline import SegmentRef, Timeline
 
 # --- publish ------------------------------------------------------------------
 
@@ -76,12 +78,14 @@ def segments_publish(
         task = Task.objects.select_for_update().get(id=task.id)
         if task.cancel_requested:
             raise TaskCanceled(f"task {task.id} was canceled")
+        _refuse_ended(task.id, task.status)
         locks = list(TaskLock.objects.filter(task=task, revoked=False))
-        allocated = set(
-            PendingSegment.objects.filter(task=task).values_list(
-                "start", "end", "version", "partition"
-            )
-        )
+        allocated = {
+            (Interval(start, end), version, partition)
+            for start, end, version, partition in PendingSegment.objects.filter(
+                task=task
+            ).values_list("start", "end", "version", "partition")
+        }
         # Overwrites inside a chunk (minor > 0) form one atomic update group per chunk.
         groups: dict[tuple, list[int]] = {}
         for seg in segments:
@@ -96,10 +100,23 @@ def segments_publish(
             if aug is None:
                 aug = groups.get((seg.interval, seg.version, seg.minor_version), [seg.partition])
             rows.append(_segment_row(ds, task, seg, roots, list(aug)))
-        rows += _replace_upgrades(ds, task, locks, rows)
-        rows += _append_carry_overs(ds, task, locks, rows)
+        upgrades = _replace_upgrades(ds, task, locks, rows)
+        upgrades += _append_carry_overs(ds, task, locks, rows)
+        rows += upgrades
         try:
             Segment.objects.bulk_create(rows)
+            # Upgraded copies take partition numbers like allocations do: record
+            # them, so no later allocation hands out their ids again, even after
+            # they are marked unused and killed (time travel would show the wrong rows).
+            lockbox_sql.pending_insert(
+                task_id=task.id,
+                datasource=ds.name,
+                allocations=[
+                    (r.interval, r.version, [r.partition], f"upgrade:{r.upgraded_from}")
+                    for r in upgrades
+                ],
+                append=True,
+            )
         except IntegrityError as exc:
             raise PublishError(f"cannot publish: a segment id already exists ({exc})") from None
         entry = CommitLogEntry.objects.create(
@@ -115,38 +132,21 @@ def segments_publish(
 
 
 def _check_covered(task: Task, locks: list[TaskLock], allocated: set, seg: NewSegment) -> None:
-    where = f"{seg.interval} v{seg.version} p{seg.partition}"
-    time_chunk = [
-        lock
-        for lock in locks
-        if lock.granularity == locking.TIME_CHUNK
-        and lock.start <= seg.interval.start
-        and lock.end >= seg.interval.end
-    ]
-    segment_locks = [
-        lock
-        for lock in locks
-        if lock.granularity == locking.SEGMENT
-        and lock.start == seg.interval.start
-        and lock.end == seg.interval.end
-        and lock.version == seg.version
-    ]
-    key = (seg.interval.start, seg.interval.end, seg.version, seg.partition)
-    if time_chunk:
-        if key in allocated or any(lock.version == seg.version for lock in time_chunk):
-            return
-        raise PublishError(
-            f"cannot publish {where}: that version and partition were not allocated to this task"
-        )
-    if segment_locks:
-        if key not in allocated:
-            raise PublishError(f"cannot publish {where}: it was not allocated to this task")
-        if seg.minor_version == 0 and not any(
-            lk.partition == seg.partition for lk in segment_locks
-        ):
-            raise PublishError(f"cannot publish {where}: task {task.id} holds no lock on it")
-        return
-    raise PublishError(f"cannot publish {where}: task {task.id} holds no lock covering it")
+    refusal = allocation_rules.publish_refusal(
+        task_id=task.id,
+        segment=allocation_rules.Published(
+            seg.interval, seg.version, seg.partition, seg.minor_version
+        ),
+        locks=[
+            allocation_rules.HeldLock(
+                lk.interval, lk.type, lk.granularity, lk.version, lk.partition
+            )
+            for lk in locks
+        ],
+        allocated=allocated,
+    )
+    if refusal:
+        raise PublishError(refusal)
 
 
 def _segment_row(ds: DataSource, task: Task, seg: NewSegment, roots, aug) -> Segment:
@@ -260,15 +260,17 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
                 for row in new_rows
                 if row.version == lock.version and row.start < source.end and row.end > source.start
             ]
-            if overlapping:
-                # The replace's chunks cut across the append's: no copy can carry it
-                # onto the new version, and publishing would hide its rows.
-                raise PublishError(
-                    f"cannot publish: {source.id} was appended during this replace at "
-                    "another segment granularity; its rows would be hidden. Run the "
-                    "replace again (it will read them) or append at the replace's granularity"
-                )
-            # The replace wrote nothing over this chunk: the append stays visible as is.
+            # The replace's chunks cut across the append's (another granularity):
+            # carry it onto each of them; a copy shares the file and takes the
+            # chunk's interval, so it shows exactly the appended rows inside it.
+            for chunk in sorted({(r.start, r.end) for r in overlapping}):
+                key = (*chunk, lock.version)
+                interval = Interval(*chunk)
+                partition = _next_free(ds, interval, lock.version, taken, cores[key])
+                copy = _copy_onto(ds, task, source, lock.version, partition, cores[key])
+                copy.start, copy.end = interval.start, interval.end
+                copy.id = Segment.make_id(ds.name, interval, lock.version, partition)
+                out.append(copy)
             continue
         core = cores[(source.start, source.end, lock.version)]
         partition = _next_free(ds, source.interval, lock.version, taken, core)
@@ -279,6 +281,12 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
 def _append_carry_overs(
     ds: DataSource, task: Task, locks: list[TaskLock], new_rows
 ) -> list[Segment]:
+    """Copies of an APPEND task's new segments onto every newer chunk that a
+    replace committed over them meanwhile, at whatever granularity: each copy
+    shares the file and takes the newer chunk's interval, so it shows exactly
+    the appended rows inside that chunk (reads filter a segment's rows to its
+    visible part). Without it, a DAY append allocated before an HOUR replace
+    published would be hidden under the replace's HOUR chunks."""
     if not any(lk.type == locking.APPEND for lk in locks):
         return []
     out = []
@@ -287,19 +295,53 @@ def _append_carry_overs(
     for row in new_rows:
         if row.tombstone or row.minor_version > 0:
             continue
-        newer = (
-            Segment.objects.filter(
-                datasource=ds, used=True, start=row.start, end=row.end, version__gt=row.version
-            )
-            .order_by("-version")
-            .values_list("version", flat=True)
-            .first()
+        overlapping = Segment.objects.filter(
+            datasource=ds, used=True, start__lt=row.end, end__gt=row.start
+        ).values_list(
+            "id",
+            "start",
+            "end",
+            "version",
+            "partition",
+            "minor_version",
+            "root_partitions",
+            "atomic_update_group",
+            "core_partitions",
+            "tombstone",
         )
-        if newer is None:
-            continue
-        key = (row.start, row.end, newer)
-        if key not in cores:  # one read per chunk: its core set and next free number
-            cores[key], taken[key] = lockbox_sql.chunk_partitions(ds, row.interval, newer)
-        partition = _next_free(ds, row.interval, newer, taken, cores[key])
-        out.append(_copy_onto(ds, task, row, newer, partition, cores[key]))
+        timeline = Timeline.build(_refs(overlapping))
+        newer = sorted(
+            {
+                (ref.interval, ref.version)
+                for _, ref in timeline.lookup(row.interval)
+                if ref.version > row.version
+            },
+            key=lambda c: (c[0].start, c[1]),
+        )
+        for interval, version in newer:
+            key = (interval.start, interval.end, version)
+            if key not in cores:  # one read per chunk: its core set and next free number
+                cores[key], taken[key] = lockbox_sql.chunk_partitions(ds, interval, version)
+            partition = _next_free(ds, interval, version, taken, cores[key])
+            copy = _copy_onto(ds, task, row, version, partition, cores[key])
+            copy.start, copy.end = interval.start, interval.end
+            copy.id = Segment.make_id(ds.name, interval, version, partition)
+            out.append(copy)
     return out
+
+
+def _refs(rows) -> list[SegmentRef]:
+    return [
+        SegmentRef(
+            id=r[0],
+            interval=Interval(r[1], r[2]),
+            version=r[3],
+            partition=r[4],
+            minor_version=r[5],
+            root_partitions=frozenset(r[6]) if r[6] is not None else None,
+            atomic_update_group=frozenset(r[7]) if r[7] is not None else None,
+            core_partitions=r[8],
+            tombstone=r[9],
+        )
+        for r in rows
+    ]

@@ -60,11 +60,6 @@ __all__ = [
     "run_ingest",
 ]
 
-# Test hook: how many phase-2 merge attempts must still fail on purpose. Each
-# attempt that takes one fails inside Spark (an executor raises while merging),
-# so the real retry path runs. Set it from a test; it is never set otherwise.
-inject_merge_failures = 0
-_inject_lock = threading.Lock()
 # A merge task is one Spark job using every core; below this much partial data
 # per task, more tasks only add per-job overhead.
 MERGE_TASK_BYTES = 64 * 1024 * 1024
@@ -479,19 +474,14 @@ class _TwoPhase(_Job):
         report = {"mergeTasks": len(tasks), "mergeRetries": done["retries"]}
         return merged, done["requests"], report
 
-    def _merge(self, task: _MergeTask, schema, out_dir: Path) -> dict[tuple[int, int], str]:
-        from pyspark.sql import functions as F
+    def _read_partials(self, task: _MergeTask, schema):
+        """The partial files one merge attempt reads, as a DataFrame."""
+        return self.spark.read.schema(schema).parquet(*task.files)
 
-        global inject_merge_failures
+    def _merge(self, task: _MergeTask, schema, out_dir: Path) -> dict[tuple[int, int], str]:
+
         parsed = self.parsed
-        partials = self.spark.read.schema(schema).parquet(*task.files)
-        with _inject_lock:
-            inject = inject_merge_failures > 0
-            if inject:
-                inject_merge_failures -= 1
-        if inject:
-            failure = F.raise_error(F.lit(f"injected failure of merge task {task.number}"))
-            partials = partials.filter(F.coalesce(failure.cast("boolean"), F.lit(True)))
+        partials = self._read_partials(task, schema)
         clustered = partials.repartition(
             max(1, min(len(task.partials), _shuffle_partitions(self.spark))), "__c", "__p"
         )

@@ -1,0 +1,339 @@
+"""The nine confirmed row-loss paths of issue 10, each driven through the real
+services (rows read back through `selectors.timeline_for`), and the runner's
+real steps where the path goes through it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from metastore import locking, selectors, services
+from metastore.intervals import Interval
+from metastore.models import Segment, Task, TaskLock, TaskStatus
+
+pytestmark = pytest.mark.django_db
+
+DS = "loss"
+DAY = Interval.parse("2024-01-01/2024-01-02")
+
+
+def day(n: int) -> Interval:
+    return Interval(DAY.start + timedelta(days=n), DAY.start + timedelta(days=n + 1))
+
+
+def hour(h: int, d: int = 0) -> Interval:
+    start = DAY.start + timedelta(days=d, hours=h)
+    return Interval(start, start + timedelta(hours=1))
+
+
+def running(priority: int = 50, **context) -> Task:
+    t = services.task_create(
+        spec={"context": {"priority": priority, **context}},
+        task_type="index_parallel",
+        datasource=DS,
+        enqueue=False,
+    )
+    assert services.task_claim(task_id=t.id, worker="test")
+    t.refresh_from_db()
+    return t
+
+
+def new_segments(t: Task, alloc: services.Allocation, rows: int = 1) -> list[services.NewSegment]:
+    return [
+        services.NewSegment(
+            interval=alloc.interval,
+            version=alloc.version,
+            partition=p,
+            core_partitions=alloc.core_partitions,
+            location=f"mem://{t.id}/{alloc.interval.start:%d%H}/{p}",
+            num_rows=rows,
+        )
+        for p in alloc.partitions
+    ]
+
+
+def overwrite(
+    interval: Interval, count: int = 1, lock_type: str = locking.EXCLUSIVE, chunks=None
+) -> Task:
+    """A task that locks `interval` and publishes `count` segments in each of `chunks`."""
+    t = running()
+    services.locks_acquire(task=t, intervals=[interval], lock_type=lock_type, timeout_ms=0)
+    out = []
+    for chunk in chunks or [interval]:
+        alloc = services.segments_allocate(task=t, interval=chunk, count=count, append=False)
+        out += new_segments(t, alloc)
+    services.segments_publish(task=t, segments=out)
+    services.task_finish(task_id=t.id, status=TaskStatus.SUCCESS)
+    return t
+
+
+def append(interval: Interval, lock_type: str = locking.EXCLUSIVE) -> services.Allocation:
+    """An append of rows in `interval`, locking the chunks they go into as the runner does."""
+    t = running()
+    layout = services.append_layout(datasource=DS, intervals=[interval])
+    chunks = sorted({chunk for _, chunk in layout}, key=lambda c: c.start)
+    services.locks_acquire(task=t, intervals=chunks, lock_type=lock_type, timeout_ms=0)
+    alloc = services.segments_allocate(task=t, interval=interval, count=1, append=True)
+    services.segments_publish(task=t, segments=new_segments(t, alloc))
+    services.task_finish(task_id=t.id, status=TaskStatus.SUCCESS)
+    return alloc
+
+
+def visible(interval: Interval = DAY, as_of: int | None = None) -> list[str]:
+    """Ids of the visible (non-tombstone) segments over `interval`."""
+    return sorted(
+        {
+            ref.id
+            for _, ref in selectors.timeline_for(datasource=DS, as_of=as_of).lookup(interval)
+            if not ref.tombstone
+        }
+    )
+
+
+def created_by(t: Task) -> list[str]:
+    return sorted(Segment.objects.filter(created_by=t).values_list("id", flat=True))
+
+
+# --- path 4: only an active task acts -----------------------------------------------
+
+
+def test_a_task_the_janitor_failed_can_no_longer_lock_allocate_or_publish():
+    t = running()
+    services.locks_acquire(task=t, intervals=[DAY], lock_type=locking.EXCLUSIVE, timeout_ms=0)
+    alloc = services.segments_allocate(task=t, interval=DAY, count=1, append=False)
+    # The janitor fails the task (its heartbeat went stale) while its worker runs on.
+    services.task_finish(task_id=t.id, status=TaskStatus.FAILED, error="no heartbeat")
+    with pytest.raises(services.TaskEnded, match="FAILED"):
+        services.lock_acquire(task=t, interval=day(1), timeout_ms=0)
+    with pytest.raises(services.TaskEnded, match="FAILED"):
+        services.locks_acquire(task=t, intervals=[day(1), day(2)], lock_type=locking.EXCLUSIVE)
+    with pytest.raises(services.TaskEnded):
+        services.segments_allocate(task=t, interval=DAY, count=1, append=True)
+    with pytest.raises(services.TaskEnded):
+        services.segments_publish(task=t, segments=new_segments(t, alloc))
+    assert not TaskLock.objects.exists()
+    assert not Segment.objects.exists()
+    assert Task.objects.get(id=t.id).status == TaskStatus.FAILED
+
+
+# --- path 1: a task's intervals are locked at once and each read as of its lock ---------
+
+
+def test_locks_on_several_intervals_are_all_or_nothing():
+    holder = running()
+    services.locks_acquire(task=holder, intervals=[day(2)], lock_type=locking.EXCLUSIVE)
+    replace = running(useConcurrentLocks=True)
+    with pytest.raises(services.LockTimeout, match=holder.id):
+        services.locks_acquire(
+            task=replace, intervals=[day(0), day(2)], lock_type=locking.REPLACE, timeout_ms=300
+        )
+    # It held nothing while it waited: DAY1 stayed free for others all along.
+    assert not TaskLock.objects.filter(task=replace).exists()
+    services.task_finish(task_id=holder.id, status=TaskStatus.SUCCESS)
+    locks = services.locks_acquire(
+        task=replace, intervals=[day(0), day(2)], lock_type=locking.REPLACE, timeout_ms=0
+    )
+    assert [lk.interval for lk in locks] == [day(0), day(2)]
+    assert len({lk.granted_seq for lk in locks}) == 1
+
+
+def test_append_committing_into_a_later_interval_is_read_or_carried_never_lost():
+    """The REPLACE task asks for DAY1 and DAY3 at once; an append commits into
+    DAY3 after the grant: it is carried onto the replace's version."""
+    base = overwrite(Interval(day(0).start, day(3).end), chunks=[day(n) for n in range(3)])
+    replace = running(useConcurrentLocks=True)
+    locks = services.locks_acquire(
+        task=replace, intervals=[day(0), day(2)], lock_type=locking.REPLACE, timeout_ms=0
+    )
+    appended = append(day(2), lock_type=locking.APPEND)
+    # The replace reads each interval as of its lock: the append is not in its input.
+    read = {
+        ref.id
+        for lk in locks
+        for _, ref in selectors.timeline_for(datasource=DS, as_of=lk.granted_seq).lookup(
+            lk.interval
+        )
+    }
+    assert read == {s for s in created_by(base) if "2024-01-02T" not in s.split("_")[1]}
+    out = []
+    for lk in locks:
+        alloc = services.segments_allocate(
+            task=replace, interval=lk.interval, count=1, append=False
+        )
+        out += new_segments(replace, alloc)
+    services.segments_publish(task=replace, segments=out)
+    upgraded = Segment.objects.filter(upgraded_from__startswith=f"{DS}_").values_list(
+        "upgraded_from", flat=True
+    )
+    assert list(upgraded) == [Segment.make_id(DS, day(2), appended.version, appended.partitions[0])]
+    on_day3 = visible(day(2))
+    assert len(on_day3) == 2 and all(s.startswith(f"{DS}_{day(2).start:%Y-%m-%d}") for s in on_day3)
+
+
+# --- path 8: publish accepts only what was allocated to the task ---------------------
+
+
+def test_publish_refuses_a_partition_never_allocated_at_the_locks_version():
+    t = running()
+    (lock,) = services.locks_acquire(task=t, intervals=[DAY], lock_type=locking.EXCLUSIVE)
+    alloc = services.segments_allocate(task=t, interval=DAY, count=1, append=False)
+    stray = services.NewSegment(
+        interval=DAY, version=lock.version, partition=5, core_partitions=1, location="mem://x"
+    )
+    with pytest.raises(services.PublishError, match="not allocated"):
+        services.segments_publish(task=t, segments=[*new_segments(t, alloc), stray])
+    assert not Segment.objects.exists()
+
+
+def test_an_append_locked_task_never_publishes_at_its_locks_version():
+    base = overwrite(DAY)
+    t = running(useConcurrentLocks=True)
+    (lock,) = services.locks_acquire(task=t, intervals=[DAY], lock_type=locking.APPEND)
+    with pytest.raises(services.ServiceError, match="APPEND"):
+        services.segments_allocate(task=t, interval=DAY, count=1, append=False)
+    overwriting = services.NewSegment(
+        interval=DAY, version=lock.version, partition=0, core_partitions=1, location="mem://o"
+    )
+    with pytest.raises(services.PublishError):
+        services.segments_publish(task=t, segments=[overwriting])
+    assert visible() == created_by(base)
+
+
+def kill(interval: Interval) -> None:
+    t = services.task_create(spec={}, task_type="kill", datasource=DS, enqueue=False)
+    services.task_claim(task_id=t.id, worker="test")
+    services.locks_acquire(task=t, intervals=[interval], lock_type=locking.EXCLUSIVE)
+    services.segments_kill(task=t, interval=interval)
+    services.task_finish(task_id=t.id, status=TaskStatus.SUCCESS)
+
+
+# --- path 5: an append goes into the visible chunk, not the highest used version -----
+
+
+def test_append_lands_in_the_visible_version_not_a_newer_incomplete_one():
+    v1 = overwrite(DAY)
+    v2 = overwrite(DAY, count=2)
+    services.segments_mark_used(datasource=DS, used=False, segment_ids=created_by(v2)[:1])
+    assert visible() == created_by(v1)  # v2 is incomplete: v1 shows
+    alloc = append(DAY)
+    assert alloc.version == Segment.objects.get(id=created_by(v1)[0]).version
+    assert len(visible()) == 2 and set(created_by(v1)) < set(visible())
+
+
+# --- path 6: append versions stay of fixed width ------------------------------------
+
+
+def test_ten_append_after_mark_unused_cycles_keep_a_fixed_width_version():
+    versions = []
+    for _ in range(11):
+        alloc = append(DAY)
+        versions.append(alloc.version)
+        assert visible() == [Segment.make_id(DS, DAY, alloc.version, alloc.partitions[0])]
+        services.segments_mark_used(datasource=DS, used=False, interval=DAY)
+    assert {len(v) for v in versions} == {len("1970-01-01T00:00:00.000Z")}
+    assert versions == sorted(set(versions))
+
+
+# --- path 7: upgraded copies are allocations too -----------------------------------
+
+
+def test_a_new_append_never_reuses_the_id_of_a_killed_upgraded_copy():
+    overwrite(DAY)
+    replace = running(useConcurrentLocks=True)
+    services.locks_acquire(task=replace, intervals=[DAY], lock_type=locking.REPLACE)
+    append(DAY, lock_type=locking.APPEND)
+    alloc = services.segments_allocate(task=replace, interval=DAY, count=1, append=False)
+    entry = services.segments_publish(task=replace, segments=new_segments(replace, alloc))
+    (copy,) = Segment.objects.exclude(upgraded_from="")
+    as_replaced = visible(as_of=entry.seq)
+    assert copy.id in as_replaced
+    services.segments_mark_used(datasource=DS, used=False, segment_ids=[copy.id])
+    kill(DAY)
+    late = append(DAY)
+    assert late.version == copy.version and copy.partition not in late.partitions
+    late_id = Segment.make_id(DS, DAY, late.version, late.partitions[0])
+    # Time travel to the replace's commit never shows the later append's rows
+    # (the killed copy is gone from history; nothing takes its place).
+    assert late_id not in visible(as_of=entry.seq)
+    assert set(visible(as_of=entry.seq)) <= set(as_replaced)
+    assert late_id in visible()
+
+
+# --- path 3: concurrent appends at two granularities never share a version -----------
+
+
+def test_day_and_hour_appends_into_an_empty_interval_never_overlap_at_one_version():
+    day_task = running(useConcurrentLocks=True)
+    services.locks_acquire(task=day_task, intervals=[DAY], lock_type=locking.APPEND)
+    day_alloc = services.segments_allocate(task=day_task, interval=DAY, count=1, append=True)
+    hour_task = running(useConcurrentLocks=True)
+    services.locks_acquire(task=hour_task, intervals=[hour(3)], lock_type=locking.APPEND)
+    # Its rows would go into the DAY chunk the running append writes; its lock does not cover it.
+    with pytest.raises(services.ServiceError, match="do not cover"):
+        services.segments_allocate(task=hour_task, interval=hour(3), count=1, append=True)
+    # Locking the chunk its rows go into (as the runner does), it joins that chunk.
+    services.locks_acquire(task=hour_task, intervals=[DAY], lock_type=locking.APPEND)
+    hour_alloc = services.segments_allocate(task=hour_task, interval=hour(3), count=1, append=True)
+    assert (hour_alloc.interval, hour_alloc.version) == (DAY, day_alloc.version)
+    assert hour_alloc.partitions != day_alloc.partitions
+    services.segments_publish(task=day_task, segments=new_segments(day_task, day_alloc))
+    services.segments_publish(task=hour_task, segments=new_segments(hour_task, hour_alloc))
+    assert visible() == sorted(created_by(day_task) + created_by(hour_task))
+
+
+def test_a_day_append_beside_a_running_hour_append_is_refused_not_hidden():
+    hour_task = running(useConcurrentLocks=True)
+    services.locks_acquire(task=hour_task, intervals=[hour(3)], lock_type=locking.APPEND)
+    services.segments_allocate(task=hour_task, interval=hour(3), count=1, append=True)
+    day_task = running(useConcurrentLocks=True)
+    services.locks_acquire(task=day_task, intervals=[DAY], lock_type=locking.APPEND)
+    with pytest.raises(services.ServiceError, match="running append"):
+        services.segments_allocate(task=day_task, interval=DAY, count=1, append=True)
+
+
+# --- path 9: late data lands in the chunk visible at its timestamp -------------------
+
+
+def test_late_day_data_after_a_month_compaction_lands_in_the_month_chunk():
+    month = Interval.parse("2024-01-01/2024-02-01")
+    compacted = overwrite(month)
+    alloc = append(day(4))
+    assert alloc.interval == month
+    assert visible(month) == sorted(
+        created_by(compacted) + [Segment.make_id(DS, month, alloc.version, alloc.partitions[0])]
+    )
+
+
+# --- path 2: a DAY append beside an HOUR replace is never hidden --------------------
+
+
+def test_a_day_append_allocated_before_an_hour_replace_publishes_stays_visible():
+    """Found by the randomized histories: the append allocates its DAY chunk, a
+    REPLACE over the day publishes HOUR chunks (tombstones where it has no rows),
+    then the append publishes: it is carried onto every HOUR chunk over it."""
+    overwrite(DAY)
+    appender = running(useConcurrentLocks=True)
+    services.locks_acquire(task=appender, intervals=[DAY], lock_type=locking.APPEND)
+    alloc = services.segments_allocate(task=appender, interval=DAY, count=1, append=True)
+    replace = running(useConcurrentLocks=True)
+    services.locks_acquire(task=replace, intervals=[DAY], lock_type=locking.REPLACE)
+    hours = []
+    for h in range(24):
+        a = services.segments_allocate(task=replace, interval=hour(h), count=1, append=False)
+        hours.append(
+            services.NewSegment(
+                interval=a.interval,
+                version=a.version,
+                partition=0,
+                core_partitions=0,
+                tombstone=True,
+            )
+        )
+    services.segments_publish(task=replace, segments=hours)
+    services.segments_publish(task=appender, segments=new_segments(appender, alloc))
+    appended = Segment.objects.get(created_by=appender, upgraded_from="")
+    copies = Segment.objects.filter(upgraded_from=appended.id)
+    assert sorted(c.interval.start.hour for c in copies) == list(range(24))
+    assert all(c.location == appended.location for c in copies)
+    assert len(visible()) == 24  # the appended rows, hour by hour; the old day is replaced
