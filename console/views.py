@@ -7,11 +7,11 @@ import json
 from collections import OrderedDict
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from console.security import JSONRefused, parse_json_text, role_required
 from metastore import selectors, services
 from metastore.models import DataSource, Task, TaskStatus
 from metastore.specs import SpecError
@@ -22,28 +22,30 @@ def _render(request, page: str, partial: str, context: dict) -> HttpResponse:
     return render(request, template, context)
 
 
-@login_required
+@role_required()
 def tasks_page(request):
     status = request.GET.get("status") or None
     if status and status.upper() not in TaskStatus.values:
         status = None
     context = {
-        "tasks": selectors.tasks_list(status=status, datasource=request.GET.get("datasource"))[:200],
+        "tasks": selectors.tasks_list(status=status, datasource=request.GET.get("datasource"))[
+            :200
+        ],
         "status": status,
         "statuses": TaskStatus.values,
     }
     return _render(request, "console/tasks.html", "partials/task_table.html", context)
 
 
-@login_required
+@role_required()
 @require_POST
 def task_submit(request):
     text = request.POST.get("spec", "")
     try:
-        spec = json.loads(text)
+        spec = parse_json_text(text, field="spec")
         task = services.task_submit(spec=spec, user=request.user)
-    except json.JSONDecodeError as exc:
-        messages.error(request, f"The spec is not valid JSON: {exc}")
+    except JSONRefused as exc:
+        messages.error(request, f"The spec is refused — {exc.field}: {exc.detail}")
         return redirect("console:tasks")
     except SpecError as exc:
         messages.error(request, f"Invalid spec — {exc}")
@@ -52,7 +54,7 @@ def task_submit(request):
     return redirect("console:task", task_id=task.id)
 
 
-@login_required
+@role_required()
 def task_page(request, task_id: str):
     task = get_object_or_404(Task, id=task_id)
     context = {
@@ -64,7 +66,7 @@ def task_page(request, task_id: str):
     return _render(request, "console/task.html", "partials/task_detail.html", context)
 
 
-@login_required
+@role_required()
 @require_POST
 def task_cancel(request, task_id: str):
     try:
@@ -77,7 +79,7 @@ def task_cancel(request, task_id: str):
     return redirect("console:task", task_id=task_id)
 
 
-@login_required
+@role_required()
 def locks_page(request):
     context = {
         "locks": selectors.locks_list(datasource=request.GET.get("datasource")),
@@ -86,12 +88,14 @@ def locks_page(request):
     return _render(request, "console/locks.html", "partials/lock_table.html", context)
 
 
-@login_required
+@role_required()
 def datasources_page(request):
-    return render(request, "console/datasources.html", {"datasources": selectors.datasources_list()})
+    return render(
+        request, "console/datasources.html", {"datasources": selectors.datasources_list()}
+    )
 
 
-@login_required
+@role_required()
 def datasource_page(request, name: str):
     if not DataSource.objects.filter(name=name).exists():
         raise Http404(f"no dataSource {name}")

@@ -9,6 +9,7 @@ files it moved into deep storage but did not publish are deleted.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -45,23 +46,43 @@ class TaskStopped(Exception):
         self.reason = reason
 
 
+def _confined(root: Path, *parts: str) -> Path:
+    """`root/parts...`, refusing any part that could leave `root` (separators,
+    '.'/'..', NUL, absolute paths): task ids and dataSource names become paths."""
+    for part in parts:
+        if (
+            not part
+            or part in (".", "..")
+            or "/" in part
+            or "\\" in part
+            or "\x00" in part
+            or len(os.fsencode(part)) > 255
+        ):
+            raise ValueError(f"{part[:80]!r} cannot be a directory name under {root}")
+    path = Path(root).joinpath(*parts)
+    resolved_root = Path(root).resolve()
+    if resolved_root not in path.resolve().parents:
+        raise ValueError(f"{path} escapes {root}")
+    return path
+
+
 def intermediary_dir(task_id: str) -> Path:
-    return settings.STRATA_INTERMEDIARY_DIR / task_id
+    return _confined(settings.STRATA_INTERMEDIARY_DIR, task_id)
 
 
 def deep_storage_dir(datasource: str, interval: Interval, version: str, partition: int) -> Path:
     """`<data>/deep/<dataSource>/<start>_<end>/<version>/<partition>/`."""
-    return (
-        settings.STRATA_DEEP_STORAGE
-        / datasource
-        / interval_dirname(interval)
+    return _confined(
+        settings.STRATA_DEEP_STORAGE,
+        datasource,
+        interval_dirname(interval),
         # Deep-storage paths avoid ':' so Hadoop-style readers accept them.
-        / version.replace(":", "").replace("-", "")
-        / str(partition)
+        version.replace(":", "").replace("-", ""),
+        str(partition),
     )
 
 
-@dataclass
+@dataclass(eq=False)  # hashable by identity: kept in _MONITORS
 class Monitor:
     """Heartbeats the task and watches for cancel/revocation from a side thread.
 
@@ -84,7 +105,20 @@ class Monitor:
     _wake: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
+    def terminate(self, reason: str) -> None:
+        """Stop the task from outside (SIGTERM): fail it, stop its Spark jobs."""
+        if not self.stop_status:
+            self.stop_status = TaskStatus.FAILED
+            self.stop_reason = reason
+        self._wake.set()
+
+    @property
+    def interruptible(self) -> bool:
+        """False once publishing began: the publish must run or not, never half."""
+        return self.phase != "publishing"
+
     def start(self) -> None:
+        _MONITORS.add(self)
         self._thread = threading.Thread(
             target=self._run, name=f"monitor-{self.task_id}", daemon=True
         )
@@ -92,6 +126,7 @@ class Monitor:
 
     def stop(self) -> None:
         """Stop beating, after recording the last phase and progress."""
+        _MONITORS.discard(self)
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -164,7 +199,12 @@ class Monitor:
                     log.exception("heartbeat of %s failed", self.task_id)
                     signals = services.TaskSignals()
                 if not self.stop_status:
-                    if signals.revoked_reason:
+                    if signals.ended_reason:
+                        # Failed elsewhere (the reaper, while this worker was
+                        # unreachable): stop Spark, publish nothing, keep its reason.
+                        self.stop_status = TaskStatus.FAILED
+                        self.stop_reason = signals.ended_reason
+                    elif signals.revoked_reason:
                         self.stop_status = TaskStatus.FAILED
                         self.stop_reason = f"preempted: {signals.revoked_reason}"
                     elif signals.cancel_requested:
@@ -177,6 +217,27 @@ class Monitor:
                 self._wake.wait(self.interval_s)
         finally:
             connection.close()
+
+
+# The monitors of the tasks running in this process (one, in a prefork child).
+_MONITORS: set[Monitor] = set()
+
+
+def terminate_running_tasks(reason: str) -> bool:
+    """Fail every task running in this process (called on SIGTERM). True if the
+    caller may interrupt the main thread (no task is publishing)."""
+    monitors = list(_MONITORS)
+    for monitor in monitors:
+        monitor.terminate(reason)
+        try:
+            _cancel_spark(monitor.task_id)
+        except Exception:  # the monitor thread retries at its next beat
+            log.exception("could not cancel the Spark jobs of %s", monitor.task_id)
+    return bool(monitors) and all(m.interruptible for m in monitors)
+
+
+def running_task_ids() -> list[str]:
+    return [m.task_id for m in _MONITORS]
 
 
 class _TaskProgress(Progress):
