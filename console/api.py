@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
@@ -13,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from console.security import JSONRefused
+from console.security import JSONRefused, PayloadTooLarge
 from metastore import selectors, services
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, DataSource, Task, TaskLock, TaskStatus
@@ -71,6 +73,8 @@ def exception_handler(exc, context):
             },
             status=status.HTTP_400_BAD_REQUEST,
         )
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge(f"request body over {settings.STRATA_MAX_BODY_BYTES} bytes")
     response = drf_exception_handler(exc, context)
     if response is None:
         view = context.get("view")
@@ -97,8 +101,8 @@ def _interval_param(request, name: str = "interval") -> Interval | None:
         return None
     try:
         return Interval.parse(value)
-    except ValueError as exc:
-        raise SpecError(name, f"malformed interval {value!r}: {exc}") from None
+    except (ValueError, OverflowError) as exc:
+        raise SpecError(name, f"malformed interval {value[:100]!r}: {exc}") from None
 
 
 # --- serializers ------------------------------------------------------------------
@@ -222,7 +226,7 @@ class MarkInput(serializers.Serializer):
         if attrs.get("interval"):
             try:
                 attrs["interval"] = Interval.parse(attrs["interval"])
-            except ValueError as exc:
+            except (ValueError, OverflowError) as exc:
                 raise serializers.ValidationError(
                     {"interval": f"malformed interval: {exc}"}
                 ) from None
@@ -350,7 +354,7 @@ class DataSourceViewSet(viewsets.ViewSet):
         self._get(name)
         as_of = request.query_params.get("as_of")
         if as_of is not None:
-            if not as_of.isdigit():
+            if not as_of.isdigit() or len(as_of) > 18:
                 raise SpecError("as_of", "must be a commit sequence number")
             as_of = int(as_of)
         timeline = selectors.timeline_for(datasource=name, as_of=as_of)
@@ -430,6 +434,8 @@ def handler500(request):
 
 
 def handler400(request, exception=None):
+    if _wants_json(request) and isinstance(exception, RequestDataTooBig):
+        return JsonResponse({"detail": "request body too large", "field": None}, status=413)
     if _wants_json(request):
         return JsonResponse(
             {"error": f"bad request: {exception or ''}".strip(), "field": None}, status=400

@@ -17,15 +17,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
 from functools import wraps
 from itertools import accumulate
 
+from django import forms
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.core.cache import cache
+from django.forms.fields import InvalidJSONInput
 from django.http import HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
@@ -112,7 +115,7 @@ def parse_json_text(text: str | bytes, *, field: str = "(body)"):
         raise JSONRefused(field, f"not valid JSON: {exc}") from None
     nul_at = find_nul(value)
     if nul_at:
-        raise JSONRefused(nul_at, "contains a NUL character")
+        raise JSONRefused(nul_at, "contains a NUL character or a lone surrogate")
     return value
 
 
@@ -310,8 +313,9 @@ def _client_ip(request) -> str:
 
 def _throttle_keys(request) -> list[str]:
     username = (request.POST.get("username") or "")[:150].lower()
-    ip = _client_ip(request)
-    return [f"strata-login:{ip}:{username}", f"strata-login-ip:{ip}"]
+    ip = hashlib.sha256(_client_ip(request).encode()).hexdigest()[:32]
+    user = hashlib.sha256(username.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return [f"strata-login:{ip}:{user}", f"strata-login-ip:{ip}"]
 
 
 @method_decorator(never_cache, name="dispatch")
@@ -349,15 +353,18 @@ def json_error(status_code: int, error: str, **extra) -> JsonResponse:
     return JsonResponse({"error": error, **extra}, status=status_code)
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
 def find_nul(value, path: str = "(body)") -> str | None:
-    """The path of the first string (or key) in parsed JSON that holds a NUL character:
-    PostgreSQL cannot store one in text or jsonb."""
+    """The path of the first string (or key) in parsed JSON that holds a NUL
+    character or a lone surrogate: PostgreSQL cannot store them in text or jsonb."""
     if isinstance(value, str):
-        return path if "\x00" in value else None
+        return path if _UNSTORABLE.search(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
             sub = key if path == "(body)" else f"{path}.{key}"
-            if "\x00" in key:
+            if _UNSTORABLE.search(key):
                 return sub
             found = find_nul(item, sub)
             if found:
@@ -423,3 +430,24 @@ class SecureCookiesOverHttpsMiddleware:
             for morsel in response.cookies.values():
                 morsel["secure"] = True
         return response
+
+
+class StrictJSONFormField(forms.JSONField):
+    """A form's JSON field under the API's rules (depth, duplicate keys, NaN, NUL),
+    for the Django admin: refused input is a form error, never a 500."""
+
+    def to_python(self, value):
+        if isinstance(value, str) and not self.disabled and value not in self.empty_values:
+            try:
+                parse_json_text(value, field=self.label or "value")
+            except JSONRefused as exc:
+                raise forms.ValidationError(str(exc.detail), code="invalid") from None
+        return super().to_python(value)
+
+    def bound_data(self, data, initial):
+        if isinstance(data, str) and not self.disabled:
+            try:
+                parse_json_text(data)
+            except JSONRefused:
+                return InvalidJSONInput(data)
+        return super().bound_data(data, initial)
