@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -32,6 +33,7 @@ def run_task(task_id: str) -> None:
         return
     from workers.runner import run_task as run
 
+    _install_sigterm_handler()
     run(task_id)
 
 
@@ -60,7 +62,13 @@ def _on_sigterm(signum, frame) -> None:
 
 @worker_process_init.connect
 def _install_sigterm_handler(**_kwargs) -> None:
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    # Also called before each run. Only in a prefork pool process: a solo or
+    # threaded worker's own SIGTERM handling (warm shutdown) stays Celery's.
+    from billiard.process import current_process
+
+    in_pool = current_process().name.startswith("ForkPoolWorker")
+    if in_pool and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 _pool_holder: dict = {}
