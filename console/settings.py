@@ -237,7 +237,8 @@ if _env_bool("STRATA_HTTPS", False):
     SECURE_SSL_REDIRECT = True
     SECURE_HSTS_SECONDS = int(os.environ.get("STRATA_HSTS_SECONDS", "31536000"))
 MIDDLEWARE.insert(1, "console.security.RejectHostileRequestMiddleware")
-MIDDLEWARE.append("console.security.SecureCookiesOverHttpsMiddleware")
+# Outermost, so it sees the cookies the session and CSRF middleware set.
+MIDDLEWARE.insert(0, "console.security.SecureCookiesOverHttpsMiddleware")
 TEMPLATES[0]["OPTIONS"]["context_processors"].append("console.security.roles_context")
 REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["console.security.StrictJSONParser"]
 REST_FRAMEWORK["DEFAULT_PERMISSION_CLASSES"] = ["console.security.StrataRolePermission"]
