@@ -17,11 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from metastore import locking, selectors, services
 from metastore.intervals import Granularity, Interval
-from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
+from metastore.models import (
+    CommitKind,
+    CommitLogEntry,
+    DataSource,
+    Segment,
+    Task,
+    TaskLock,
+    TaskStatus,
+)
 from metastore.specs import IngestionSpec, SpecError
 from workers.jobs.ingest import (
     MergeFailed,
@@ -283,7 +291,9 @@ def run_task(task_id: str) -> None:
         report["ingest/task/time"] = round(time.monotonic() - started, 3)
         monitor.stop()
         _clean_up(task_id)
-        services.task_finish(task_id=task_id, status=TaskStatus.SUCCESS, report=report)
+        _retrying_db(
+            lambda: services.task_finish(task_id=task_id, status=TaskStatus.SUCCESS, report=report)
+        )
     except BaseException as exc:  # noqa: BLE001 - every failure must end the task
         monitor.stop()
         status, reason = _failure(exc, monitor)
@@ -297,13 +307,56 @@ def run_task(task_id: str) -> None:
         report["ingest/task/time"] = round(time.monotonic() - started, 3)
         try:
             close_old_connections()
-            services.task_finish(task_id=task_id, status=status, error=reason, report=report)
+            _retrying_db(
+                lambda: services.task_finish(
+                    task_id=task_id, status=status, error=reason, report=report
+                )
+            )
         except Exception:
             log.exception("could not record the end of %s", task_id)
         if not isinstance(exc, Exception):
             raise
     finally:
         shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)
+
+
+# How long the runner waits for the database to come back (a restart, a failover)
+# to record a task's end or learn whether its publish committed.
+DB_RECOVERY_S = 60.0
+
+
+def _retrying_db(call, timeout_s: float = DB_RECOVERY_S):
+    """`call()`, retried while the database is unreachable (OperationalError,
+    InterfaceError), with a fresh connection each time."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except (OperationalError, InterfaceError):
+            if time.monotonic() > deadline:
+                raise
+            log.warning("database unreachable; retrying", exc_info=True)
+            connection.close()
+            time.sleep(0.5)
+
+
+def _publish_once(task: Task, new_segments: list) -> CommitLogEntry:
+    """Publish; if the connection drops during it (e.g. PostgreSQL restarts at
+    COMMIT), find out once the database is back whether the commit happened: a
+    committed publish is a success whose files must stay, an uncommitted one a
+    failure whose files go. Never publish twice."""
+    try:
+        return services.segments_publish(task=task, segments=new_segments)
+    except (OperationalError, InterfaceError):
+        log.warning("connection lost while %s published; checking whether it committed", task.id)
+        connection.close()
+        committed = _retrying_db(
+            lambda: CommitLogEntry.objects.filter(task_id=task.id, kind=CommitKind.PUBLISH).first()
+        )
+        if committed is None:
+            raise
+        log.warning("the publish of %s had committed (commit %s)", task.id, committed.seq)
+        return committed
 
 
 def _group_job_ids(group: str) -> list[int]:
@@ -476,7 +529,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     if spec.drop_existing:
         new_segments += _tombstones(task, spec, set(by_chunk))
     monitor.check()
-    entry = services.segments_publish(task=task, segments=new_segments) if new_segments else None
+    entry = _publish_once(task, new_segments) if new_segments else None
     moved.clear()  # published: the files belong to their segments now
     timings["publish"] = round(time.monotonic() - t3, 3)
 
