@@ -2,22 +2,60 @@
 
 from __future__ import annotations
 
-from django.http import Http404
+import logging
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, JsonResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from console.security import JSONRefused, PayloadTooLarge
 from metastore import selectors, services
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, DataSource, Task, TaskLock, TaskStatus
 from metastore.specs import SpecError
 
+log = logging.getLogger(__name__)
+
+
+def _first_field(detail, prefix: str = "") -> str | None:
+    """The dotted path of the first field a DRF ValidationError names."""
+    if isinstance(detail, dict) and detail:
+        key = next(iter(detail))
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if key == "non_field_errors":
+            name = prefix or "(body)"
+        inner = _first_field(detail[key], name)
+        return inner or name
+    if isinstance(detail, list):
+        for i, item in enumerate(detail):
+            if isinstance(item, (dict, list)):
+                inner = _first_field(item, f"{prefix}[{i}]")
+                if inner:
+                    return inner
+    return None
+
+
+def _message(detail) -> str:
+    if isinstance(detail, dict):
+        return "; ".join(f"{k}: {_message(v)}" for k, v in detail.items())
+    if isinstance(detail, list):
+        return "; ".join(_message(v) for v in detail)
+    return str(detail)
+
 
 def exception_handler(exc, context):
-    """SpecError and ServiceError become 400s naming the field."""
+    """Every API error is a JSON body. SpecError, refused JSON and validation
+    errors become 400s `{"error", "field", ...}` naming the field; ServiceError a
+    400 `{"error"}`; DRF's other errors keep their status and `{"detail"}` body
+    (401, 403, 404, 405, 413, 415, 429); anything else is logged and becomes a
+    500 `{"error"}` without a traceback."""
     if isinstance(exc, SpecError):
         return Response(
             {"error": str(exc), "field": exc.field, "message": exc.message},
@@ -25,7 +63,36 @@ def exception_handler(exc, context):
         )
     if isinstance(exc, services.ServiceError):
         return Response({"error": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-    return drf_exception_handler(exc, context)
+    if isinstance(exc, JSONRefused):
+        return Response(
+            {
+                "error": f"{exc.field}: {exc.detail}",
+                "field": exc.field,
+                "message": str(exc.detail),
+                "detail": f"JSON parse error - {exc.detail}",
+            },
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    if isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge(f"request body over {settings.STRATA_MAX_BODY_BYTES} bytes")
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        view = context.get("view")
+        log.error(
+            "unhandled error in %s", type(view).__name__ if view else "API view", exc_info=exc
+        )
+        return Response(
+            {"error": "internal server error (see the server log)", "field": None},
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
+    detail = response.data
+    if isinstance(exc, ValidationError):
+        field = _first_field(detail) or "(body)"
+        response.data = {"error": f"{field}: {_message(detail)}", "field": field, "detail": detail}
+    elif not isinstance(detail, dict) or "detail" not in detail:
+        response.data = {"detail": detail}
+    # Other errors keep DRF's {"detail": ...} body (401, 403, 404, 405, 413, 415, 429).
+    return response
 
 
 def _interval_param(request, name: str = "interval") -> Interval | None:
@@ -34,8 +101,8 @@ def _interval_param(request, name: str = "interval") -> Interval | None:
         return None
     try:
         return Interval.parse(value)
-    except ValueError as exc:
-        raise SpecError(name, f"malformed interval {value!r}: {exc}") from None
+    except (ValueError, OverflowError) as exc:
+        raise SpecError(name, f"malformed interval {value[:100]!r}: {exc}") from None
 
 
 # --- serializers ------------------------------------------------------------------
@@ -138,7 +205,17 @@ class CommitOutput(serializers.ModelSerializer):
 
     class Meta:
         model = CommitLogEntry
-        fields = ["seq", "datasource", "created_at", "kind", "actor", "task", "added", "removed", "note"]
+        fields = [
+            "seq",
+            "datasource",
+            "created_at",
+            "kind",
+            "actor",
+            "task",
+            "added",
+            "removed",
+            "note",
+        ]
 
 
 class MarkInput(serializers.Serializer):
@@ -151,8 +228,10 @@ class MarkInput(serializers.Serializer):
         if attrs.get("interval"):
             try:
                 attrs["interval"] = Interval.parse(attrs["interval"])
-            except ValueError as exc:
-                raise serializers.ValidationError({"interval": f"malformed interval: {exc}"}) from None
+            except (ValueError, OverflowError) as exc:
+                raise serializers.ValidationError(
+                    {"interval": f"malformed interval: {exc}"}
+                ) from None
         return attrs
 
 
@@ -209,7 +288,9 @@ class TaskViewSet(viewsets.ViewSet):
 
 
 class LockListView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("datasource", str)], responses=LockOutput(many=True))
+    @extend_schema(
+        parameters=[OpenApiParameter("datasource", str)], responses=LockOutput(many=True)
+    )
     def get(self, request):
         locks = selectors.locks_list(datasource=request.query_params.get("datasource"))
         return Response(LockOutput(locks, many=True).data)
@@ -319,7 +400,7 @@ class DataSourceViewSet(viewsets.ViewSet):
         self._get(name)
         as_of = request.query_params.get("as_of")
         if as_of is not None:
-            if not as_of.isdigit():
+            if not as_of.isdigit() or len(as_of) > 18:
                 raise SpecError("as_of", "must be a commit sequence number")
             as_of = int(as_of)
         timeline = selectors.timeline_for(datasource=name, as_of=as_of)
@@ -371,3 +452,48 @@ class DataSourceViewSet(viewsets.ViewSet):
     @action(detail=True, methods=["post"], url_path="mark-used")
     def mark_used(self, request, name=None):
         return self._mark(request, name, used=True)
+
+
+# --- errors outside the API views (unrouted URLs, errors in middleware) ----------------
+
+
+def _wants_json(request) -> bool:
+    return request.path.startswith("/api/")
+
+
+def handler404(request, exception=None):
+    if _wants_json(request):
+        return JsonResponse({"error": f"not found: {request.path}", "field": None}, status=404)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)
+
+
+def handler500(request):
+    if _wants_json(request):
+        return JsonResponse(
+            {"error": "internal server error (see the server log)", "field": None}, status=500
+        )
+    from django.views.defaults import server_error
+
+    return server_error(request)
+
+
+def handler400(request, exception=None):
+    if _wants_json(request) and isinstance(exception, RequestDataTooBig):
+        return JsonResponse({"detail": "request body too large", "field": None}, status=413)
+    if _wants_json(request):
+        return JsonResponse(
+            {"error": f"bad request: {exception or ''}".strip(), "field": None}, status=400
+        )
+    from django.views.defaults import bad_request
+
+    return bad_request(request, exception)
+
+
+def handler403(request, exception=None):
+    if _wants_json(request):
+        return JsonResponse({"error": "forbidden", "field": None}, status=403)
+    from django.views.defaults import permission_denied
+
+    return permission_denied(request, exception)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.urls import path
 
+from console.security import role_required
 from metastore import selectors
 from metastore.query import QueryError, run_query
 
@@ -106,7 +106,7 @@ def time_series_chart(columns: list[str], rows: list[list]) -> Chart | None:
     )
 
 
-@login_required
+@role_required()
 def query_page(request):
     """GET: the form; with `sql` (and `as_of`) the query's result. A read: a GET
     that can be bookmarked and shared."""

@@ -11,10 +11,10 @@ Environment (documented in the README):
   STRATA_INPUT_ROOTS  default: $STRATA_DATA_DIR/input; os.pathsep-separated list of
                       directories a `local` input source may read
   STRATA_INTERMEDIARY_EXPIRY  seconds, default 600
-  STRATA_TASK_SLOTS   default: 2; tasks that run at the same time (the run command's
-                      worker concurrency: one process and one Spark driver per slot)
-  DJANGO_SECRET_KEY   default: a development key (refused when DJANGO_DEBUG=0)
-  DJANGO_DEBUG        default: 1
+  STRATA_TASK_SLOTS   default: 2; tasks that run at the same time (threads of the run
+                      command's worker sharing one SparkSession, a scheduler pool each)
+  DJANGO_SECRET_KEY   default: a random key generated once into $STRATA_DATA_DIR/secret_key
+  DJANGO_DEBUG        default: 0 (tracebacks go to the log, never to the client)
   DJANGO_ALLOWED_HOSTS default: *
   STRATA_PG_PREPARE_THRESHOLD  default: 2; PostgreSQL only: uses after which the lock
                       box's statements are prepared on the server (empty: never)
@@ -35,12 +35,36 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = _env_bool("DJANGO_DEBUG", True)
+DEBUG = _env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+# (STRATA_DATA_DIR is derived again below, with the other Strata settings.)
+_DATA_DIR_FOR_KEY = Path(os.environ.get("STRATA_DATA_DIR", BASE_DIR / "var")).resolve()
+
+
+def _generated_secret_key(path: Path) -> str:
+    """A random key kept in the data directory (0600), shared by web, worker and beat."""
+    import secrets
+
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(50))
+    try:
+        os.link(tmp, path)  # atomic: the first process's key wins, complete
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_text().strip()
+
+
 if not SECRET_KEY:
-    if not DEBUG:
-        raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG=0")
-    SECRET_KEY = "strata-development-key-not-for-production"
+    SECRET_KEY = _generated_secret_key(_DATA_DIR_FOR_KEY / "secret_key")
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [
     o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o
@@ -52,9 +76,7 @@ STRATA_DEEP_STORAGE = STRATA_DATA_DIR / "deep"
 STRATA_INTERMEDIARY_DIR = STRATA_DATA_DIR / "intermediary"
 STRATA_INPUT_ROOTS = [
     Path(p).resolve()
-    for p in os.environ.get("STRATA_INPUT_ROOTS", str(STRATA_DATA_DIR / "input")).split(
-        os.pathsep
-    )
+    for p in os.environ.get("STRATA_INPUT_ROOTS", str(STRATA_DATA_DIR / "input")).split(os.pathsep)
     if p
 ]
 STRATA_INTERMEDIARY_EXPIRY = int(os.environ.get("STRATA_INTERMEDIARY_EXPIRY", "600"))
@@ -191,6 +213,50 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# --- Security (owner: issue 15) ----------------------------------------------------
+# Request limits: bodies (413), JSON nesting; see console/security.py.
+STRATA_MAX_BODY_BYTES = int(os.environ.get("STRATA_MAX_BODY_BYTES", str(10 * 1024 * 1024)))
+STRATA_MAX_JSON_DEPTH = int(os.environ.get("STRATA_MAX_JSON_DEPTH", "64"))
+DATA_UPLOAD_MAX_MEMORY_SIZE = STRATA_MAX_BODY_BYTES
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+# A task whose heartbeat is older than this is failed by the task reaper, which
+# runs every STRATA_REAPER_SECONDS (independent of STRATA_INTERMEDIARY_EXPIRY).
+STRATA_HEARTBEAT_TIMEOUT = float(os.environ.get("STRATA_HEARTBEAT_TIMEOUT", "20"))
+STRATA_REAPER_SECONDS = float(os.environ.get("STRATA_REAPER_SECONDS", "5"))
+# Login throttling: failed attempts per (address, user name) within the window.
+STRATA_LOGIN_MAX_FAILURES = int(os.environ.get("STRATA_LOGIN_MAX_FAILURES", "5"))
+STRATA_LOGIN_LOCKOUT_SECONDS = int(os.environ.get("STRATA_LOGIN_LOCKOUT_SECONDS", "300"))
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Headers on every response; cookies secure when the request came over HTTPS
+# (directly, or through a proxy that sets X-Forwarded-Proto: https).
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+if _env_bool("STRATA_BEHIND_HTTPS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# STRATA_HTTPS=1: the site is only served over HTTPS (cookies secure, HSTS, redirect).
+if _env_bool("STRATA_HTTPS", False):
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("STRATA_HSTS_SECONDS", "31536000"))
+MIDDLEWARE.insert(1, "console.security.RejectHostileRequestMiddleware")
+# Outermost, so it sees the cookies the session and CSRF middleware set.
+MIDDLEWARE.insert(0, "console.security.SecureCookiesOverHttpsMiddleware")
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("console.security.roles_context")
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["console.security.StrictJSONParser"]
+REST_FRAMEWORK["DEFAULT_PERMISSION_CLASSES"] = ["console.security.StrataRolePermission"]
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "rest_framework.authentication.SessionAuthentication",
+    "console.security.StrataTokenAuthentication",
+]
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["rest_framework.throttling.AnonRateThrottle"]
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"anon": os.environ.get("STRATA_ANON_RATE", "60/minute")}
+
 # --- Celery -------------------------------------------------------------------
 # Long-running, resource-holding jobs: acknowledge only when done, hand a job back
 # if its worker dies, take one job at a time, and never let Redis redeliver a job
@@ -211,6 +277,13 @@ CELERY_BEAT_SCHEDULE = {
     "intermediary-janitor": {
         "task": "workers.tasks.intermediary_janitor",
         "schedule": 60.0,
+    },
+    # Fails tasks whose worker died within seconds (issue 15); a message that
+    # waited behind a running task is dropped rather than run late.
+    "task-reaper": {
+        "task": "workers.tasks.task_reaper",
+        "schedule": STRATA_REAPER_SECONDS,
+        "options": {"expires": max(STRATA_REAPER_SECONDS * 2, 10)},
     },
 }
 

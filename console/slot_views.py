@@ -3,12 +3,12 @@ wherever it is included (the locks page)."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
+from console.security import role_required
 from metastore import selectors
 
 
-@login_required
+@role_required()
 def task_slots_fragment(request):
     return render(request, "partials/task_slots.html", {"task_slots": selectors.task_slots()})

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from console import api, slot_views, views
+from console import api, security, slot_views, views
 
 router = DefaultRouter()
 router.trailing_slash = "/?"  # SPEC §7 paths have no trailing slash; accept both
@@ -28,7 +28,7 @@ console_patterns = [
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", security.ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
@@ -40,3 +40,8 @@ urlpatterns = [
     path("", include("console.query_views")),
     path("", include((console_patterns, "console"))),
 ]
+
+handler400 = api.handler400
+handler403 = api.handler403
+handler404 = api.handler404
+handler500 = api.handler500

@@ -7,7 +7,6 @@ import json
 import re
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Max, Min
 from django.http import Http404, HttpResponse
@@ -16,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from console import timeline_svg
+from console.security import JSONRefused, parse_json_text, role_required
 from metastore import selectors, services
 from metastore.intervals import Interval
 from metastore.models import (
@@ -42,7 +42,7 @@ def _render(request, page: str, partial: str, context: dict) -> HttpResponse:
 # --- tasks ------------------------------------------------------------------------------------
 
 
-@login_required
+@role_required()
 def tasks_page(request):
     status = (request.GET.get("status") or "").upper() or None
     if status and status not in TaskStatus.values:
@@ -157,7 +157,7 @@ def _submit_context(text: str, kind: str, datasource: str, interval: str, error=
     }
 
 
-@login_required
+@role_required()
 def task_new(request):
     kind = request.GET.get("template") or "ingest"
     if kind not in TEMPLATES:
@@ -170,19 +170,21 @@ def task_new(request):
     )
 
 
-@login_required
+@role_required()
 @require_POST
 def task_submit(request):
     text = request.POST.get("spec", "")
     kind = request.POST.get("template", "")
     ds, interval = request.POST.get("datasource", ""), request.POST.get("interval", "")
     try:
-        spec = json.loads(text)
+        spec = parse_json_text(text, field="spec")
         task = services.task_submit(spec=spec, user=request.user)
-    except json.JSONDecodeError as exc:
-        error = SpecError(f"(JSON line {exc.lineno})", f"the spec is not valid JSON: {exc.msg}")
+    except JSONRefused as exc:
+        line = _json_error_line(text) if "not valid JSON" in str(exc.detail) else None
+        field = f"(JSON line {line})" if line else exc.field
+        error = SpecError(field, f"the spec is {exc.detail}")
         context = _submit_context(text, kind, ds, interval, error)
-        context["error_line"] = exc.lineno
+        context["error_line"] = line
         return render(request, "console/task_new.html", context)
     except SpecError as exc:
         return render(
@@ -192,6 +194,17 @@ def task_submit(request):
         )
     messages.success(request, f"Submitted {task.id}")
     return redirect("console:task", task_id=task.id)
+
+
+def _json_error_line(text: str) -> int | None:
+    """The line of a JSON syntax error in `text` (None if it parses)."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        return exc.lineno
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 def _phase_rows(task: Task) -> list[dict]:
@@ -220,7 +233,7 @@ def _phase_rows(task: Task) -> list[dict]:
     return rows
 
 
-@login_required
+@role_required()
 def task_page(request, task_id: str):
     task = get_object_or_404(Task.objects.select_related("submitted_by"), id=task_id)
     blockers = [b.get("task") for b in task.waiting_on or [] if b.get("task")]
@@ -250,7 +263,7 @@ def _json_contains() -> bool:
     return connection.vendor == "postgresql"
 
 
-@login_required
+@role_required()
 @require_POST
 def task_cancel(request, task_id: str):
     try:
@@ -312,7 +325,7 @@ def _waits_for_svg(waiting: list[Task]) -> str:
     )
 
 
-@login_required
+@role_required()
 def locks_page(request):
     waiting = list(Task.objects.filter(status=TaskStatus.WAITING).order_by("waiting_since")[:200])
     context = {
@@ -326,7 +339,7 @@ def locks_page(request):
 # --- dataSources --------------------------------------------------------------------------------
 
 
-@login_required
+@role_required()
 def datasources_page(request):
     return render(
         request, "console/datasources.html", {"datasources": selectors.datasources_list()}
@@ -468,7 +481,7 @@ def _timeline_context(
     }
 
 
-@login_required
+@role_required()
 def datasource_page(request, name: str):
     if not DataSource.objects.filter(name=name).exists():
         raise Http404(f"no dataSource {name}")
@@ -500,7 +513,7 @@ def datasource_page(request, name: str):
     return _render(request, "console/datasource.html", "partials/datasource_timeline.html", context)
 
 
-@login_required
+@role_required()
 def segment_page(request, name: str, segment_id: str):
     detail = selectors.segment_detail(segment_id=segment_id)
     if detail is None or detail["segment"].datasource.name != name:
@@ -520,7 +533,7 @@ def segment_page(request, name: str, segment_id: str):
     return render(request, "console/segment.html", detail)
 
 
-@login_required
+@role_required()
 def commit_page(request, name: str, seq: int):
     entry = get_object_or_404(
         CommitLogEntry.objects.select_related("user", "task__submitted_by"),
@@ -574,7 +587,7 @@ def commit_page(request, name: str, seq: int):
 ACTIONS = ("mark_unused", "mark_used", "kill", "compact")
 
 
-@login_required
+@role_required()
 @require_POST
 def datasource_action(request, name: str):
     if not DataSource.objects.filter(name=name).exists():

@@ -2,7 +2,9 @@
 segment used flag / location / shard spec edits, mark used/unused, task cancel."""
 
 from django.contrib import admin, messages
+from django.db import models
 
+from console.security import StrictJSONFormField
 from metastore import services
 from metastore.models import CommitLogEntry, DataSource, PendingSegment, Segment, Task, TaskLock
 
@@ -26,8 +28,20 @@ class DataSourceAdmin(ReadOnlyAdmin):
 
 @admin.register(Segment)
 class SegmentAdmin(admin.ModelAdmin):
-    list_display = ["id", "datasource", "start", "end", "version", "partition", "minor_version",
-                    "num_rows", "size_bytes", "used", "tombstone"]
+    formfield_overrides = {models.JSONField: {"form_class": StrictJSONFormField}}  # issue 15
+    list_display = [
+        "id",
+        "datasource",
+        "start",
+        "end",
+        "version",
+        "partition",
+        "minor_version",
+        "num_rows",
+        "size_bytes",
+        "used",
+        "tombstone",
+    ]
     list_filter = ["used", "tombstone", "datasource"]
     search_fields = ["id"]
     editable_fields = ("used", "location", "shard_spec")
@@ -43,7 +57,11 @@ class SegmentAdmin(admin.ModelAdmin):
         return False  # segments are removed by kill tasks, never deleted by hand
 
     def save_model(self, request, obj, form, change):
-        changed = {name: form.cleaned_data[name] for name in form.changed_data if name in self.editable_fields}
+        changed = {
+            name: form.cleaned_data[name]
+            for name in form.changed_data
+            if name in self.editable_fields
+        }
         if changed:
             services.segment_admin_update(segment=obj, fields=changed, user=request.user)
 
@@ -53,7 +71,9 @@ class SegmentAdmin(admin.ModelAdmin):
         for seg_id, ds in queryset.values_list("id", "datasource__name"):
             by_ds.setdefault(ds, []).append(seg_id)
         for ds, ids in by_ds.items():
-            entry = services.segments_mark_used(datasource=ds, used=used, segment_ids=ids, user=request.user)
+            entry = services.segments_mark_used(
+                datasource=ds, used=used, segment_ids=ids, user=request.user
+            )
             count += len((entry.added if used else entry.removed) if entry else [])
         self.message_user(request, f"{count} segments marked {'used' if used else 'unused'}")
 
@@ -87,8 +107,18 @@ class TaskAdmin(ReadOnlyAdmin):
 
 @admin.register(TaskLock)
 class TaskLockAdmin(ReadOnlyAdmin):
-    list_display = ["datasource", "start", "end", "type", "granularity", "version", "priority",
-                    "task", "revoked", "revoked_by"]
+    list_display = [
+        "datasource",
+        "start",
+        "end",
+        "type",
+        "granularity",
+        "version",
+        "priority",
+        "task",
+        "revoked",
+        "revoked_by",
+    ]
     list_filter = ["type", "revoked", "datasource"]
 
 

@@ -12,8 +12,9 @@ import calendar
 import glob
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -260,14 +261,41 @@ def _str(obj: dict, key: str, path: str, *, required: bool = True, default=None)
     return value
 
 
-def _int(obj: dict, key: str, path: str, default: int | None, *, minimum: int = 0) -> int | None:
+# Upper bounds of integer fields whose meaning caps them (issue 15); any other
+# integer field is capped at Java's int range, as in Druid.
+INT_MAXIMUMS = {
+    "numShards": 10_000,
+    "maxRetry": 100,
+    "maxNumConcurrentSubTasks": 1_000,
+    "totalNumMergeTasks": 1_000,
+    "skipHeaderRows": 1_000_000,
+    "taskLockTimeout": 7 * 24 * 3600 * 1000,  # a week, in ms
+    "maxSavedParseExceptions": 10_000,
+}
+INT_MAXIMUM = 2**31 - 1
+
+
+def _int(
+    obj: dict,
+    key: str,
+    path: str,
+    default: int | None,
+    *,
+    minimum: int = 0,
+    maximum: int | None = None,
+) -> int | None:
     value = obj.get(key)
     if value is None:
         return default
+    if maximum is None:
+        maximum = INT_MAXIMUMS.get(key, INT_MAXIMUM)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{path}.{key}", f"must be an integer >= {minimum}")
-    if value < minimum:
-        raise SpecError(f"{path}.{key}", f"must be an integer >= {minimum}, got {value}")
+        raise SpecError(f"{path}.{key}", f"must be an integer from {minimum} to {maximum}")
+    if value < minimum or value > maximum:
+        shown = value if abs(value) < 10**20 else f"{str(value)[:12]}... ({len(str(value))} digits)"
+        raise SpecError(
+            f"{path}.{key}", f"must be an integer from {minimum} to {maximum}, got {shown}"
+        )
     return value
 
 
@@ -344,18 +372,28 @@ def expand_interval(value: str) -> str:
         start, end = _instant(first), _instant(second)
     return f"{format_ts(start)}/{format_ts(end)}"
 
+LATEST_END = datetime(9999, 1, 1, tzinfo=UTC)
+
 
 def _interval(value: Any, path: str) -> Interval:
     if not isinstance(value, str):
         raise SpecError(path, "must be an ISO-8601 interval string like 2013-01-01/2013-01-02")
+    if len(value) > 100:
+        raise SpecError(path, f"an interval of {len(value)} characters is not an interval")
     try:
         interval = Interval.parse(expand_interval(value))
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise SpecError(
             path, f"malformed interval {value!r} ({exc}); expected e.g. 2013-01-01/2013-01-02"
         ) from None
     if interval.is_empty:
         raise SpecError(path, f"interval {value!r} is empty")
+    # Years 1-9999 only, and the segment-granularity buckets (up to YEAR) around
+    # an interval must end by 9999-01-01 to stay representable.
+    if interval.end > LATEST_END:
+        raise SpecError(
+            path, f"interval {value!r} ends after 9999-01-01; intervals lie in the years 0001-9998"
+        )
     return interval
 
 
@@ -375,19 +413,77 @@ def _granularity(value: Any, path: str, *, default: str) -> str:
         ) from None
 
 
+DATASOURCE_MAX_BYTES = 200  # UTF-8; it is a directory name and part of task ids
+
+
 def _datasource_name(value: Any, path: str) -> str:
+    """Druid's rules (IdUtils.validateId): not empty, no '/', not starting with '.',
+    no whitespace but the space; and here also no control characters and no
+    backslash, at most DATASOURCE_MAX_BYTES bytes of UTF-8."""
     if not isinstance(value, str) or not value.strip():
         raise SpecError(path, "is required (a non-empty string)")
-    if len(value) > 200 or any(c in value for c in "/\\\0") or value.startswith("."):
-        raise SpecError(path, f"invalid dataSource name {value!r}: no slashes, at most 200 chars")
+    shown = value if len(value) <= 60 else f"{value[:60]!r}... ({len(value)} chars)"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise SpecError(path, f"invalid dataSource name {shown}: not valid Unicode") from None
+    if size > DATASOURCE_MAX_BYTES:
+        raise SpecError(
+            path, f"invalid dataSource name {shown}: {size} bytes, at most {DATASOURCE_MAX_BYTES}"
+        )
+    if value.startswith("."):
+        raise SpecError(path, f"invalid dataSource name {shown}: cannot start with '.'")
+    bad = next(
+        (
+            c
+            for c in value
+            if c in "/\\"
+            or (c.isspace() and c != " ")
+            or unicodedata.category(c) in ("Cc", "Cf", "Cs")
+        ),
+        None,
+    )
+    if bad is not None:
+        raise SpecError(
+            path,
+            f"invalid dataSource name {shown}: {bad!r} is not allowed "
+            "(no slashes, control characters or whitespace but the space)",
+        )
+    return value
+
+
+TASK_ID_MAX_LENGTH = 200
+_TASK_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+\-]*\Z")
+
+
+def validate_task_id(value: Any, path: str = "id") -> str:
+    """A task id the user chose: it names directories under intermediary and deep
+    storage, so only letters, digits and `_ . : + -`, not starting with '.' or '-',
+    at most TASK_ID_MAX_LENGTH characters."""
+    if not isinstance(value, str) or not value:
+        raise SpecError(path, "must be a non-empty string")
+    if len(value) > TASK_ID_MAX_LENGTH:
+        raise SpecError(path, f"{len(value)} characters; at most {TASK_ID_MAX_LENGTH}")
+    if not _TASK_ID.match(value):
+        raise SpecError(
+            path,
+            f"invalid task id {value[:60]!r}: use letters, digits and _ . : + - "
+            "(starting with a letter, digit or _)",
+        )
     return value
 
 
 def _context(raw: Any) -> Context:
     ctx = _obj(raw, "context", required=False)
     priority = ctx.get("priority")
-    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-        raise SpecError("context.priority", "must be an integer")
+    if priority is not None and (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not -INT_MAXIMUM - 1 <= priority <= INT_MAXIMUM
+    ):
+        raise SpecError(
+            "context.priority", f"must be an integer from {-INT_MAXIMUM - 1} to {INT_MAXIMUM}"
+        )
     return Context(
         priority=priority,
         task_lock_timeout_ms=_int(ctx, "taskLockTimeout", "context", DEFAULT_TASK_LOCK_TIMEOUT_MS),
@@ -442,6 +538,26 @@ def validate_filter(flt: Any, path: str) -> dict:
 # --- index_parallel -------------------------------------------------------------
 
 
+PATH_MAX_BYTES = 4096  # Linux PATH_MAX
+NAME_MAX_BYTES = 255  # Linux NAME_MAX: one path component
+
+
+def _check_path_text(text: str, path: str) -> None:
+    """Refuse, before the filesystem sees it, a path it would choke on: NUL or
+    other control characters, a name over NAME_MAX bytes, a path over PATH_MAX."""
+    if re.search(r"[\x00-\x1f\x7f]", text):
+        raise SpecError(path, "contains a NUL or control character")
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeEncodeError:
+        raise SpecError(path, "is not a valid file name") from None
+    if len(encoded) > PATH_MAX_BYTES:
+        raise SpecError(path, f"a path of {len(encoded)} bytes; at most {PATH_MAX_BYTES}")
+    longest = max((len(part) for part in encoded.split(b"/")), default=0)
+    if longest > NAME_MAX_BYTES:
+        raise SpecError(path, f"has a name of {longest} bytes; at most {NAME_MAX_BYTES}")
+
+
 def _resolve_local_files(src: dict, path: str, input_roots: list[Path]) -> tuple[str, ...]:
     roots = [Path(r).resolve() for r in input_roots]
     shown_roots = ", ".join(str(r) for r in roots) or "(none configured)"
@@ -454,6 +570,9 @@ def _resolve_local_files(src: dict, path: str, input_roots: list[Path]) -> tuple
     if base_dir is not None:
         if not isinstance(base_dir, str) or not base_dir:
             raise SpecError(f"{path}.baseDir", "must be a directory path")
+        _check_path_text(base_dir, f"{path}.baseDir")
+        if isinstance(src.get("filter"), str):
+            _check_path_text(src["filter"], f"{path}.filter")
         base = Path(base_dir).resolve()
         if not inside_roots(base):
             raise SpecError(
@@ -474,6 +593,7 @@ def _resolve_local_files(src: dict, path: str, input_roots: list[Path]) -> tuple
         if not isinstance(listed, list) or not all(isinstance(f, str) for f in listed):
             raise SpecError(f"{path}.files", "must be a list of file paths")
         for i, name in enumerate(listed):
+            _check_path_text(name, f"{path}.files[{i}]")
             candidate = Path(name).resolve()
             if not inside_roots(candidate):
                 raise SpecError(

@@ -411,7 +411,12 @@ def wait_for_task(worker) -> Callable:
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user("alice", password=TEST_PASSWORD)
+    """alice, an operator (she may submit and cancel; see console/security.py)."""
+    from django.contrib.auth.models import Group
+
+    alice = django_user_model.objects.create_user("alice", password=TEST_PASSWORD)
+    alice.groups.add(Group.objects.get(name="operator"))
+    return alice
 
 
 @pytest.fixture

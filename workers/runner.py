@@ -9,6 +9,7 @@ files it moved into deep storage but did not publish are deleted.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -19,11 +20,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from metastore import locking, selectors, services
 from metastore.intervals import Granularity, Interval
-from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
+from metastore.models import (
+    CommitKind,
+    CommitLogEntry,
+    DataSource,
+    Segment,
+    Task,
+    TaskLock,
+    TaskStatus,
+)
 from metastore.specs import IngestionSpec, SpecError
 from workers.jobs.compact import file_schema
 from workers.jobs.ingest import (
@@ -50,23 +59,43 @@ class TaskStopped(Exception):
         self.reason = reason
 
 
+def _confined(root: Path, *parts: str) -> Path:
+    """`root/parts...`, refusing any part that could leave `root` (separators,
+    '.'/'..', NUL, absolute paths): task ids and dataSource names become paths."""
+    for part in parts:
+        if (
+            not part
+            or part in (".", "..")
+            or "/" in part
+            or "\\" in part
+            or "\x00" in part
+            or len(os.fsencode(part)) > 255
+        ):
+            raise ValueError(f"{part[:80]!r} cannot be a directory name under {root}")
+    path = Path(root).joinpath(*parts)
+    resolved_root = Path(root).resolve()
+    if resolved_root not in path.resolve().parents:
+        raise ValueError(f"{path} escapes {root}")
+    return path
+
+
 def intermediary_dir(task_id: str) -> Path:
-    return settings.STRATA_INTERMEDIARY_DIR / task_id
+    return _confined(settings.STRATA_INTERMEDIARY_DIR, task_id)
 
 
 def deep_storage_dir(datasource: str, interval: Interval, version: str, partition: int) -> Path:
     """`<data>/deep/<dataSource>/<start>_<end>/<version>/<partition>/`."""
-    return (
-        settings.STRATA_DEEP_STORAGE
-        / datasource
-        / interval_dirname(interval)
+    return _confined(
+        settings.STRATA_DEEP_STORAGE,
+        datasource,
+        interval_dirname(interval),
         # Deep-storage paths avoid ':' so Hadoop-style readers accept them.
-        / version.replace(":", "").replace("-", "")
-        / str(partition)
+        version.replace(":", "").replace("-", ""),
+        str(partition),
     )
 
 
-@dataclass
+@dataclass(eq=False)  # hashable by identity: kept in _MONITORS
 class Monitor:
     """Heartbeats the task and watches for cancel/revocation from a side thread.
 
@@ -89,7 +118,20 @@ class Monitor:
     _wake: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
+    def terminate(self, reason: str) -> None:
+        """Stop the task from outside (SIGTERM): fail it, stop its Spark jobs."""
+        if not self.stop_status:
+            self.stop_status = TaskStatus.FAILED
+            self.stop_reason = reason
+        self._wake.set()
+
+    @property
+    def interruptible(self) -> bool:
+        """False once publishing began: the publish must run or not, never half."""
+        return self.phase != "publishing"
+
     def start(self) -> None:
+        _MONITORS.add(self)
         self._thread = threading.Thread(
             target=self._run, name=f"monitor-{self.task_id}", daemon=True
         )
@@ -97,6 +139,7 @@ class Monitor:
 
     def stop(self) -> None:
         """Stop beating, after recording the last phase and progress."""
+        _MONITORS.discard(self)
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -169,7 +212,12 @@ class Monitor:
                     log.exception("heartbeat of %s failed", self.task_id)
                     signals = services.TaskSignals()
                 if not self.stop_status:
-                    if signals.revoked_reason:
+                    if signals.ended_reason:
+                        # Failed elsewhere (the reaper, while this worker was
+                        # unreachable): stop Spark, publish nothing, keep its reason.
+                        self.stop_status = TaskStatus.FAILED
+                        self.stop_reason = signals.ended_reason
+                    elif signals.revoked_reason:
                         self.stop_status = TaskStatus.FAILED
                         self.stop_reason = f"preempted: {signals.revoked_reason}"
                     elif signals.cancel_requested:
@@ -182,6 +230,27 @@ class Monitor:
                 self._wake.wait(self.interval_s)
         finally:
             connection.close()
+
+
+# The monitors of the tasks running in this process (one, in a prefork child).
+_MONITORS: set[Monitor] = set()
+
+
+def terminate_running_tasks(reason: str) -> bool:
+    """Fail every task running in this process (called on SIGTERM). True if the
+    caller may interrupt the main thread (no task is publishing)."""
+    monitors = list(_MONITORS)
+    for monitor in monitors:
+        monitor.terminate(reason)
+        try:
+            _cancel_spark(monitor.task_id)
+        except Exception:  # the monitor thread retries at its next beat
+            log.exception("could not cancel the Spark jobs of %s", monitor.task_id)
+    return bool(monitors) and all(m.interruptible for m in monitors)
+
+
+def running_task_ids() -> list[str]:
+    return [m.task_id for m in _MONITORS]
 
 
 class _TaskProgress(Progress):
@@ -229,7 +298,9 @@ def run_task(task_id: str) -> None:
         report["ingest/task/time"] = round(time.monotonic() - started, 3)
         monitor.stop()
         _clean_up(task_id)
-        services.task_finish(task_id=task_id, status=TaskStatus.SUCCESS, report=report)
+        _retrying_db(
+            lambda: services.task_finish(task_id=task_id, status=TaskStatus.SUCCESS, report=report)
+        )
     except BaseException as exc:  # noqa: BLE001 - every failure must end the task
         monitor.stop()
         status, reason = _failure(exc, monitor)
@@ -243,7 +314,11 @@ def run_task(task_id: str) -> None:
         report["ingest/task/time"] = round(time.monotonic() - started, 3)
         try:
             close_old_connections()
-            services.task_finish(task_id=task_id, status=status, error=reason, report=report)
+            _retrying_db(
+                lambda: services.task_finish(
+                    task_id=task_id, status=status, error=reason, report=report
+                )
+            )
         except Exception:
             log.exception("could not record the end of %s", task_id)
         if not isinstance(exc, Exception):
@@ -256,6 +331,45 @@ def _run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     from workers.compaction import run_compaction  # it builds on this module's helpers
 
     return run_compaction(task, monitor, moved)
+
+
+# How long the runner waits for the database to come back (a restart, a failover)
+# to record a task's end or learn whether its publish committed.
+DB_RECOVERY_S = 60.0
+
+
+def _retrying_db(call, timeout_s: float = DB_RECOVERY_S):
+    """`call()`, retried while the database is unreachable (OperationalError,
+    InterfaceError), with a fresh connection each time."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call()
+        except (OperationalError, InterfaceError):
+            if time.monotonic() > deadline:
+                raise
+            log.warning("database unreachable; retrying", exc_info=True)
+            connection.close()
+            time.sleep(0.5)
+
+
+def _publish_once(task: Task, new_segments: list) -> CommitLogEntry:
+    """Publish; if the connection drops during it (e.g. PostgreSQL restarts at
+    COMMIT), find out once the database is back whether the commit happened: a
+    committed publish is a success whose files must stay, an uncommitted one a
+    failure whose files go. Never publish twice."""
+    try:
+        return services.segments_publish(task=task, segments=new_segments)
+    except (OperationalError, InterfaceError):
+        log.warning("connection lost while %s published; checking whether it committed", task.id)
+        connection.close()
+        committed = _retrying_db(
+            lambda: CommitLogEntry.objects.filter(task_id=task.id, kind=CommitKind.PUBLISH).first()
+        )
+        if committed is None:
+            raise
+        log.warning("the publish of %s had committed (commit %s)", task.id, committed.seq)
+        return committed
 
 
 def _group_job_ids(group: str) -> list[int]:
@@ -485,7 +599,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     if spec.drop_existing:
         new_segments += _tombstones(task, spec, set(by_chunk))
     monitor.check()
-    entry = services.segments_publish(task=task, segments=new_segments) if new_segments else None
+    entry = _publish_once(task, new_segments) if new_segments else None
     moved.clear()  # published: the files belong to their segments now
     timings["publish"] = round(time.monotonic() - t3, 3)
 

@@ -23,7 +23,7 @@ from metastore.services._common import (
     _revoked_reason,
     new_task_id,
 )
-from metastore.specs import SpecError, TaskSpec, validate_task_spec
+from metastore.specs import SpecError, TaskSpec, validate_task_id, validate_task_spec
 
 # --- tasks --------------------------------------------------------------------
 
@@ -60,9 +60,14 @@ def task_create(
         priority = locking.default_priority(task_type, spec.get("context") or {})
     except ValueError as exc:
         raise SpecError("context.priority", str(exc)) from None
-    task_id = spec.get("id") or new_task_id(task_type, datasource)
-    if not isinstance(task_id, str) or Task.objects.filter(id=task_id).exists():
-        raise SpecError("id", f"task id {task_id!r} is taken or invalid")
+    if spec.get("id") is not None:
+        task_id = validate_task_id(spec["id"], "id")
+    else:
+        task_id = new_task_id(task_type, datasource)
+    if spec.get("groupId") is not None:
+        validate_task_id(spec["groupId"], "groupId")
+    if Task.objects.filter(id=task_id).exists():
+        raise SpecError("id", f"task id {task_id!r} is taken")
     with transaction.atomic():
         task = Task.objects.create(
             id=task_id,
@@ -112,6 +117,9 @@ class TaskSignals:
 
     cancel_requested: bool = False
     revoked_reason: str | None = None
+    # Set when the task already ended (e.g. failed by the reaper while its worker
+    # was unreachable): the worker must stop it and publish nothing.
+    ended_reason: str | None = None
 
 
 def task_heartbeat(
@@ -124,10 +132,16 @@ def task_heartbeat(
     if progress is not None:
         updates["progress"] = max(0.0, min(1.0, float(progress)))
     Task.objects.filter(id=task_id, status__in=ACTIVE_STATUSES).update(**updates)
-    row = Task.objects.filter(id=task_id).values("cancel_requested").first()
+    row = Task.objects.filter(id=task_id).values("cancel_requested", "status", "error").first()
+    ended = None
+    if row is None:
+        ended = "the task no longer exists"
+    elif row["status"] in FINAL_STATUSES:
+        ended = f"the task already ended {row['status']}: {row['error']}".rstrip(": ")
     return TaskSignals(
         cancel_requested=bool(row and row["cancel_requested"]),
         revoked_reason=_revoked_reason(task_id),
+        ended_reason=ended,
     )
 
 

@@ -1,0 +1,453 @@
+"""Request hardening and roles, shared by the REST API, the console and the shim.
+
+- `StrictJSONParser`: the only parser for request bodies that carry specs. It
+  refuses bodies over STRATA_MAX_BODY_BYTES (413) before reading them, JSON
+  nested deeper than STRATA_MAX_JSON_DEPTH, duplicate keys, NaN/Infinity and
+  numbers too long to be meaningful (400, naming the field), and any content
+  type but application/json (415, by DRF's content negotiation).
+- `parse_json_text`: the same rules for JSON that arrives inside a form field
+  (the console's submit form).
+- Roles: the Django groups `viewer`, `operator` and `admin`, each with Strata's
+  permissions; `StrataRolePermission` (the API's default permission class) lets
+  viewers use safe methods and operators unsafe ones, unless a view declares
+  `strata_role`; `role_required` does the same for console views.
+- `throttled_login`: the console's login view, refusing further attempts for a
+  while after repeated failures from one client for one user name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from functools import wraps
+from itertools import accumulate
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth import views as auth_views
+from django.core.cache import cache
+from django.forms.fields import InvalidJSONInput
+from django.http import HttpResponse, JsonResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
+from rest_framework import exceptions, permissions, status
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.parsers import JSONParser
+
+log = logging.getLogger(__name__)
+
+# --- strict JSON ----------------------------------------------------------------------
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "request body too large"
+    default_code = "payload_too_large"
+
+
+class JSONRefused(exceptions.ParseError):
+    """A JSON body that is well-formed but refused (depth, duplicate keys, ...)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth(text: str) -> int:
+    """How deeply a JSON text nests arrays and objects (without parsing it)."""
+    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
+    return max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0)
+
+
+def _refuse_constant(name: str):
+    raise JSONRefused("(body)", f"{name} is not a JSON number")
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > 40:
+        raise JSONRefused("(body)", f"number with {len(text)} digits is out of range")
+    return int(text)
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise JSONRefused(key, f"the key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+def parse_json_text(text: str | bytes, *, field: str = "(body)"):
+    """Parse JSON under Strata's limits; raise `JSONRefused` naming `field`."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JSONRefused(field, f"not UTF-8: {exc}") from None
+    max_bytes = settings.STRATA_MAX_BODY_BYTES
+    if len(text) > max_bytes:
+        raise JSONRefused(field, f"longer than {max_bytes} bytes")
+    depth = json_depth(text)
+    if depth > settings.STRATA_MAX_JSON_DEPTH:
+        raise JSONRefused(
+            field, f"nested {depth} levels deep; at most {settings.STRATA_MAX_JSON_DEPTH}"
+        )
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_refuse_constant,
+            parse_int=_parse_int,
+        )
+    except JSONRefused as exc:
+        if field != "(body)" and exc.field == "(body)":
+            exc.field = field
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise JSONRefused(field, f"not valid JSON: {exc}") from None
+    nul_at = find_nul(value)
+    if nul_at:
+        raise JSONRefused(nul_at, "contains a NUL character or a lone surrogate")
+    return value
+
+
+class StrictJSONParser(JSONParser):
+    """application/json only, bounded in size and depth, no duplicate keys."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        request = (parser_context or {}).get("request")
+        limit = settings.STRATA_MAX_BODY_BYTES
+        declared = request.META.get("CONTENT_LENGTH") if request is not None else None
+        try:
+            declared = int(declared) if declared else None
+        except ValueError:
+            declared = None
+        if declared is not None and declared > limit:
+            raise PayloadTooLarge(f"request body of {declared} bytes; at most {limit}")
+        if stream is None:
+            raise JSONRefused("(body)", "empty body")
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            raise PayloadTooLarge(f"request body over {limit} bytes")
+        encoding = (parser_context or {}).get("encoding", "utf-8") or "utf-8"
+        if encoding.lower().replace("-", "") not in ("utf8", "ascii"):
+            raise exceptions.UnsupportedMediaType(f"application/json; charset={encoding}")
+        return parse_json_text(raw)
+
+
+# --- roles -------------------------------------------------------------------------------
+
+VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
+ROLES = (VIEWER, OPERATOR, ADMIN)
+# Strata's own permissions (on the Task content type); a role has its own and those below.
+ROLE_PERMISSIONS = {
+    VIEWER: ("strata_view", "View everything in Strata"),
+    OPERATOR: ("strata_operate", "Submit, cancel, kill and compact tasks; mark segments"),
+    ADMIN: ("strata_admin", "Administer Strata: users, roles, the Django admin"),
+}
+
+
+def roles_ensure(**_kwargs) -> None:
+    """Create the role groups and their permissions (idempotent; run after migrate)."""
+    from django.contrib.auth.models import Group, Permission
+    from django.contrib.contenttypes.models import ContentType
+
+    from metastore.models import Task
+
+    content_type = ContentType.objects.get_for_model(Task)
+    perms = {}
+    for role, (codename, name) in ROLE_PERMISSIONS.items():
+        perms[role], _ = Permission.objects.get_or_create(
+            codename=codename, content_type=content_type, defaults={"name": name}
+        )
+    model_view = list(
+        Permission.objects.filter(content_type__app_label="metastore", codename__startswith="view_")
+    )
+    for i, role in enumerate(ROLES):
+        group, _ = Group.objects.get_or_create(name=role)
+        wanted = [perms[r] for r in ROLES[: i + 1]] + model_view
+        if role == ADMIN:
+            wanted += list(
+                Permission.objects.filter(content_type__app_label__in=("auth", "authtoken"))
+            )
+        group.permissions.add(*wanted)
+
+
+_UNKNOWN = object()
+
+
+def user_role(user) -> str | None:
+    """The highest role a user has (superusers are admins), or None. Computed once
+    per user object (the token authentication computes it in its own query)."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return None
+    role = getattr(user, "_strata_role", _UNKNOWN)
+    if role is _UNKNOWN:
+        role = None
+        for candidate in reversed(ROLES):
+            if user.has_perm(f"metastore.{ROLE_PERMISSIONS[candidate][0]}"):
+                role = candidate
+                break
+        user._strata_role = role
+    return role
+
+
+def _role_annotations(user_ref: str) -> dict:
+    """EXISTS subqueries that say, per role permission, whether the user referenced
+    by `user_ref` has it directly or through a group (as ModelBackend would)."""
+    from django.contrib.auth.models import Permission
+    from django.db.models import Exists, OuterRef, Q
+
+    return {
+        f"_has_{role}": Exists(
+            Permission.objects.filter(
+                codename=codename, content_type__app_label="metastore"
+            ).filter(Q(group__user=OuterRef(user_ref)) | Q(user=OuterRef(user_ref)))
+        )
+        for role, (codename, _) in ROLE_PERMISSIONS.items()
+    }
+
+
+class StrataTokenAuthentication(TokenAuthentication):
+    """DRF's token authentication, reading the user's role in the same query."""
+
+    def authenticate_credentials(self, key):
+        model = self.get_model()
+        token = (
+            model.objects.select_related("user")
+            .annotate(**_role_annotations("user_id"))
+            .filter(key=key)
+            .first()
+        )
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        user = token.user
+        if not user.is_active:
+            raise exceptions.AuthenticationFailed("User inactive or deleted.")
+        if user.is_superuser:
+            user._strata_role = ADMIN
+        else:
+            held = [role for role in ROLES if getattr(token, f"_has_{role}")]
+            user._strata_role = held[-1] if held else None
+        return (user, token)
+
+
+def has_role(user, role: str) -> bool:
+    held = user_role(user)
+    return held is not None and ROLES.index(held) >= ROLES.index(role)
+
+
+def required_role(method: str, declared: str | None) -> str:
+    if declared:
+        return declared
+    return VIEWER if method in permissions.SAFE_METHODS else OPERATOR
+
+
+class StrataRolePermission(permissions.BasePermission):
+    """Viewers read, operators act; a view's `strata_role` overrides the rule.
+
+    A view may set `strata_role = "viewer"` for a read-only POST (a query), or
+    "operator"/"admin" to require more than the method implies."""
+
+    message = "your role does not allow this"
+
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        wanted = required_role(request.method, getattr(view, "strata_role", None))
+        if has_role(request.user, wanted):
+            return True
+        held = user_role(request.user) or "no role"
+        self.message = f"this needs the {wanted} role; {request.user.get_username()} has {held}"
+        return False
+
+
+def role_required(role: str | None = None):
+    """Console view decorator: log in first, then the role (by default: viewer for
+    GET/HEAD, operator for anything else). Refusals are 403 pages."""
+    from django.contrib.auth.views import redirect_to_login
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            wanted = required_role(request.method, role)
+            if not has_role(request.user, wanted):
+                return HttpResponse(
+                    f"Forbidden: this needs the {wanted} role.",
+                    status=403,
+                    content_type="text/plain",
+                )
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def roles_context(request) -> dict:
+    """Template context: `strata_role` and `can_operate` / `can_admin` to hide buttons."""
+    user = getattr(request, "user", None)
+    return {
+        "strata_role": user_role(user),
+        "can_operate": has_role(user, OPERATOR),
+        "can_admin": has_role(user, ADMIN),
+    }
+
+
+# --- login throttling ----------------------------------------------------------------------
+
+
+def _client_ip(request) -> str:
+    return request.META.get("REMOTE_ADDR") or "?"
+
+
+def _throttle_keys(request) -> list[str]:
+    username = (request.POST.get("username") or "")[:150].lower()
+    ip = hashlib.sha256(_client_ip(request).encode()).hexdigest()[:32]
+    user = hashlib.sha256(username.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return [f"strata-login:{ip}:{user}", f"strata-login-ip:{ip}"]
+
+
+@method_decorator(never_cache, name="dispatch")
+class ThrottledLoginView(auth_views.LoginView):
+    """Django's login view; after STRATA_LOGIN_MAX_FAILURES failed attempts for one
+    user name from one address (or 5x that from one address) within
+    STRATA_LOGIN_LOCKOUT_SECONDS, further attempts get 429 until the window passes."""
+
+    def post(self, request, *args, **kwargs):
+        keys = _throttle_keys(request)
+        limit = settings.STRATA_LOGIN_MAX_FAILURES
+        if (cache.get(keys[0], 0) >= limit) or (cache.get(keys[1], 0) >= 5 * limit):
+            log.warning("login throttled for %s", keys[0])
+            return HttpResponse(
+                "Too many failed logins: try again later.", status=429, content_type="text/plain"
+            )
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form):
+        window = settings.STRATA_LOGIN_LOCKOUT_SECONDS
+        for key in _throttle_keys(self.request):
+            cache.add(key, 0, window)
+            try:
+                cache.incr(key)
+            except ValueError:
+                cache.set(key, 1, window)
+        return super().form_invalid(form)
+
+    def form_valid(self, form):
+        cache.delete(_throttle_keys(self.request)[0])
+        return super().form_valid(form)
+
+
+def json_error(status_code: int, error: str, **extra) -> JsonResponse:
+    return JsonResponse({"error": error, **extra}, status=status_code)
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def find_nul(value, path: str = "(body)") -> str | None:
+    """The path of the first string (or key) in parsed JSON that holds a NUL
+    character or a lone surrogate: PostgreSQL cannot store them in text or jsonb."""
+    if isinstance(value, str):
+        return path if _UNSTORABLE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            sub = key if path == "(body)" else f"{path}.{key}"
+            if _UNSTORABLE.search(key):
+                return sub
+            found = find_nul(item, sub)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = find_nul(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+class RejectHostileRequestMiddleware:
+    """Refuse, before any view runs, a request whose path, query string or
+    credentials carry NUL or other control characters (no database can store
+    them; no view needs them): 400, as JSON under /api/."""
+
+    HEADERS = ("HTTP_AUTHORIZATION", "HTTP_COOKIE", "HTTP_X_CSRFTOKEN")
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        problem = None
+        if _has_control(request.path):
+            problem = ("(path)", "the URL path contains control characters")
+        else:
+            for key, values in request.GET.lists():
+                if _has_control(key) or any(_has_control(v) for v in values):
+                    problem = (key, "query parameter contains control characters")
+                    break
+            for header in self.HEADERS:
+                if problem is None and "\x00" in request.META.get(header, ""):
+                    problem = (header[5:].lower(), "header contains a NUL character")
+        if problem is not None:
+            field, message = problem
+            if request.path.startswith("/api/"):
+                return json_error(400, f"{field}: {message}", field=field)
+            return HttpResponse(
+                f"Bad request: {field}: {message}", status=400, content_type="text/plain"
+            )
+        return self.get_response(request)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _has_control(text: str) -> bool:
+    return bool(_CONTROL.search(text))
+
+
+class SecureCookiesOverHttpsMiddleware:
+    """Mark every cookie Secure on a response to a request that came over HTTPS
+    (`request.is_secure()`, which honours SECURE_PROXY_SSL_HEADER behind a proxy),
+    so a session or CSRF cookie set over HTTPS is never sent back over HTTP."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if request.is_secure():
+            for morsel in response.cookies.values():
+                morsel["secure"] = True
+        return response
+
+
+class StrictJSONFormField(forms.JSONField):
+    """A form's JSON field under the API's rules (depth, duplicate keys, NaN, NUL),
+    for the Django admin: refused input is a form error, never a 500."""
+
+    def to_python(self, value):
+        if isinstance(value, str) and not self.disabled and value not in self.empty_values:
+            try:
+                parse_json_text(value, field=self.label or "value")
+            except JSONRefused as exc:
+                raise forms.ValidationError(str(exc.detail), code="invalid") from None
+        return super().to_python(value)
+
+    def bound_data(self, data, initial):
+        if isinstance(data, str) and not self.disabled:
+            try:
+                parse_json_text(data)
+            except JSONRefused:
+                return InvalidJSONInput(data)
+        return super().bound_data(data, initial)
