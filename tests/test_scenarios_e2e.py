@@ -296,11 +296,7 @@ def test_row10_compaction_and_replace_either_order_never_compact_s1_over_r(scena
         assert outcome["status"] == "SUCCESS", outcome["error"]
     sc.assert_visible(R)  # never compact(s1) over r
     if first == "replace":  # c waits, then compacts r
-        if mode == "SEG" and (outcome["report"].get("compaction") or {}).get("nothingToCompact"):
-            pytest.xfail(
-                "SEG: the compaction waited with segment locks on s1, found s1 overshadowed "
-                "by r and compacted nothing; SPEC §8 row 10 says it compacts r"
-            )
+        assert not outcome["report"]["compaction"]["nothingToCompact"], outcome["report"]
         assert _creators(sc, R.ids) == {c}
 
 
