@@ -327,6 +327,7 @@ def test_row10_seg_compaction_waiting_on_an_hour_replace_falls_back_to_time_chun
     compaction = outcome["report"]["compaction"]
     assert not compaction["nothingToCompact"], compaction
     assert compaction["lockGranularity"] == "TIME_CHUNK", compaction
+    assert "changed while the task waited" in compaction["note"], compaction
     sc.assert_visible(rest, hour)
     assert _creators(sc, [*rest.ids, *hour.ids]) == {c}
 
