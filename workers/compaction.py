@@ -18,6 +18,10 @@ Two ways to lock (SPEC §5):
 - segment locks (`forceTimeChunkLock: false`, keeping the granularity): each
   input segment is locked alone and every chunk is rewritten inside itself,
   same major version, next minor version; segments not read stay visible.
+  What it reads is decided once it holds its locks: if a segment it planned to
+  read was hidden while it waited (a replace, SPEC §8 row 10), it re-resolves
+  the visible segments as of its grant and locks those too, or, when they are
+  not one segment per granularity bucket, falls back to time-chunk locks.
 """
 
 from __future__ import annotations
