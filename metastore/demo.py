@@ -112,7 +112,11 @@ FOLLOWUPS = (
     ("replace", "a replace with dropExisting over 30–31 Dec: 30 Dec rewritten, 31 Dec a tombstone"),
     ("hour", "an HOUR replace of 4 July 12:00–13:00: the day's segment is partially overshadowed"),
     ("late", "a late-data append into 15 March: a second segment in that day (compaction later)"),
+    ("compact", "a compaction of the week of 7 January: seven DAY segments into one WEEK segment"),
 )
+
+# The week the demo compacts (Druid's WEEK buckets start on Monday; 7 Jan 2013 is one).
+COMPACT_INTERVAL = "2013-01-07/2013-01-14"
 
 
 def _flight(ts: str, carrier: str, flight: int, dep_delay: int) -> dict:
@@ -135,7 +139,8 @@ def followup_specs(datasource: str = DATASOURCE) -> list[tuple[str, dict]]:
 
     Inline data in the flights schema: the replace keeps 30 Dec (one corrected
     flight) and drops 31 Dec (a tombstone); the HOUR replace rewrites one hour
-    inside 4 July; the late append adds two flights to 15 March.
+    inside 4 July; the late append adds two flights to 15 March; the compaction
+    rewrites the week of 7 January as one WEEK segment (same rows, fewer files).
     """
     base = flights_spec("/unused")
 
@@ -175,4 +180,13 @@ def followup_specs(datasource: str = DATASOURCE) -> list[tuple[str, dict]]:
         {"appendToExisting": True},
     )
     del late["spec"]["dataSchema"]["granularitySpec"]["intervals"]
-    return [("replace", replace), ("hour", hour), ("late", late)]
+    compact = {
+        "type": "compact",
+        "dataSource": datasource,
+        "ioConfig": {
+            "type": "compact",
+            "inputSpec": {"type": "interval", "interval": COMPACT_INTERVAL},
+        },
+        "granularitySpec": {"segmentGranularity": "WEEK"},
+    }
+    return [("replace", replace), ("hour", hour), ("late", late), ("compact", compact)]

@@ -18,6 +18,10 @@ Two ways to lock (SPEC §5):
 - segment locks (`forceTimeChunkLock: false`, keeping the granularity): each
   input segment is locked alone and every chunk is rewritten inside itself,
   same major version, next minor version; segments not read stay visible.
+  What it reads is decided once it holds its locks: if a segment it planned to
+  read was hidden while it waited (a replace, SPEC §8 row 10), it re-resolves
+  the visible segments as of its grant and locks those too, or, when they are
+  not one segment per granularity bucket, falls back to time-chunk locks.
 """
 
 from __future__ import annotations
@@ -102,8 +106,8 @@ def run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
             target=target, named=named, granularity=granularity, lock_type=lock_type, **common
         )
     report["phases"] = {**report.get("phases", {}), **timings}
-    report["compaction"]["lockGranularity"] = (
-        locking.SEGMENT if segment_locked else locking.TIME_CHUNK
+    report["compaction"].setdefault(
+        "lockGranularity", locking.SEGMENT if segment_locked else locking.TIME_CHUNK
     )
     if not context.force_time_chunk_lock and not segment_locked:
         report["compaction"]["note"] = (
@@ -139,6 +143,64 @@ def _lock_segments(task: Task, refs: Sequence[SegmentRef], timeout_ms: int) -> l
             timeout_ms=timeout_ms,
         )
         for ref in refs
+    ]
+
+
+_MAX_RESOLVES = 8  # each round needs another task's publish in the meantime
+
+
+def _lock_visible_segments(
+    task: Task,
+    spec: CompactionSpec,
+    target: Interval,
+    named: dict[str, Segment],
+    granularity: str,
+    timeout_ms: int,
+) -> tuple[Timeline, list[tuple[Interval, SegmentRef]]] | None:
+    """Segment-lock the segments visible in `target` and return the timeline as of
+    the last grant with the visible pieces of the locked segments, which no one can
+    overshadow any more. If the input changed while the task waited (a replace hid a
+    segment it planned to read), the visible segments are re-resolved as of the grant
+    and locked too, until what it locked is what it reads. `None`: the new input is
+    not one segment per `granularity` bucket, so segment locks cannot rewrite it."""
+    planned = selectors.timeline_for(datasource=spec.datasource)
+    refs = _data_refs(planned.lookup(target), named)
+    locked: dict[str, SegmentRef] = {}
+    locks: list[TaskLock] = []
+    for _ in range(_MAX_RESOLVES):
+        new = [ref for ref in refs if ref.id not in locked]
+        locks += _lock_segments(task, new, timeout_ms)
+        locked.update((ref.id, ref) for ref in new)
+        expected = _pieces_of(planned, target, set(locked))
+        if not locks:
+            return planned, []
+        # A segment visible at its lock's grant stays visible while it is locked, so
+        # the last grant is a snapshot in which every locked segment is as it was read.
+        as_of = selectors.timeline_for(
+            datasource=spec.datasource, as_of=max(lock.granted_seq for lock in locks)
+        )
+        pieces = _pieces_of(as_of, target, set(locked))
+        if pieces == expected:
+            return as_of, pieces
+        # The input changed while the task waited: what is visible now is its input.
+        refs = _data_refs(as_of.lookup(target), named)
+        if any(_granularity_of(ref.interval) != granularity for ref in refs):
+            return None
+        planned = as_of
+    raise RuntimeError(
+        f"the input of {target} kept changing while the compaction waited for its "
+        f"segment locks ({_MAX_RESOLVES} rounds)"
+    )
+
+
+def _pieces_of(
+    timeline: Timeline, target: Interval, ids: set[str]
+) -> list[tuple[Interval, SegmentRef]]:
+    """The visible pieces of the segments `ids` within `target` in `timeline`."""
+    return [
+        (piece, ref)
+        for piece, ref in timeline.lookup(target)
+        if ref.id in ids and not ref.tombstone
     ]
 
 
@@ -335,20 +397,33 @@ def _segment_locked(
 ) -> dict:
     t = time.monotonic()
     monitor.set_phase("locking", 0.02, 0.0)
-    current = selectors.timeline_for(datasource=spec.datasource)
-    refs = _data_refs(current.lookup(target), named)
-    locks = _lock_segments(task, refs, timeout_ms)
+    resolved = _lock_visible_segments(task, spec, target, named, granularity, timeout_ms)
     timings["lock"] = round(time.monotonic() - t, 3)
     monitor.check()
-    locked = {ref.id for ref in refs}
-    as_of = selectors.timeline_for(
-        datasource=spec.datasource, as_of=min(lock.granted_seq for lock in locks)
-    )
-    pieces = [
-        (piece, ref)
-        for piece, ref in as_of.lookup(target)
-        if ref.id in locked and not ref.tombstone
-    ]
+    if resolved is None:
+        # The input changed while the task waited, into segments one segment lock
+        # each cannot rewrite in place: give the segment locks back and lock the
+        # time chunks instead (read as of their grant, like any time-chunk compaction).
+        services.locks_release_all(task_id=task.id)
+        report = _time_chunk_locked(
+            task=task,
+            spec=spec,
+            monitor=monitor,
+            moved=moved,
+            timings=timings,
+            timeout_ms=timeout_ms,
+            target=target,
+            named=named,
+            granularity=granularity,
+            lock_type=locking.EXCLUSIVE,
+        )
+        report["compaction"]["lockGranularity"] = locking.TIME_CHUNK
+        report["compaction"]["note"] = (
+            "time-chunk locks: the input changed while the task waited for its "
+            "segment locks, into segments of another granularity"
+        )
+        return report
+    as_of, pieces = resolved
     if not pieces:
         return _nothing_to_compact("no visible data in the locked segments", target, timings)
     inputs = _segments_by_id({ref.id for _, ref in pieces})

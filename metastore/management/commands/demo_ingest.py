@@ -7,7 +7,8 @@ restarting the console never ingests twice.
 Right after the ingestion it queues a few small follow-up tasks (they run once
 it has finished: the worker takes one task at a time, and their locks wait for
 its lock), so that a newcomer's first look at the timeline shows tombstones,
-partial overshadowing and a chunk with late data (`--no-followups` skips them).
+partial overshadowing, a chunk with late data and a compacted week
+(`--no-followups` skips them).
 """
 
 from __future__ import annotations
