@@ -68,17 +68,22 @@ def visible_source(*, datasource: str, as_of: int | None = None) -> TableSource:
     """The visible rows of `datasource` as files and intervals, from its timeline."""
     timeline = selectors.timeline_for(datasource=datasource, as_of=as_of)
     pieces = [(iv, ref) for iv, ref in timeline.lookup(_EVERYTHING) if not ref.tombstone]
-    locations = dict(
-        Segment.objects.filter(id__in={ref.id for _, ref in pieces}).values_list("id", "location")
-    )
+    files = {
+        seg_id: (location, upgraded_from)
+        for seg_id, location, upgraded_from in Segment.objects.filter(
+            id__in={ref.id for _, ref in pieces}
+        ).values_list("id", "location", "upgraded_from")
+    }
     shown: dict[str, list[Interval]] = {}
-    whole_of: dict[str, Interval] = {}
+    whole_of: dict[str, Interval | None] = {}
     for piece, ref in pieces:
-        location = locations.get(ref.id)
+        location, upgraded_from = files.get(ref.id, ("", ""))
         if not location:
             continue
         shown.setdefault(location, []).append(piece)
-        whole_of[location] = ref.interval
+        # An upgraded copy shares its source's file, which may hold rows outside
+        # the copy's own interval: such a file is always read by its pieces.
+        whole_of[location] = None if upgraded_from else ref.interval
     whole, partial = [], []
     for location, intervals in shown.items():
         if intervals == [whole_of[location]]:

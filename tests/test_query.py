@@ -345,3 +345,77 @@ def test_query_posts_are_marked_for_viewers():
     from console.query_api import DruidSqlView, QueryView
 
     assert QueryView.strata_role == DruidSqlView.strata_role == "viewer"
+
+
+def _concurrent_task(inline_spec, datasource: str) -> Task:
+    spec = inline_spec(datasource)
+    spec["context"] = {"useConcurrentLocks": True}
+    with transaction.atomic():
+        task = services.task_submit(spec=spec)
+        assert services.task_claim(task_id=task.id, worker="pytest")
+    return Task.objects.get(id=task.id)
+
+
+def carried_copy_alone_visible(inline_spec, datasource: str) -> None:
+    """An append of a whole DAY commits while an HOUR replace of 00:00 holds its
+    REPLACE lock: the replace's publish copies it onto the hour's chunk (same file,
+    the hour's interval). A later replace of 01:00-24:00 then hides the DAY segment
+    everywhere else, so its file stays visible only through the copy's hour."""
+    from metastore import locking
+
+    day = Interval.parse("2024-01-01/2024-01-02")
+    hour0 = Interval.parse("2024-01-01T00/2024-01-01T01")
+    appender = _concurrent_task(inline_spec, datasource)
+    services.locks_acquire(task=appender, intervals=[day], lock_type=locking.APPEND)
+    alloc = services.segments_allocate(task=appender, interval=day, count=1, append=True)
+    replacer = _concurrent_task(inline_spec, datasource)
+    services.locks_acquire(task=replacer, intervals=[day], lock_type=locking.REPLACE)
+    rows = [
+        ("2024-01-01T00:10", "j0", 1),
+        ("2024-01-01T05:00", "j5", 2),
+        ("2024-01-01T12:00", "j12", 4),
+    ]
+    services.segments_publish(
+        task=appender,
+        segments=[
+            services.NewSegment(
+                interval=day,
+                version=alloc.version,
+                partition=alloc.partitions[0],
+                core_partitions=alloc.core_partitions,
+                location=write_segment_file(datasource, rows),
+                num_rows=len(rows),
+            )
+        ],
+    )
+    services.task_finish(task_id=appender.id, status=TaskStatus.SUCCESS)
+    r = services.segments_allocate(task=replacer, interval=hour0, count=1, append=False)
+    replaced = [("2024-01-01T00:30", "r0", 8)]
+    services.segments_publish(
+        task=replacer,
+        segments=[
+            services.NewSegment(
+                interval=hour0,
+                version=r.version,
+                partition=0,
+                core_partitions=1,
+                location=write_segment_file(datasource, replaced),
+                num_rows=1,
+            )
+        ],
+    )
+    services.task_finish(task_id=replacer.id, status=TaskStatus.SUCCESS)
+    later = [("2024-01-01T05:30", "late", 16)]
+    hours = {f"2024-01-01T{h:02d}/2024-01-01T{h + 1:02d}": [] for h in range(1, 23)}
+    hours["2024-01-01T05/2024-01-01T06"] = [later]
+    hours["2024-01-01T23/2024-01-02"] = []
+    commit(inline_spec, datasource, "2024-01-01T01/2024-01-02", hours)
+
+
+def test_an_upgraded_copy_shows_only_its_own_interval_of_the_file_it_shares(inline_spec):
+    carried_copy_alone_visible(inline_spec, "copies")
+
+    result = query.run_query(sql="SELECT page, added FROM copies ORDER BY added")
+
+    # j5 and j12 are hidden by the later replace; only the copy's hour of j's file shows.
+    assert result.rows == [["j0", 1], ["r0", 8], ["late", 16]]

@@ -56,3 +56,40 @@ def test_duckdb_and_spark_return_the_same_rows(history, spark, as_of_commit):  #
         assert fast.columns == reference.columns, sql
         assert canonical(fast.rows) == canonical(reference.rows), sql
         assert fast.rows, sql  # every query sees rows at every commit here
+
+
+def test_reingesting_a_file_shared_with_a_copy_reads_only_the_copys_interval(inline_spec, spark):
+    """The Spark reader of druid inputs and compaction (`read_segments`, fed by the
+    runner's `_source_pieces`) sees exactly the rows DuckDB sees: of a DAY file
+    visible only through an HOUR copy, that hour."""
+    from dataclasses import dataclass
+
+    from test_query import carried_copy_alone_visible
+
+    from metastore.intervals import Interval
+    from workers.jobs.parsing import read_segments
+    from workers.query import spark_query
+    from workers.runner import _source_pieces
+
+    @dataclass
+    class DruidInput:  # what `_source_pieces` reads of an ingestion spec
+        datasource: str
+        interval: Interval
+
+        @property
+        def druid_source(self):
+            return self
+
+        @property
+        def input(self):
+            return self
+
+    carried_copy_alone_visible(inline_spec, "copies")
+    day = Interval.parse("2024-01-01/2024-01-02")
+    pieces = _source_pieces(DruidInput("copies", day))
+    df, _, _ = read_segments(spark, pieces, day)
+
+    assert sorted(r["page"] for r in df.select("page").collect()) == ["j0", "late", "r0"]
+    sql = "SELECT page FROM copies"
+    reference = spark_query(spark, sql, query.sources_for(sql, as_of=None))
+    assert canonical(reference.rows) == [("j0",), ("late",), ("r0",)]

@@ -39,6 +39,7 @@ from metastore.specs import CompactionSpec, SpecError
 from metastore.timeline import SegmentRef, Timeline
 from workers.jobs.compact import Plan, compaction_plan, file_schema, run_compaction_job
 from workers.jobs.ingest import SourcePiece
+from workers.jobs.parsing import file_extent
 from workers.runner import (
     _TWO_PHASE_SPANS,
     Monitor,
@@ -570,7 +571,11 @@ def _segments_by_id(ids: set[str]) -> dict[str, Segment]:
 
 def _run_job(task, spec, monitor, plan: Plan, pieces, inputs, work_dir: Path):
     source = [
-        SourcePiece(location=inputs[ref.id].location, segment=ref.interval, visible=piece)
+        SourcePiece(
+            location=inputs[ref.id].location,
+            segment=file_extent(ref.interval, inputs[ref.id].upgraded_from),
+            visible=piece,
+        )
         for piece, ref in pieces
         if inputs[ref.id].location
     ]

@@ -44,6 +44,7 @@ from workers.jobs.ingest import (
     interval_dirname,
     run_ingest,
 )
+from workers.jobs.parsing import file_extent
 from workers.kill import run_kill
 from workers.spark import get_spark
 
@@ -739,13 +740,20 @@ def _source_pieces(
         if seq not in timelines:
             timelines[seq] = selectors.timeline_for(datasource=source.datasource, as_of=seq)
         visible += [(piece, ref) for piece, ref in timelines[seq].lookup(part) if not ref.tombstone]
-    locations = dict(
-        Segment.objects.filter(id__in={ref.id for _, ref in visible}).values_list("id", "location")
-    )
+    files = {
+        seg_id: (location, upgraded_from)
+        for seg_id, location, upgraded_from in Segment.objects.filter(
+            id__in={ref.id for _, ref in visible}
+        ).values_list("id", "location", "upgraded_from")
+    }
     return [
-        SourcePiece(location=locations[ref.id], segment=ref.interval, visible=piece)
+        SourcePiece(
+            location=files[ref.id][0],
+            segment=file_extent(ref.interval, files[ref.id][1]),
+            visible=piece,
+        )
         for piece, ref in visible
-        if locations.get(ref.id)
+        if files.get(ref.id, ("", ""))[0]
     ]
 
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from metastore.druid_expr import translate
-from metastore.intervals import Granularity, Interval
+from metastore.intervals import ETERNITY, Granularity, Interval
 from metastore.specs import FIRST_LAST_TYPES, IngestionSpec, InputSpec, Metric, SpecError
 
 CORRUPT = "_corrupt_record"
@@ -58,12 +58,20 @@ class ParseExceptionsExceeded(Exception):
 
 @dataclass(frozen=True)
 class SourcePiece:
-    """Part of an existing segment to re-ingest: its file, its interval, and the
-    part of time where it is visible (the rows to keep)."""
+    """Part of an existing segment to re-ingest: its file, the interval its file's
+    rows lie in (see `file_extent`), and the part of time where it is visible
+    (the rows to keep)."""
 
     location: str
     segment: Interval
     visible: Interval
+
+
+def file_extent(interval: Interval, upgraded_from: str) -> Interval:
+    """Where a segment's file may hold rows: its interval, except for an upgraded
+    copy, which shares its source's file (possibly wider than the copy's own
+    chunk), so it is read only by its visible pieces."""
+    return ETERNITY if upgraded_from else interval
 
 
 @dataclass(frozen=True)
