@@ -120,6 +120,17 @@ def test_a_task_the_janitor_failed_can_no_longer_lock_allocate_or_publish():
 # --- path 1: a task's intervals are locked at once and each read as of its lock ---------
 
 
+def test_a_kill_task_the_janitor_failed_deletes_nothing():
+    overwrite(DAY)
+    services.segments_mark_used(datasource=DS, used=False, interval=DAY)
+    kill = running(priority=0)
+    services.locks_acquire(task=kill, intervals=[DAY], lock_type=locking.EXCLUSIVE, timeout_ms=0)
+    services.task_finish(task_id=kill.id, status=TaskStatus.FAILED, error="no heartbeat")
+    with pytest.raises(services.TaskEnded, match="FAILED"):
+        services.segments_kill(task=kill, interval=DAY)
+    assert Segment.objects.filter(used=False).count() == 1
+
+
 def test_locks_on_several_intervals_are_all_or_nothing():
     holder = running()
     services.locks_acquire(task=holder, intervals=[day(2)], lock_type=locking.EXCLUSIVE)
