@@ -44,6 +44,7 @@ from workers.runner import (
     _TWO_PHASE_SPANS,
     Monitor,
     _lock_intervals,
+    _publish_once,
     _shard_spec,
     _TaskProgress,
     deep_storage_dir,
@@ -322,7 +323,7 @@ def _time_chunk_locked(
                 )
             )
     monitor.check()
-    entry = services.segments_publish(task=task, segments=new_segments, note="compaction")
+    entry = _publish_once(task, new_segments, note="compaction")
     moved.clear()  # published: the files belong to their segments now
     timings["publish"] = round(time.monotonic() - t, 3)
     return _report(
@@ -500,7 +501,7 @@ def _segment_locked(
             )
     monitor.check()
     entry = (
-        services.segments_publish(task=task, segments=new_segments, note="compaction")
+        _publish_once(task, new_segments, note="compaction")
         if new_segments
         else None
     )

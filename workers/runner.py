@@ -354,13 +354,13 @@ def _retrying_db(call, timeout_s: float = DB_RECOVERY_S):
             time.sleep(0.5)
 
 
-def _publish_once(task: Task, new_segments: list) -> CommitLogEntry:
+def _publish_once(task: Task, new_segments: list, note: str = "") -> CommitLogEntry:
     """Publish; if the connection drops during it (e.g. PostgreSQL restarts at
     COMMIT), find out once the database is back whether the commit happened: a
     committed publish is a success whose files must stay, an uncommitted one a
     failure whose files go. Never publish twice."""
     try:
-        return services.segments_publish(task=task, segments=new_segments)
+        return services.segments_publish(task=task, segments=new_segments, note=note)
     except (OperationalError, InterfaceError):
         log.warning("connection lost while %s published; checking whether it committed", task.id)
         connection.close()
