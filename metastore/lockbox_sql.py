@@ -136,7 +136,7 @@ def _json(value):
 _ADVISORY_CLASS = 0x5354
 
 
-def _locked(name: str, *queries: Query) -> tuple[DataSource | None, list]:
+def _locked(name: str, *queries: Query, lock: bool = True) -> tuple[DataSource | None, list]:
     """Take the dataSource's lock, then run `queries`: (its row, their results).
 
     On PostgreSQL the lock is a transaction-level advisory lock on the
@@ -145,23 +145,24 @@ def _locked(name: str, *queries: Query) -> tuple[DataSource | None, list]:
     must chase its newest version and are woken out of order, which made the
     slowest 1% of decisions ten times slower than the median. Every statement
     after the lock sees everything committed before it was granted. SQLite's
-    IMMEDIATE transactions already serialize writers.
+    IMMEDIATE transactions already serialize writers. `lock=False` runs the same
+    reads without the lock, for a caller that only looks.
     """
     read = Query(
         "SELECT id, name, created_at, last_version FROM metastore_datasource WHERE name = %s",
         [name],
     )
-    lock = []
-    if connection.vendor == "postgresql":
-        lock = [
+    advisory = []
+    if lock and connection.vendor == "postgresql":
+        advisory = [
             Query(
                 "SELECT pg_advisory_xact_lock(%s, CAST(MOD(id, 2147483647) AS integer)) "
                 "FROM metastore_datasource WHERE name = %s",
                 [_ADVISORY_CLASS, name],
             )
         ]
-    results = run(*lock, read, *queries)
-    return _datasource(results[len(lock)]), results[len(lock) + 1 :]
+    results = run(*advisory, read, *queries)
+    return _datasource(results[len(advisory)]), results[len(advisory) + 1 :]
 
 
 def _lock_task(task_id: str) -> Query:
@@ -463,10 +464,11 @@ def allocation_reads(
     task_id: str,
     requests: Sequence[tuple[Interval, str]],
     append: bool,
+    lock: bool = True,
 ) -> AllocationReads | None:
     """Take the dataSource's lock (and the task's row) and read what allocating for
     each (interval, sequence name) needs, in one round trip; None when the
-    dataSource has no row yet."""
+    dataSource has no row yet. `lock=False` only looks (no lock taken)."""
     queries = [
         Query(
             "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked), "
@@ -497,7 +499,7 @@ def allocation_reads(
                 Query(_APPEND_CHUNKS, params),
                 Query(_RUNNING_LOCK_VERSIONS, params),
             ]
-    ds, results = _locked(datasource, *queries)
+    ds, results = _locked(datasource, *queries, lock=lock)
     if ds is None:
         return None
     task_rows, lock_rows = results[0], results[1]

@@ -202,9 +202,15 @@ def append_layout(
     decides again under the lock and refuses if the layout changed meanwhile."""
     out = []
     for interval in intervals:
+        # Only a look: it does not wait for the dataSource's lock box (allocation
+        # takes it and decides again).
         with transaction.atomic():
             reads = lockbox_sql.allocation_reads(
-                datasource=datasource, task_id="", requests=[(interval, "")], append=True
+                datasource=datasource,
+                task_id="",
+                requests=[(interval, "")],
+                append=True,
+                lock=False,
             )
         if reads is None:
             out.append((interval, interval))
