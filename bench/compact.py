@@ -162,7 +162,11 @@ def main() -> None:
             segments[name] = report["segments"]
             best[(name, "raw")] = min(raw, best.get((name, "raw"), float("inf")))
             best[(name, "strata")] = min(strata, best.get((name, "strata"), float("inf")))
-            print(f"round {round_no + 1}: {name}: raw {raw:.2f} s, strata {strata:.2f} s")
+            phases = ", ".join(f"{k} {v:.2f}" for k, v in report.get("phases", {}).items())
+            print(
+                f"round {round_no + 1}: {name}: raw {raw:.2f} s, strata {strata:.2f} s "
+                f"({phases}; partial files {report.get('partialFiles', '-')})"
+            )
     print()
     print(f"{'case':34} {'raw Spark':>10} {'Strata':>10} {'ratio':>7} {'segments':>9}")
     for name in cases:

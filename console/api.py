@@ -7,7 +7,7 @@ import logging
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -15,11 +15,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from console import openapi
+from console.openapi import responses
+from console.pagination import CommitCursorPagination, ListCursorPagination, TaskCursorPagination
 from console.security import JSONRefused, PayloadTooLarge
 from metastore import selectors, services
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, DataSource, Task, TaskLock, TaskStatus
-from metastore.specs import SpecError
+from metastore.specs import TASK_TYPES, SpecError
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +53,36 @@ def _message(detail) -> str:
     return str(detail)
 
 
+class Conflict(Exception):
+    """A request that the object's state refuses (409)."""
+
+
+def error_body(message: str, field: str | None = None, **extra) -> dict:
+    """The API's error body: `{"error", "field", "message"}` (console.openapi.ErrorOutput)."""
+    return {
+        "error": f"{field}: {message}" if field else message,
+        "field": field,
+        "message": message,
+        **extra,
+    }
+
+
 def exception_handler(exc, context):
-    """Every API error is a JSON body. SpecError, refused JSON and validation
-    errors become 400s `{"error", "field", ...}` naming the field; ServiceError a
-    400 `{"error"}`; DRF's other errors keep their status and `{"detail"}` body
-    (401, 403, 404, 405, 413, 415, 429); anything else is logged and becomes a
-    500 `{"error"}` without a traceback."""
+    """Every API error is a JSON body `{"error", "field", "message"}` (and DRF's
+    `detail` where it has one). SpecError, refused JSON and validation errors
+    are 400s naming the field; ServiceError a 400; Conflict a 409; DRF's other
+    errors keep their status (403, 404, 405, 413, 415, 429); anything else is
+    logged and becomes a 500 without a traceback."""
     if isinstance(exc, SpecError):
+        taken = isinstance(exc, services.tasks.TaskIdTaken)
         return Response(
             {"error": str(exc), "field": exc.field, "message": exc.message},
-            status=status.HTTP_400_BAD_REQUEST,
+            status=status.HTTP_409_CONFLICT if taken else status.HTTP_400_BAD_REQUEST,
         )
     if isinstance(exc, services.ServiceError):
-        return Response({"error": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(error_body(str(exc)), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, Conflict):
+        return Response(error_body(str(exc)), status=status.HTTP_409_CONFLICT)
     if isinstance(exc, JSONRefused):
         return Response(
             {
@@ -82,16 +102,17 @@ def exception_handler(exc, context):
             "unhandled error in %s", type(view).__name__ if view else "API view", exc_info=exc
         )
         return Response(
-            {"error": "internal server error (see the server log)", "field": None},
+            error_body("internal server error (see the server log)"),
             status=status.HTTP_500_INTERNAL_SERVER_ERROR,
         )
     detail = response.data
     if isinstance(exc, ValidationError):
         field = _first_field(detail) or "(body)"
-        response.data = {"error": f"{field}: {_message(detail)}", "field": field, "detail": detail}
-    elif not isinstance(detail, dict) or "detail" not in detail:
-        response.data = {"detail": detail}
-    # Other errors keep DRF's {"detail": ...} body (401, 403, 404, 405, 413, 415, 429).
+        response.data = error_body(_message(detail), field, detail=detail)
+    else:
+        if isinstance(detail, dict) and "detail" in detail:
+            detail = detail["detail"]
+        response.data = error_body(_message(detail), getattr(exc, "field", None), detail=detail)
     return response
 
 
@@ -237,6 +258,36 @@ class MarkInput(serializers.Serializer):
 
 # --- views ---------------------------------------------------------------------------
 
+_TASK_ID = OpenApiParameter(
+    "id", str, OpenApiParameter.PATH, description="a task id", pattern=r"^[^/\x00-\x1f\x7f]+$"
+)
+_DS_NAME = OpenApiParameter(
+    "name",
+    str,
+    OpenApiParameter.PATH,
+    description="a dataSource name",
+    pattern=r"^[^/\x00-\x1f\x7f]+$",
+)
+_PAGE_PARAMS = [
+    OpenApiParameter(
+        "cursor",
+        openapi.TEXT,
+        description="where the page starts: from a previous page's next link (404 if invalid)",
+    ),
+    OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": 1000},
+        description="page size (default 100, at most 1000)",
+    ),
+]
+_INTERVAL = OpenApiParameter(
+    "interval", str, description="ISO-8601 interval start/end", pattern=r"^[^/]+/[^/]+$"
+)
+
+
+class TaskCreated(serializers.Serializer):
+    task = serializers.CharField(help_text="the new task's id")
+
 
 class TaskViewSet(viewsets.ViewSet):
     """Submit, list, inspect and cancel tasks."""
@@ -245,51 +296,91 @@ class TaskViewSet(viewsets.ViewSet):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("status", str, description=", ".join(TaskStatus.values)),
-            OpenApiParameter("datasource", str),
-            OpenApiParameter("type", str),
+            OpenApiParameter("status", str, enum=list(TaskStatus.values)),
+            OpenApiParameter("datasource", openapi.TEXT),
+            OpenApiParameter("type", str, enum=list(TASK_TYPES)),
+            *_PAGE_PARAMS,
         ],
-        responses=TaskListOutput(many=True),
+        responses=responses({200: openapi.paginated(TaskListOutput)}, 400, 404),
     )
     def list(self, request):
         status_param = request.query_params.get("status")
         if status_param and status_param.upper() not in TaskStatus.values:
             raise SpecError("status", f"unknown status; accepted: {', '.join(TaskStatus.values)}")
+        type_param = request.query_params.get("type")
+        if type_param and type_param not in TASK_TYPES:
+            raise SpecError("type", f"unknown task type; accepted: {', '.join(TASK_TYPES)}")
+        if type_param == "index":
+            type_param = "index_parallel"  # stored under its canonical name
         tasks = selectors.tasks_list(
             status=status_param,
             datasource=request.query_params.get("datasource"),
-            type=request.query_params.get("type"),
+            type=type_param,
         )
-        limit_param = request.query_params.get("limit", "500")
-        if not limit_param.isdigit() or int(limit_param) > 5000:
-            raise SpecError("limit", "must be an integer from 0 to 5000")
-        limit = int(limit_param)
-        return Response(TaskListOutput(tasks[:limit], many=True).data)
+        paginator = TaskCursorPagination()
+        page = paginator.paginate_queryset(tasks, request, view=self)
+        return paginator.get_paginated_response(TaskListOutput(page, many=True).data)
 
-    @extend_schema(request=dict, responses={201: dict})
+    @extend_schema(
+        request=openapi.task_spec_request(),
+        responses=responses(
+            {
+                201: OpenApiResponse(
+                    TaskCreated,
+                    description="Recorded as PENDING and queued. A spec that fits the "
+                    "schema may still be refused (400, naming the field) for what a schema "
+                    "cannot say: intervals, input roots, dataSources to read.",
+                )
+            },
+            400,
+            409,
+            413,
+            415,
+        ),
+    )
     def create(self, request):
         task = services.task_submit(spec=request.data, user=request.user)
         return Response({"task": task.id}, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses=TaskDetailOutput)
+    @extend_schema(parameters=[_TASK_ID], responses=responses({200: TaskDetailOutput}, 404))
     def retrieve(self, request, pk=None):
         task = Task.objects.filter(id=pk).first()
         if task is None:
             raise Http404(f"no task {pk}")
         return Response(TaskDetailOutput(task).data)
 
-    @extend_schema(request=None, responses=TaskDetailOutput)
+    @extend_schema(
+        parameters=[_TASK_ID],
+        request=None,
+        responses=responses(
+            {
+                202: OpenApiResponse(
+                    TaskDetailOutput,
+                    description="A PENDING task is CANCELED now; a running one is asked to stop.",
+                )
+            },
+            404,
+            409,
+        ),
+    )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        if not Task.objects.filter(id=pk).exists():
+        task = Task.objects.filter(id=pk).first()
+        if task is None:
             raise Http404(f"no task {pk}")
-        task = services.task_cancel(task_id=pk, user=request.user)
+        if not task.is_active:
+            raise Conflict(f"task {pk} already ended ({task.status})")
+        try:
+            task = services.task_cancel(task_id=pk, user=request.user)
+        except services.ServiceError as exc:  # it ended meanwhile
+            raise Conflict(str(exc)) from None
         return Response(TaskDetailOutput(task).data, status=status.HTTP_202_ACCEPTED)
 
 
 class LockListView(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("datasource", str)], responses=LockOutput(many=True)
+        parameters=[OpenApiParameter("datasource", openapi.TEXT)],
+        responses=responses({200: LockOutput(many=True)}),
     )
     def get(self, request):
         locks = selectors.locks_list(datasource=request.query_params.get("datasource"))
@@ -316,10 +407,22 @@ class PendingTaskOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class LiveWorkerOutput(serializers.Serializer):
+    name = serializers.CharField()
+    nodename = serializers.CharField()
+    queues = serializers.ListField(child=serializers.CharField())
+    capacity = serializers.IntegerField()
+    busy = serializers.IntegerField()
+    free = serializers.IntegerField()
+    tasks = serializers.ListField(child=serializers.CharField())
+    heartbeat_at = serializers.DateTimeField()
+
+
 class SlotsOutput(serializers.Serializer):
     capacity = serializers.IntegerField()
     busy = serializers.IntegerField()
     free = serializers.IntegerField()
+    workers = LiveWorkerOutput(many=True)
     slots = SlotTaskOutput(many=True)
     pending = PendingTaskOutput(many=True)
     pending_count = serializers.IntegerField()
@@ -328,16 +431,59 @@ class SlotsOutput(serializers.Serializer):
     def get_pending_reason(self, obj) -> str | None:
         if not obj.pending_count:
             return None
+        if obj.no_worker:
+            return "no live worker"
         return "no free task slot" if obj.pending_for_slot else "queued: a free slot picks it up"
 
 
 class SlotsView(APIView):
-    """Task slots (STRATA_TASK_SLOTS): which task holds each (RUNNING, or WAITING
-    for a lock), and the PENDING tasks queued because no slot is free."""
+    """Task slots: the live workers' capacity (each registers its slots with its
+    heartbeat), which task holds each slot (RUNNING, or WAITING for a lock), and
+    the PENDING tasks queued because no slot is free."""
 
-    @extend_schema(responses=SlotsOutput)
+    @extend_schema(responses=responses({200: SlotsOutput}))
     def get(self, request):
         return Response(SlotsOutput(selectors.task_slots()).data)
+
+
+class DataSourceOutput(serializers.Serializer):
+    name = serializers.CharField()
+    segments = serializers.IntegerField(help_text="used segments")
+    rows = serializers.IntegerField()
+    size_bytes = serializers.IntegerField()
+    interval = serializers.CharField(allow_null=True, help_text="from the first to the last row")
+    active_tasks = serializers.IntegerField()
+
+
+class TimelinePieceOutput(serializers.Serializer):
+    interval = serializers.CharField()
+    segment = serializers.CharField()
+    version = serializers.CharField()
+    partition = serializers.IntegerField()
+    tombstone = serializers.BooleanField()
+
+
+class TimelineOutput(serializers.Serializer):
+    datasource = serializers.CharField()
+    as_of = serializers.IntegerField(allow_null=True)
+    pieces = TimelinePieceOutput(many=True)
+
+
+class MarkOutput(serializers.Serializer):
+    changed = serializers.IntegerField(help_text="segments whose used flag changed")
+    commit = serializers.IntegerField(allow_null=True, help_text="the commit, if any changed")
+
+
+def _segment_key(view) -> tuple:
+    seg = view.segment
+    return (
+        seg.start.isoformat(),
+        seg.end.isoformat(),
+        seg.version,
+        seg.minor_version,
+        seg.partition,
+        seg.id,
+    )
 
 
 class DataSourceViewSet(viewsets.ViewSet):
@@ -350,7 +496,7 @@ class DataSourceViewSet(viewsets.ViewSet):
             raise Http404(f"no dataSource {name}")
         return ds
 
-    @extend_schema(responses=dict)
+    @extend_schema(responses=responses({200: DataSourceOutput(many=True)}))
     def list(self, request):
         return Response(
             [
@@ -368,11 +514,15 @@ class DataSourceViewSet(viewsets.ViewSet):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("interval", str),
-            OpenApiParameter("used", str, description="true (default), false or all"),
-            OpenApiParameter("status", str, description="visible, partial or overshadowed"),
+            _DS_NAME,
+            _INTERVAL,
+            OpenApiParameter(
+                "used", str, enum=["true", "false", "all"], description="default true"
+            ),
+            OpenApiParameter("status", str, enum=["visible", "partial", "overshadowed"]),
+            *_PAGE_PARAMS,
         ],
-        responses=SegmentOutput(many=True),
+        responses=responses({200: openapi.paginated(SegmentOutput)}, 400, 404),
     )
     @action(detail=True, methods=["get"])
     def segments(self, request, name=None):
@@ -384,16 +534,25 @@ class DataSourceViewSet(viewsets.ViewSet):
         wanted = request.query_params.get("status")
         if wanted and wanted not in ("visible", "partial", "overshadowed"):
             raise SpecError("status", "accepted: visible, partial, overshadowed")
-        views = selectors.segment_views(
-            datasource=name, interval=_interval_param(request), used=used
-        )
+        paginator = ListCursorPagination(_segment_key)
+        interval = _interval_param(request)
+        views = selectors.segment_views(datasource=name, interval=interval, used=used)
         if wanted:
             views = [v for v in views if v.status == wanted]
-        return Response(SegmentOutput(views, many=True).data)
+        page = paginator.paginate(views, request)
+        return paginator.get_paginated_response(SegmentOutput(page, many=True).data)
 
     @extend_schema(
-        parameters=[OpenApiParameter("interval", str), OpenApiParameter("as_of", int)],
-        responses=dict,
+        parameters=[
+            _DS_NAME,
+            _INTERVAL,
+            OpenApiParameter(
+                "as_of",
+                {"type": "integer", "minimum": 0, "maximum": 10**18 - 1},
+                description="a commit sequence number (default: the latest)",
+            ),
+        ],
+        responses=responses({200: TimelineOutput}, 400, 404),
     )
     @action(detail=True, methods=["get"])
     def timeline(self, request, name=None):
@@ -423,11 +582,18 @@ class DataSourceViewSet(viewsets.ViewSet):
             }
         )
 
-    @extend_schema(responses=CommitOutput(many=True))
+    @extend_schema(
+        parameters=[_DS_NAME, *_PAGE_PARAMS],
+        responses=responses({200: openapi.paginated(CommitOutput)}, 400, 404),
+    )
     @action(detail=True, methods=["get"])
     def commits(self, request, name=None):
         self._get(name)
-        return Response(CommitOutput(selectors.commits_for(datasource=name)[:1000], many=True).data)
+        paginator = CommitCursorPagination()
+        page = paginator.paginate_queryset(
+            selectors.commits_for(datasource=name), request, view=self
+        )
+        return paginator.get_paginated_response(CommitOutput(page, many=True).data)
 
     def _mark(self, request, name, used: bool):
         self._get(name)
@@ -443,12 +609,20 @@ class DataSourceViewSet(viewsets.ViewSet):
         changed = len((entry.added if used else entry.removed) if entry else [])
         return Response({"changed": changed, "commit": entry.seq if entry else None})
 
-    @extend_schema(request=MarkInput, responses=dict)
+    @extend_schema(
+        parameters=[_DS_NAME],
+        request=MarkInput,
+        responses=responses({200: MarkOutput}, 400, 404, 413, 415),
+    )
     @action(detail=True, methods=["post"], url_path="mark-unused")
     def mark_unused(self, request, name=None):
         return self._mark(request, name, used=False)
 
-    @extend_schema(request=MarkInput, responses=dict)
+    @extend_schema(
+        parameters=[_DS_NAME],
+        request=MarkInput,
+        responses=responses({200: MarkOutput}, 400, 404, 413, 415),
+    )
     @action(detail=True, methods=["post"], url_path="mark-used")
     def mark_used(self, request, name=None):
         return self._mark(request, name, used=True)
@@ -458,12 +632,12 @@ class DataSourceViewSet(viewsets.ViewSet):
 
 
 def _wants_json(request) -> bool:
-    return request.path.startswith("/api/")
+    return request.path.startswith(("/api/", "/druid/"))
 
 
 def handler404(request, exception=None):
     if _wants_json(request):
-        return JsonResponse({"error": f"not found: {request.path}", "field": None}, status=404)
+        return JsonResponse(error_body(f"not found: {request.path}"), status=404)
     from django.views.defaults import page_not_found
 
     return page_not_found(request, exception)
@@ -471,9 +645,7 @@ def handler404(request, exception=None):
 
 def handler500(request):
     if _wants_json(request):
-        return JsonResponse(
-            {"error": "internal server error (see the server log)", "field": None}, status=500
-        )
+        return JsonResponse(error_body("internal server error (see the server log)"), status=500)
     from django.views.defaults import server_error
 
     return server_error(request)
@@ -481,11 +653,9 @@ def handler500(request):
 
 def handler400(request, exception=None):
     if _wants_json(request) and isinstance(exception, RequestDataTooBig):
-        return JsonResponse({"detail": "request body too large", "field": None}, status=413)
+        return JsonResponse(error_body("request body too large"), status=413)
     if _wants_json(request):
-        return JsonResponse(
-            {"error": f"bad request: {exception or ''}".strip(), "field": None}, status=400
-        )
+        return JsonResponse(error_body(f"bad request: {exception or ''}".strip()), status=400)
     from django.views.defaults import bad_request
 
     return bad_request(request, exception)
@@ -493,7 +663,7 @@ def handler400(request, exception=None):
 
 def handler403(request, exception=None):
     if _wants_json(request):
-        return JsonResponse({"error": "forbidden", "field": None}, status=403)
+        return JsonResponse(error_body("forbidden"), status=403)
     from django.views.defaults import permission_denied
 
     return permission_denied(request, exception)

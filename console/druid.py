@@ -19,11 +19,14 @@ from datetime import datetime
 
 from django.http import Http404
 from django.urls import re_path
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import authentication, status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from console import druid_schema as ds_schema
+from console.druid_schema import druid_responses
 from metastore import selectors, services
 from metastore.intervals import Interval, format_ts
 from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
@@ -134,6 +137,9 @@ def task_report_json(task: Task) -> dict:
                 "phase": task.phase,
                 "progress": task.progress,
                 "segmentsPublished": report.get("segmentsPublished"),
+                # A replace's or compaction's read point per interval (SPEC §8),
+                # only on the reports of tasks that rewrite intervals.
+                **({"readAsOf": report["readAsOf"]} if "readAsOf" in report else {}),
             },
         }
     }
@@ -222,6 +228,10 @@ def _task_or_404(task_id: str) -> Task:
 class TaskSubmit(DruidView):
     """POST /druid/indexer/v1/task: a task spec -> {"task": id}."""
 
+    @extend_schema(
+        request=ds_schema.TASK_SPEC_REQUEST,
+        responses=druid_responses({200: ds_schema.DruidTaskId}, 400, 413, 415),
+    )
     def post(self, request):
         if not isinstance(request.data, dict):
             return _druid_error("the request body must be a JSON object (a task spec)")
@@ -232,6 +242,10 @@ class TaskSubmit(DruidView):
 class TaskPayload(DruidView):
     """GET /druid/indexer/v1/task/{id}: {"task": id, "payload": spec}."""
 
+    @extend_schema(
+        parameters=[ds_schema.PATH_TASK_ID],
+        responses=druid_responses({200: ds_schema.DruidTaskPayload}, 404),
+    )
     def get(self, request, task_id):
         task = _task_or_404(task_id)
         payload = {
@@ -245,6 +259,13 @@ class TaskPayload(DruidView):
 
 
 class TaskStatusView(DruidView):
+    @extend_schema(
+        parameters=[ds_schema.PATH_TASK_ID],
+        responses={
+            **druid_responses({200: ds_schema.DruidTaskStatusResponse}),
+            404: ds_schema.DruidTaskStatusResponse,
+        },
+    )
     def get(self, request, task_id):
         task = Task.objects.filter(id=task_id).first()
         if task is None:
@@ -253,11 +274,20 @@ class TaskStatusView(DruidView):
 
 
 class TaskReports(DruidView):
+    @extend_schema(
+        parameters=[ds_schema.PATH_TASK_ID],
+        responses=druid_responses({200: ds_schema.REPORT}, 404),
+    )
     def get(self, request, task_id):
         return Response(task_report_json(_task_or_404(task_id)))
 
 
 class TaskShutdown(DruidView):
+    @extend_schema(
+        parameters=[ds_schema.PATH_TASK_ID],
+        request=None,
+        responses=druid_responses({200: ds_schema.DruidTaskId}, 404),
+    )
     def post(self, request, task_id):
         task = _task_or_404(task_id)
         if not task.is_active:
@@ -284,6 +314,10 @@ class TaskList(DruidView):
 
     state: str | None = None
 
+    @extend_schema(
+        parameters=ds_schema.TASK_LIST_PARAMS,
+        responses=druid_responses({200: ds_schema.DruidTaskStatus(many=True)}, 400),
+    )
     def get(self, request):
         state = self.state or request.query_params.get("state")
         if state is not None:
@@ -308,11 +342,31 @@ class TaskList(DruidView):
         return Response([task_status_json(t) for t in tasks[:5000]])
 
 
+class TaskListByState(TaskList):
+    """runningTasks, pendingTasks, waitingTasks, completeTasks: the state is the URL's."""
+
+    @extend_schema(
+        parameters=[p for p in ds_schema.TASK_LIST_PARAMS if p.name != "state"],
+        responses=druid_responses({200: ds_schema.DruidTaskStatus(many=True)}, 400),
+    )
+    def get(self, request):
+        return super().get(request)
+
+
 class TaskStatusBulk(DruidView):
     """POST /druid/indexer/v1/taskStatus: [ids] -> {id: status} (unknown ids left out)."""
 
     strata_role = "viewer"  # a read, sent as POST
 
+    @extend_schema(
+        request=ds_schema.TASK_IDS,
+        responses=druid_responses(
+            {200: ds_schema.BULK_STATUS},
+            400,
+            413,
+            415,
+        ),
+    )
     def post(self, request):
         ids = request.data
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
@@ -341,16 +395,23 @@ def _lock_filters(data) -> list[dict]:
         where = f"[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("datasource"), str):
             raise SpecError(f"{where}.datasource", "each policy names a datasource")
-        priority = item.get("priority", 0)
+        priority = item.get("priority")
+        if priority is None:  # null is absent, as Jackson reads it
+            priority = 0
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise SpecError(f"{where}.priority", "must be an integer")
         intervals = []
-        for j, text in enumerate(item.get("intervals") or []):
+        raw_intervals = item.get("intervals")
+        raw_intervals = [] if raw_intervals is None else raw_intervals
+        if not isinstance(raw_intervals, list):
+            raise SpecError(f"{where}.intervals", "must be a list of intervals")
+        for j, text in enumerate(raw_intervals):
             try:
                 intervals.append(Interval.parse(text))
             except (ValueError, TypeError) as exc:
                 raise SpecError(f"{where}.intervals[{j}]", f"malformed interval: {exc}") from None
-        context = item.get("context") or {}
+        context = item.get("context")
+        context = {} if context is None else context
         if not isinstance(context, dict):
             raise SpecError(f"{where}.context", "must be an object")
         # A task that would take a REPLACE lock (concurrent locks) is not blocked by
@@ -393,6 +454,10 @@ class ActiveLocks(DruidView):
 
     strata_role = "viewer"
 
+    @extend_schema(
+        request=ds_schema.LOCK_FILTERS,
+        responses=druid_responses({200: ds_schema.DruidActiveLocks}, 400, 413, 415),
+    )
     def post(self, request):
         found = _matching_locks(_lock_filters(request.data))
         return Response(
@@ -409,6 +474,20 @@ class LockedIntervals(DruidView):
 
     strata_role = "viewer"
 
+    @extend_schema(
+        request=ds_schema.LOCK_FILTERS,
+        responses=druid_responses(
+            {
+                200: {
+                    "type": "object",
+                    "additionalProperties": ds_schema.NAMES,
+                }
+            },
+            400,
+            413,
+            415,
+        ),
+    )
     def post(self, request):
         found = _matching_locks(_lock_filters(request.data))
         out = {}
@@ -428,6 +507,11 @@ class MarkSegments(DruidView):
 
     used: bool = False
 
+    @extend_schema(
+        parameters=[ds_schema.PATH_DATASOURCE],
+        request=ds_schema.MARK_REQUEST,
+        responses=druid_responses({200: ds_schema.DruidChanged}, 400, 404, 413, 415),
+    )
     def post(self, request, datasource):
         if not DataSource.objects.filter(name=datasource).exists():
             raise Http404(f"no dataSource {datasource}")
@@ -481,16 +565,32 @@ class MarkSegments(DruidView):
 
 
 def _flag(request, name: str) -> bool:
-    """Druid's flag parameters are present-or-absent (`?full`), or `=true`."""
+    """Druid's flag parameters are present-or-absent (`?full`), or `=true`/`=false`."""
     if name not in request.query_params:
         return False
-    return request.query_params.get(name, "").lower() not in ("false", "0")
+    value = request.query_params.get(name, "").lower()
+    if value not in ("", "true", "false", "1", "0"):
+        raise SpecError(name, "a flag: give it alone, or =true / =false")
+    return value not in ("false", "0")
 
 
 class MetadataDataSources(DruidView):
     """GET /druid/coordinator/v1/metadata/datasources[?full]: names of dataSources with
     used segments, or with `full` each with its used segments."""
 
+    @extend_schema(
+        parameters=[ds_schema.FULL],
+        responses=druid_responses(
+            {
+                200: {
+                    "anyOf": [
+                        ds_schema.NAMES,
+                        {"type": "array", "items": ds_schema.DATASOURCE_FULL},
+                    ]
+                }
+            },
+        ),
+    )
     def get(self, request):
         names = [s.name for s in selectors.datasources_list() if s.segments]
         if not _flag(request, "full"):
@@ -512,6 +612,20 @@ class MetadataDataSources(DruidView):
 class MetadataDataSourceSegments(DruidView):
     """GET /druid/coordinator/v1/metadata/datasources/{ds}/segments[?full]."""
 
+    @extend_schema(
+        parameters=[ds_schema.PATH_DATASOURCE, ds_schema.FULL],
+        responses=druid_responses(
+            {
+                200: {
+                    "anyOf": [
+                        ds_schema.NAMES,
+                        {"type": "array", "items": ds_schema.SEGMENT},
+                    ]
+                }
+            },
+            404,
+        ),
+    )
     def get(self, request, datasource):
         if not DataSource.objects.filter(name=datasource).exists():
             raise Http404(f"no dataSource {datasource}")
@@ -526,6 +640,24 @@ class MetadataSegments(DruidView):
     every used segment; with the flag, [{"dataSegment", "overshadowed"}] where
     overshadowed means fully overshadowed (visible at no instant)."""
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("includeOvershadowedStatus", ds_schema.FLAG),
+            OpenApiParameter(
+                "datasources", {"type": "array", "items": ds_schema.TEXT}, explode=True
+            ),
+        ],
+        responses=druid_responses(
+            {
+                200: {
+                    "anyOf": [
+                        {"type": "array", "items": ds_schema.SEGMENT},
+                        {"type": "array", "items": ds_schema.SEGMENT_STATUS},
+                    ]
+                }
+            },
+        ),
+    )
     def get(self, request):
         wanted = request.query_params.getlist("datasources")
         names = wanted or [s.name for s in selectors.datasources_list() if s.segments]
@@ -553,20 +685,19 @@ urlpatterns = [
     re_path(rf"^druid/indexer/v1/task/{_ID}/shutdown/?$", TaskShutdown.as_view()),
     re_path(rf"^druid/indexer/v1/task/{_ID}/?$", TaskPayload.as_view()),
     re_path(r"^druid/indexer/v1/tasks/?$", TaskList.as_view()),
-    re_path(r"^druid/indexer/v1/runningTasks/?$", TaskList.as_view(state="running")),
-    re_path(r"^druid/indexer/v1/pendingTasks/?$", TaskList.as_view(state="pending")),
-    re_path(r"^druid/indexer/v1/waitingTasks/?$", TaskList.as_view(state="waiting")),
-    re_path(r"^druid/indexer/v1/completeTasks/?$", TaskList.as_view(state="complete")),
+    re_path(r"^druid/indexer/v1/runningTasks/?$", TaskListByState.as_view(state="running")),
+    re_path(r"^druid/indexer/v1/pendingTasks/?$", TaskListByState.as_view(state="pending")),
+    re_path(r"^druid/indexer/v1/waitingTasks/?$", TaskListByState.as_view(state="waiting")),
+    re_path(r"^druid/indexer/v1/completeTasks/?$", TaskListByState.as_view(state="complete")),
     re_path(r"^druid/indexer/v1/taskStatus/?$", TaskStatusBulk.as_view()),
     re_path(r"^druid/indexer/v1/activeLocks/?$", ActiveLocks.as_view()),
     re_path(r"^druid/indexer/v1/lockedIntervals/v2/?$", LockedIntervals.as_view()),
-    re_path(
-        rf"^druid/(?:indexer|coordinator)/v1/datasources/{_DS}/markUnused/?$",
-        MarkSegments.as_view(used=False),
-    ),
-    re_path(
-        rf"^druid/(?:indexer|coordinator)/v1/datasources/{_DS}/markUsed/?$",
-        MarkSegments.as_view(used=True),
+    *(
+        re_path(
+            rf"^druid/{service}/v1/datasources/{_DS}/{verb}/?$", MarkSegments.as_view(used=used)
+        )
+        for service in ("indexer", "coordinator")
+        for verb, used in (("markUnused", False), ("markUsed", True))
     ),
     re_path(r"^druid/coordinator/v1/metadata/datasources/?$", MetadataDataSources.as_view()),
     re_path(

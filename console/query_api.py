@@ -13,16 +13,19 @@ import json
 from django.http import HttpResponse
 from django.urls import re_path
 from drf_spectacular.utils import extend_schema
-from rest_framework import authentication, serializers, status
+from rest_framework import authentication, exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from console.api import error_body
+from console.druid_schema import SQL_REQUEST, SQL_RESPONSES
+from console.openapi import responses
 from metastore.query import QueryError, run_query
 
 
 class QueryInput(serializers.Serializer):
-    sql = serializers.CharField(trim_whitespace=False)
+    sql = serializers.CharField(trim_whitespace=False, min_length=1)
     as_of = serializers.IntegerField(required=False, allow_null=True, min_value=0)
 
 
@@ -36,13 +39,13 @@ class QueryView(APIView):
 
     strata_role = "viewer"  # a read, sent as POST
 
-    @extend_schema(request=QueryInput, responses=QueryOutput)
+    @extend_schema(request=QueryInput, responses=responses({200: QueryOutput}, 400, 413, 415))
     def post(self, request):
         data = QueryInput(data=request.data)
         if not data.is_valid():
             field, errors = next(iter(data.errors.items()))
             return Response(
-                {"error": f"{field}: {' '.join(str(e) for e in errors)}", "field": field},
+                error_body(" ".join(str(e) for e in errors), field),
                 status=status.HTTP_400_BAD_REQUEST,
             )
         try:
@@ -51,7 +54,8 @@ class QueryView(APIView):
             )
         except QueryError as exc:
             return Response(
-                {"error": exc.message, "field": exc.field}, status=status.HTTP_400_BAD_REQUEST
+                {"error": exc.message, "field": exc.field, "message": exc.message},
+                status=status.HTTP_400_BAD_REQUEST,
             )
         return Response({"columns": result.columns, "rows": result.rows})
 
@@ -83,7 +87,14 @@ class DruidSqlView(APIView):
         authentication.BasicAuthentication,
     ]
 
-    @extend_schema(request=dict, responses=dict)
+    def handle_exception(self, exc):
+        # A body that is not JSON gets Druid's error shape too.
+        if isinstance(exc, exceptions.ParseError):
+            field = getattr(exc, "field", "(body)")
+            return _druid_error(f"{field}: {exc.detail}")
+        return super().handle_exception(exc)
+
+    @extend_schema(request=SQL_REQUEST, responses=SQL_RESPONSES)
     def post(self, request):
         body = request.data
         if not isinstance(body, dict) or not isinstance(body.get("query"), str):

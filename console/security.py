@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -305,6 +306,9 @@ def roles_context(request) -> dict:
 
 
 # --- login throttling ----------------------------------------------------------------------
+# The counters live in Redis (REDIS_URL, which web, worker and beat share), so
+# every gunicorn process and every web machine counts the same failures; if
+# Redis does not answer, in this process's cache (still throttled, per process).
 
 
 def _client_ip(request) -> str:
@@ -315,7 +319,60 @@ def _throttle_keys(request) -> list[str]:
     username = (request.POST.get("username") or "")[:150].lower()
     ip = hashlib.sha256(_client_ip(request).encode()).hexdigest()[:32]
     user = hashlib.sha256(username.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return [f"strata-login:{ip}:{user}", f"strata-login-ip:{ip}"]
+    prefix = settings.STRATA_LOGIN_THROTTLE_PREFIX
+    return [f"{prefix}:{ip}:{user}", f"{prefix}-ip:{ip}"]
+
+
+_redis_clients: dict = {}
+
+
+def _throttle_redis():
+    import redis
+
+    url = settings.REDIS_URL
+    if url not in _redis_clients:
+        _redis_clients[url] = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    return _redis_clients[url]
+
+
+def _redis_errors() -> tuple:
+    import redis
+
+    return (redis.RedisError, OSError)
+
+
+def login_failures(keys: list[str]) -> list[int]:
+    """The failed-login counts under these keys."""
+    try:
+        values = _throttle_redis().mget(keys)
+        return [int(v or 0) for v in values]
+    except _redis_errors() as exc:
+        log.warning("login throttle: Redis unavailable (%s); counting in this process", exc)
+        return [cache.get(key, 0) for key in keys]
+
+
+def login_failure_add(keys: list[str], window: int) -> None:
+    """Count one failed login under each key, for `window` seconds from the first."""
+    try:
+        client = _throttle_redis()
+        for key in keys:
+            # The window starts at the first failure (no EXPIRE NX: Redis 6 lacks it).
+            if client.incr(key) == 1 or client.ttl(key) < 0:
+                client.expire(key, window)
+    except _redis_errors() as exc:
+        log.warning("login throttle: Redis unavailable (%s); counting in this process", exc)
+        for key in keys:
+            cache.add(key, 0, window)
+            try:
+                cache.incr(key)
+            except ValueError:
+                cache.set(key, 1, window)
+
+
+def login_failures_forget(keys: list[str]) -> None:
+    with contextlib.suppress(*_redis_errors()):
+        _throttle_redis().delete(*keys)
+    cache.delete_many(keys)
 
 
 @method_decorator(never_cache, name="dispatch")
@@ -327,7 +384,8 @@ class ThrottledLoginView(auth_views.LoginView):
     def post(self, request, *args, **kwargs):
         keys = _throttle_keys(request)
         limit = settings.STRATA_LOGIN_MAX_FAILURES
-        if (cache.get(keys[0], 0) >= limit) or (cache.get(keys[1], 0) >= 5 * limit):
+        per_user, per_ip = login_failures(keys)
+        if per_user >= limit or per_ip >= 5 * limit:
             log.warning("login throttled for %s", keys[0])
             return HttpResponse(
                 "Too many failed logins: try again later.", status=429, content_type="text/plain"
@@ -335,17 +393,11 @@ class ThrottledLoginView(auth_views.LoginView):
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form):
-        window = settings.STRATA_LOGIN_LOCKOUT_SECONDS
-        for key in _throttle_keys(self.request):
-            cache.add(key, 0, window)
-            try:
-                cache.incr(key)
-            except ValueError:
-                cache.set(key, 1, window)
+        login_failure_add(_throttle_keys(self.request), settings.STRATA_LOGIN_LOCKOUT_SECONDS)
         return super().form_invalid(form)
 
     def form_valid(self, form):
-        cache.delete(_throttle_keys(self.request)[0])
+        login_failures_forget(_throttle_keys(self.request)[:1])
         return super().form_valid(form)
 
 
@@ -401,8 +453,8 @@ class RejectHostileRequestMiddleware:
                     problem = (header[5:].lower(), "header contains a NUL character")
         if problem is not None:
             field, message = problem
-            if request.path.startswith("/api/"):
-                return json_error(400, f"{field}: {message}", field=field)
+            if request.path.startswith(("/api/", "/druid/")):
+                return json_error(400, f"{field}: {message}", field=field, message=message)
             return HttpResponse(
                 f"Bad request: {field}: {message}", status=400, content_type="text/plain"
             )

@@ -84,8 +84,9 @@ SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[2]")
 SPARK_SHUFFLE_PARTITIONS = int(os.environ.get("SPARK_SHUFFLE_PARTITIONS", "4"))
 SPARK_DRIVER_MEMORY = os.environ.get("SPARK_DRIVER_MEMORY", "2g")
 # Task slots (Druid's worker capacity): tasks that run at once. `make run` starts
-# a prefork worker with this concurrency (one process, one Spark driver per slot);
-# the console and GET /api/v1/slots show them. See the README for the measurements.
+# a worker with this many threads sharing one Spark driver; each worker registers
+# its own capacity with its heartbeat, which the console and GET /api/v1/slots
+# show (not this setting). See the README for the measurements.
 STRATA_TASK_SLOTS = int(os.environ.get("STRATA_TASK_SLOTS", "2"))
 if STRATA_TASK_SLOTS < 1:
     raise RuntimeError(f"STRATA_TASK_SLOTS must be 1 or more, not {STRATA_TASK_SLOTS}")
@@ -194,8 +195,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 500,
+    # Lists paginate by cursor, chosen per view (console/pagination.py).
+    "DEFAULT_PAGINATION_CLASS": None,
     "EXCEPTION_HANDLER": "console.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -206,10 +207,16 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Paths without the trailing slash (SPEC §7), the task spec (metastore/spec_schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "console.openapi.postprocess",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "TaskTypeEnum": "metastore.models.TaskType",
         "LockTypeEnum": "metastore.models.LockType",
         "TaskStatusEnum": "metastore.models.TaskStatus",
+        "DruidStatusCodeEnum": ["RUNNING", "SUCCESS", "FAILED"],
     },
 }
 
@@ -223,9 +230,16 @@ DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
 # runs every STRATA_REAPER_SECONDS (independent of STRATA_INTERMEDIARY_EXPIRY).
 STRATA_HEARTBEAT_TIMEOUT = float(os.environ.get("STRATA_HEARTBEAT_TIMEOUT", "20"))
 STRATA_REAPER_SECONDS = float(os.environ.get("STRATA_REAPER_SECONDS", "5"))
+# The reaper also queues again a task still PENDING this long after it was
+# submitted whose message the broker does not hold (Redis was down at submit
+# time, or restarted and lost its queue).
+STRATA_REQUEUE_AFTER_SECONDS = float(os.environ.get("STRATA_REQUEUE_AFTER_SECONDS", "30"))
 # Login throttling: failed attempts per (address, user name) within the window.
 STRATA_LOGIN_MAX_FAILURES = int(os.environ.get("STRATA_LOGIN_MAX_FAILURES", "5"))
 STRATA_LOGIN_LOCKOUT_SECONDS = int(os.environ.get("STRATA_LOGIN_LOCKOUT_SECONDS", "300"))
+# Their counters are kept in Redis (REDIS_URL) under this key prefix, shared by
+# every web process; in the process's own cache only while Redis does not answer.
+STRATA_LOGIN_THROTTLE_PREFIX = os.environ.get("STRATA_LOGIN_THROTTLE_PREFIX", "strata-login")
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Headers on every response; cookies secure when the request came over HTTPS
 # (directly, or through a proxy that sets X-Forwarded-Proto: https).

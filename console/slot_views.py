@@ -1,5 +1,6 @@
 """The task slots fragment: `partials/task_slots.html`, refreshed every 2 s by HTMX
-wherever it is included (the locks page)."""
+wherever it is included (the locks page): the live workers with their capacity
+(registered with their heartbeat), the tasks holding the slots, the PENDING ones."""
 
 from __future__ import annotations
 

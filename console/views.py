@@ -185,12 +185,14 @@ def task_submit(request):
         error = SpecError(field, f"the spec is {exc.detail}")
         context = _submit_context(text, kind, ds, interval, error)
         context["error_line"] = line
-        return render(request, "console/task_new.html", context)
+        return render(request, "console/task_new.html", context, status=400)
     except SpecError as exc:
+        # Refused input: 400, the form again with the error at its field.
         return render(
             request,
             "console/task_new.html",
             _submit_context(text, kind, ds, interval, exc),
+            status=400,
         )
     messages.success(request, f"Submitted {task.id}")
     return redirect("console:task", task_id=task.id)
@@ -414,6 +416,7 @@ def _timeline_context(
         highlight=highlight,
     )
     table = []
+    segment_href = timeline_svg.segment_hrefs(name)
     if n_segments <= SEGMENT_TABLE_MAX:
         for c in chunks:
             for ref in sorted(
@@ -424,6 +427,7 @@ def _timeline_context(
                 table.append(
                     {
                         "id": ref.id,
+                        "href": segment_href(ref.id),
                         "interval": ref.interval,
                         "version": ref.version,
                         "minor": ref.minor_version,
@@ -447,6 +451,7 @@ def _timeline_context(
             table.append(
                 {
                     "id": seg.id,
+                    "href": segment_href(seg.id),
                     "interval": seg.interval,
                     "version": seg.version,
                     "minor": seg.minor_version,
@@ -587,35 +592,60 @@ def commit_page(request, name: str, seq: int):
 ACTIONS = ("mark_unused", "mark_used", "kill", "compact")
 
 
+def _action_refused(request, name: str, field: str, message: str) -> HttpResponse:
+    """A refused operator action: 400, the dataSource's page again with the error
+    shown at the offending field of its action form, the typed interval kept."""
+    typed = (request.POST.get("interval") or "").strip()
+    window = _parse_interval(typed)
+    context = _timeline_context(request, name, as_of=None, window=window)
+    first_seq, last_seq = selectors.commit_neighbours(datasource=name)
+    context.update(
+        {
+            "commits": Paginator(selectors.commits_for(datasource=name), COMMITS_PER_PAGE).get_page(
+                1
+            ),
+            "first_seq": first_seq,
+            "last_seq": last_seq,
+            "active": Task.objects.filter(datasource=name, status__in=ACTIVE_STATUSES).exists(),
+            "full_path": reverse("console:datasource", args=[name]),
+            "action_error": {"field": field, "message": message},
+            "action_interval": typed,
+        }
+    )
+    return render(request, "console/datasource.html", context, status=400)
+
+
 @role_required()
 @require_POST
 def datasource_action(request, name: str):
     if not DataSource.objects.filter(name=name).exists():
         raise Http404(name)
     action = request.POST.get("action")
-    if action not in ACTIONS:
-        messages.error(request, f"unknown action {action!r}")
-        return redirect("console:datasource", name=name)
     interval_text = (request.POST.get("interval") or "").strip()
     interval = _parse_interval(interval_text)
     ids = [i for i in request.POST.getlist("segment") if i]
     back = reverse("console:datasource", args=[name]) + (
         f"?interval={interval_text}" if interval else ""
     )
+    if action not in ACTIONS:
+        return _action_refused(
+            request, name, "action", f"unknown action {action!r}; one of {', '.join(ACTIONS)}"
+        )
+    if interval_text and interval is None:
+        return _action_refused(
+            request, name, "interval", f"{interval_text[:200]!r} is not an ISO interval"
+        )
     if action == "compact":
         if interval is None:
-            messages.error(request, "compact needs an interval")
-            return redirect(back)
+            return _action_refused(request, name, "interval", "compact needs an interval")
         return redirect(
             reverse("console:task-new")
             + f"?template=compact&datasource={name}&interval={interval_text}"
         )
     if action in ("mark_unused", "mark_used") and not ids and interval is None:
-        messages.error(request, "give an interval or select segments")
-        return redirect(back)
+        return _action_refused(request, name, "interval", "give an interval or select segments")
     if action == "kill" and interval is None:
-        messages.error(request, "kill needs an interval")
-        return redirect(back)
+        return _action_refused(request, name, "interval", "kill needs an interval")
     if request.POST.get("confirm") != "yes":
         if ids:
             affected = Segment.objects.filter(datasource__name=name, id__in=ids)
@@ -648,8 +678,7 @@ def datasource_action(request, name: str):
                 user=request.user,
             )
         except SpecError as exc:
-            messages.error(request, f"kill refused — {exc}")
-            return redirect(back)
+            return _action_refused(request, name, "interval", f"kill refused — {exc}")
         messages.success(request, f"Submitted kill task {task.id}")
         return redirect("console:task", task_id=task.id)
     try:
@@ -661,8 +690,8 @@ def datasource_action(request, name: str):
             user=request.user,
         )
     except services.ServiceError as exc:
-        messages.error(request, str(exc))
-        return redirect(back)
+        field = "segment" if ids else "interval"
+        return _action_refused(request, name, field, str(exc))
     if entry is None:
         messages.info(request, "nothing to change")
     else:

@@ -5,6 +5,27 @@ The services read the facts (inside the dataSource's critical section, partly
 in hand-written SQL for speed) and ask these functions what to do, the way the
 lock box asks `metastore.locking.decide`; tests/test_allocation_reference.py
 checks the services' answers against these functions on random histories.
+
+Why an append whose rows go into a MONTH chunk waits while a compaction
+rewrites some of its DAYs (and is not placed elsewhere): the append's APPEND
+lock on the MONTH overlaps the compaction's REPLACE locks on the DAYs, so it
+waits (up to its taskLockTimeout) and then lands in the compaction's DAY
+chunks. Every other place for those rows loses them in some outcome:
+- the MONTH chunk at its version, committed while the compaction runs: the
+  compaction's DAY chunks (newer) overshadow that day of the MONTH, and its
+  publish upgrades only appended segments its locks contain
+  (`services.publish._replace_upgrades`), not a MONTH-wide one, so the rows
+  vanish;
+- a DAY chunk above the MONTH's version: it overshadows the MONTH's other
+  rows of that day until the compaction publishes (SPEC §8: visible rows
+  change only by commits of tasks that meant to change them);
+- a DAY chunk below the MONTH's version, for the compaction to carry: hidden
+  under the MONTH until then, and for ever if the compaction fails.
+The first becomes safe if a replace's publish also upgrades appended segments
+its locks only overlap (a copy per chunk of the replace, read only inside it,
+as `_append_carry_overs` already does when the append publishes last) and
+`locking.decide` then grants an APPEND lock over an interval partly
+REPLACE-locked; until both, waiting is the safe answer.
 """
 
 from __future__ import annotations
@@ -106,9 +127,14 @@ def append_layout(
     1. Rows under a visible chunk go into that chunk, whatever its granularity
        (late data after a replace or compaction lands, visibly).
     2. Rows where nothing is visible (a gap) go into the chunk of a running
-       append that contains the gap; a running append's chunk that only
-       overlaps it is refused (two chunks of one version never overlap, and
-       neither may hide the other's rows).
+       append that contains the gap. If running appends write finer chunks
+       inside the gap, all of one length L that tiles the gap (an HOUR append
+       running inside a DAY), the gap is appended at L: rows under a running
+       chunk join it, the other L-pieces get chunks of their own (rule 3), so
+       late data lands and no two chunks of one version overlap (SPEC §3).
+       A running append's chunk that only overlaps the gap otherwise is
+       refused (two chunks of one version never overlap, and neither may hide
+       the other's rows).
     3. Else into the gap itself at EPOCH, unless a chunk overlapping it has
        history at EPOCH (a killed or abandoned EPOCH chunk): then a fresh
        fixed-width version above every overlapping chunk's and below every
@@ -143,21 +169,62 @@ def append_layout(
     if reached < interval.end:
         gaps.append(Interval(reached, interval.end))
     for gap in gaps:
-        pieces.append((gap, _gap_target(gap, chunks, lock_versions, target)))
+        pieces += _gap_pieces(gap, chunks, lock_versions, target)
     return sorted(pieces, key=lambda p: p[0].start)
 
 
-def _gap_target(gap, chunks, lock_versions, target) -> AppendTarget:
+# A gap appended at a running append's finer granularity is cut into at most
+# this many pieces (a DAY of HOURs is 24, a leap YEAR of DAYs 366).
+MAX_GAP_PIECES = 366
+
+
+def _gap_pieces(gap, chunks, lock_versions, target) -> list[tuple[Interval, AppendTarget]]:
     running = [c for c in chunks if c.running_append and c.interval.overlaps(gap)]
-    for c in sorted(running, key=lambda c: c.version):
+    # Lowest version first, then the finest chunk: the same choice whatever order
+    # the facts were read in (two running chunks of one version overlapping is
+    # SPEC §3's forbidden state, but the answer must not depend on the database).
+    for c in sorted(
+        running, key=lambda c: (c.version, c.interval.end - c.interval.start, c.interval.start)
+    ):
         if c.interval.contains(gap):
-            return target(c.interval, c.version)
-    if running:
+            return [(gap, target(c.interval, c.version))]
+    if not running:
+        return [(gap, _empty_target(gap, chunks, lock_versions, target))]
+    units = _finer_units(gap, [c.interval for c in running])
+    if units is None:
         c = running[0]
         raise AllocationRefused(
             f"cannot append {gap}: a running append is writing {c.interval} "
             "at another segment granularity; append at that granularity"
         )
+    out = []
+    for unit in units:
+        joined = sorted((c for c in running if c.interval == unit), key=lambda c: c.version)
+        if joined:
+            out.append((unit, target(unit, joined[0].version)))
+        else:
+            out.append((unit, _empty_target(unit, chunks, lock_versions, target)))
+    return out
+
+
+def _finer_units(gap: Interval, inside: list[Interval]) -> list[Interval] | None:
+    """`gap` cut into pieces of the one length of the `inside` intervals, if
+    they all lie in the gap, share a length that tiles it, and fall on its
+    tiles; else None."""
+    lengths = {iv.end - iv.start for iv in inside}
+    if len(lengths) != 1 or not all(gap.contains(iv) for iv in inside):
+        return None
+    unit = lengths.pop()
+    span = gap.end - gap.start
+    if span % unit or span // unit > MAX_GAP_PIECES:
+        return None
+    if any((iv.start - gap.start) % unit for iv in inside):
+        return None
+    return [Interval(gap.start + unit * i, gap.start + unit * (i + 1)) for i in range(span // unit)]
+
+
+def _empty_target(gap, chunks, lock_versions, target) -> AppendTarget:
+    """Rule 3: a chunk of its own for rows where nothing is visible or running."""
     overlapping = [c for c in chunks if c.interval.overlaps(gap) and c.history]
     if not any(c.version == EPOCH_VERSION for c in overlapping):
         return target(gap, EPOCH_VERSION)

@@ -283,3 +283,47 @@ class CommitLogEntry(models.Model):
         if self.task_id:
             return self.task_id
         return self.user.get_username() if self.user_id else "system"
+
+
+class TimelineCheckpoint(models.Model):
+    """The used segments of a dataSource right after commit `seq`, stored as
+    `metastore.checkpoint_codec` bytes: timeline reads start from the newest
+    checkpoint at or before the commit they want and replay only the log after
+    it, instead of reading every segment row or the whole log. Derived data,
+    written by the reads themselves (metastore.selectors); deleting checkpoints
+    only makes the next read slower."""
+
+    datasource = models.CharField(max_length=255)
+    seq = models.BigIntegerField()
+    segments = models.IntegerField()
+    refs = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["datasource", "seq"], name="timeline_checkpoint_seq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.datasource} as of #{self.seq} ({self.segments} segments)"
+
+
+class Worker(models.Model):
+    """A live task worker and its capacity (Druid's worker with its task slots):
+    it registers with a heartbeat, so the slots shown are those that run."""
+
+    name = models.CharField(primary_key=True, max_length=255)  # "<host>:<pid>"
+    nodename = models.CharField(max_length=255, blank=True, default="")
+    queues = models.JSONField(default=list, blank=True)
+    capacity = models.PositiveIntegerField()
+    # Processes that run its tasks, as "<host>:<pid>" (a task's `worker`): the
+    # worker itself with a thread pool, its pool processes with prefork.
+    processes = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.capacity} slots)"

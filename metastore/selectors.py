@@ -7,10 +7,12 @@ import threading
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from datetime import UTC, datetime, timedelta
+from zlib import error as zlib_error
 
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Sum
 
+from metastore.checkpoint_codec import decode_refs, encode_refs
 from metastore.intervals import Interval
 from metastore.models import (
     FINAL_STATUSES,
@@ -22,6 +24,8 @@ from metastore.models import (
     Task,
     TaskLock,
     TaskStatus,
+    TimelineCheckpoint,
+    Worker,
 )
 from metastore.timeline import SegmentRef, Timeline
 
@@ -129,16 +133,127 @@ def last_commit_seq(*, datasource: str) -> int:
 
 
 def used_ids_as_of(*, datasource: str, as_of: int) -> set[str]:
-    """The ids of the segments that were used right after commit `as_of`."""
-    used: set[str] = set()
-    for kind, added, removed in CommitLogEntry.objects.filter(
-        datasource=datasource, seq__lte=as_of
-    ).values_list("kind", "added", "removed"):
-        used.difference_update(removed or [])
-        used.update(added or [])
-        if kind == CommitKind.KILL:
-            used.difference_update(removed or [])
+    """The ids of the segments that were used right after commit `as_of`: the
+    newest checkpoint at or before it, then the log entries after that."""
+    base_seq, base = _checkpoint_at(datasource, as_of)
+    used = {ref.id for ref in base} if base is not None else set()
+    _, added, removed = _replay(datasource, base_seq, as_of)
+    used.difference_update(removed)
+    used.update(added)
     return used
+
+
+# A read that replays more commits than this past the newest checkpoint writes one.
+_CHECKPOINT_AFTER = 32
+# Checkpoints kept per dataSource: past this the older ones are thinned out (every
+# other one goes), so time travel far back replays more, up to a bounded stretch.
+_CHECKPOINTS_KEPT = 48
+_CHECKPOINTS_NEWEST = 8  # never thinned
+
+
+def _checkpoint_at(datasource: str, seq: int) -> tuple[int, list[SegmentRef] | None]:
+    """(its seq, its refs) of the newest checkpoint at or before `seq`, or (0, None)."""
+    found = (
+        TimelineCheckpoint.objects.filter(datasource=datasource, seq__lte=seq)
+        .order_by("-seq")
+        .values_list("seq", "refs")
+        .first()
+    )
+    if found is None:
+        return 0, None
+    try:
+        return found[0], decode_refs(found[1])
+    except (ValueError, KeyError, TypeError, zlib_error):
+        return 0, None  # a checkpoint of an unknown format is ignored, never trusted
+
+
+def _replay(datasource: str, after: int, upto: int) -> tuple[int, dict[str, None], set[str]]:
+    """The log entries in (after, upto]: (how many, ids they leave used that were
+    not, ids they leave unused), in commit order as `used_ids_as_of` defines it."""
+    added: dict[str, None] = {}
+    removed: set[str] = set()
+    count = 0
+    for kind, add, rem in CommitLogEntry.objects.filter(
+        datasource=datasource, seq__gt=after, seq__lte=upto
+    ).values_list("kind", "added", "removed"):
+        count += 1
+        for sid in rem or ():
+            added.pop(sid, None)
+            removed.add(sid)
+        for sid in add or ():
+            removed.discard(sid)
+            added[sid] = None
+        if kind == CommitKind.KILL:
+            for sid in rem or ():
+                added.pop(sid, None)
+                removed.add(sid)
+    return count, added, removed
+
+
+def _refs_at(datasource: str, seq: int, *, latest: bool) -> list[SegmentRef]:
+    """The refs of the segments used right after commit `seq` that still exist
+    (killed segments are gone; their ids never come back).
+
+    `latest`: `seq` was the dataSource's last commit when read, so with no
+    checkpoint the used segment rows are read instead of the whole log (they
+    agree for everything written through the services, and rows written around
+    them, as benchmarks do, are then seen too)."""
+    base_seq, base = _checkpoint_at(datasource, seq)
+    if base is None and latest:
+        refs = _segment_refs(datasource)
+        # The rows are the state at `seq` only if no commit landed while reading them.
+        if seq and last_commit_seq(datasource=datasource) == seq:
+            _checkpoint_save(datasource, seq, refs)
+        return refs
+    count, added, removed = _replay(datasource, base_seq, seq)
+    refs = base if base is not None else []
+    if removed:
+        refs = [ref for ref in refs if ref.id not in removed]
+    if added:
+        present = {ref.id for ref in refs}
+        missing = {sid for sid in added if sid not in present}
+        if missing:
+            refs += _segment_refs(datasource, missing)
+    if not latest and base is not None:
+        # Checkpoint refs of segments killed after it would show files that are gone.
+        gone = {
+            sid
+            for (ids,) in CommitLogEntry.objects.filter(
+                datasource=datasource, kind=CommitKind.KILL, seq__gt=seq
+            ).values_list("removed")
+            for sid in ids or ()
+        }
+        if gone:
+            refs = [ref for ref in refs if ref.id not in gone]
+    if count > _CHECKPOINT_AFTER:
+        _checkpoint_save(datasource, seq, refs)
+    return refs
+
+
+def _checkpoint_save(datasource: str, seq: int, refs: list[SegmentRef]) -> None:
+    """Store a checkpoint (a derived cache: a failure to write one is ignored)."""
+    try:
+        with transaction.atomic():
+            TimelineCheckpoint.objects.bulk_create(
+                [
+                    TimelineCheckpoint(
+                        datasource=datasource, seq=seq, segments=len(refs), refs=encode_refs(refs)
+                    )
+                ],
+                ignore_conflicts=True,
+            )
+            seqs = list(
+                TimelineCheckpoint.objects.filter(datasource=datasource)
+                .order_by("-seq")
+                .values_list("seq", flat=True)
+            )
+            if len(seqs) > _CHECKPOINTS_KEPT:
+                older = seqs[_CHECKPOINTS_NEWEST:]
+                TimelineCheckpoint.objects.filter(
+                    datasource=datasource, seq__in=older[1::2]
+                ).delete()
+    except (DatabaseError, ValueError):
+        pass
 
 
 # Past this many segment ids changed since the cached timeline, rebuild it instead.
@@ -153,10 +268,12 @@ def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
     removed ids leave, their added ids that are still used come in) instead of
     rebuilding it. Commits of one dataSource are serialized on its lock, so
     their seqs become visible in order.
+
+    A process without it (and time travel) starts from the newest checkpoint at
+    or before the commit wanted and replays the log after it (`_refs_at`).
     """
     if as_of is not None:
-        ids = used_ids_as_of(datasource=datasource, as_of=as_of)
-        return Timeline.build(_segment_refs(datasource, ids) if ids else [])
+        return Timeline.build(_refs_at(datasource, as_of, latest=False))
     seq = last_commit_seq(datasource=datasource)
     with _cache_lock:
         cached = _timeline_cache.get(datasource)
@@ -167,7 +284,7 @@ def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
             if timeline is not None:
                 _timeline_cache[datasource] = (seq, timeline)
                 return timeline
-    timeline = Timeline.build(_segment_refs(datasource))
+    timeline = Timeline.build(_refs_at(datasource, seq, latest=True))
     with _cache_lock:
         _timeline_cache[datasource] = (seq, timeline)
     return timeline
@@ -201,6 +318,7 @@ def _apply_commits(datasource: str, timeline: Timeline, after: int, upto: int) -
         else set()
     )
     spans: list[tuple[datetime, datetime]] = []
+    came: list[SegmentRef] = []
     try:
         for sid in removed:
             ref = timeline.get(sid)
@@ -211,6 +329,7 @@ def _apply_commits(datasource: str, timeline: Timeline, after: int, upto: int) -
             if ref.id in still_used:
                 spans.append((ref.interval.start, ref.interval.end))
                 timeline.add(ref)
+                came.append(ref)
     except (KeyError, ValueError):
         _timeline_cache.pop(datasource, None)
         _state_cache.pop(datasource, None)
@@ -220,6 +339,7 @@ def _apply_commits(datasource: str, timeline: Timeline, after: int, upto: int) -
     if state is not None and state.timeline is timeline:
         if (state.pending_seq is None and state.seq == after) or state.pending_seq == after:
             state.pending_spans.extend(spans)
+            state.pending_added.extend(came)
             state.pending_seq = upto
         else:
             _state_cache.pop(datasource, None)
@@ -380,6 +500,15 @@ def stale_active_tasks(*, older_than: datetime) -> QuerySet[Task]:
     )
 
 
+def pending_task_ids(*, created_before: datetime) -> list[str]:
+    """Ids of the tasks still PENDING (no worker claimed them) created before then."""
+    return list(
+        Task.objects.filter(status=TaskStatus.PENDING, created_at__lt=created_before)
+        .order_by("created_at")
+        .values_list("id", flat=True)
+    )
+
+
 # --- the console's timeline reads ------------------------------------------------------------
 
 
@@ -412,6 +541,7 @@ class TimelineState:
     extent: Interval | None
     pending_seq: int | None = None  # the timeline moved on to this seq ...
     pending_spans: list[tuple[datetime, datetime]] = dc_field(default_factory=list)  # ... here
+    pending_added: list[SegmentRef] = dc_field(default_factory=list)  # ... with these added
     # (start, end, version) -> (rows, bytes) of the whole dataSource, read once per state
     rows: dict[tuple, tuple[int, int]] | None = None
     _counts: dict[str, int] | None = None
@@ -516,16 +646,31 @@ def _state_moved(old: TimelineState, seq: int, datasource: str | None = None) ->
     def touched(start: datetime, end: datetime) -> bool:
         return any(s < end and start < e for s, e in spans)
 
-    kept = [c for c in old.chunks if not touched(c.interval.start, c.interval.end)]
-    status = {sid: st for sid, st in old.status.items()}
+    kept, redone = [], []
     for c in old.chunks:
-        if touched(c.interval.start, c.interval.end):
-            for r in c.segments:
-                status.pop(r.id, None)
-    redo = [r for r in timeline.segments() if touched(r.interval.start, r.interval.end)]
-    infos, new_status = _chunk_infos(timeline, redo)
+        (redone if touched(c.interval.start, c.interval.end) else kept).append(c)
+    status = old.status.copy()  # (dict.copy keeps its fast path after deletions; dict() does not)
+    counts = dict(old._counts) if old._counts is not None else None
+    # The segments now in the touched stretches: those of the old chunks there that
+    # are still in the timeline, and those added since (every one lies in a span).
+    redo: dict[str, SegmentRef] = {}
+    for c in redone:
+        for r in c.segments:
+            st = status.pop(r.id, None)
+            if counts is not None and st is not None:
+                counts[st] -= 1
+            if timeline.get(r.id) is r:
+                redo[r.id] = r
+    for r in old.pending_added:
+        if timeline.get(r.id) is r:
+            redo[r.id] = r
+    infos, new_status = _chunk_infos(timeline, redo.values())
     status.update(new_status)
     state = _state_from(timeline, seq, kept + infos, status)
+    if counts is not None:
+        for st in new_status.values():
+            counts[st] += 1
+        state._counts = counts
     if old.rows is not None and datasource is not None:
         rows = {k: v for k, v in old.rows.items() if not touched(k[0], k[1])}
         hull = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
@@ -698,17 +843,41 @@ class TaskSlot:
 
 
 @dataclass(frozen=True)
+class LiveWorker:
+    """A worker whose heartbeat is recent, with its task slots and what holds them."""
+
+    name: str
+    nodename: str
+    queues: list[str]
+    capacity: int
+    heartbeat_at: datetime
+    tasks: list[str]  # the ids of the tasks it runs (RUNNING or WAITING)
+
+    @property
+    def busy(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def free(self) -> int:
+        return max(0, self.capacity - self.busy)
+
+
+@dataclass(frozen=True)
 class TaskSlots:
     """Who holds the task slots, and the PENDING tasks queued for one.
 
-    A WAITING task holds its slot (its worker process waits for the lock); a
+    The capacity is the sum of the live workers' slots (each registers its own
+    with its heartbeat), not a setting: a stopped or lost worker's slots are
+    gone. A WAITING task holds its slot (its worker waits for the lock); a
     PENDING task has no slot yet. `pending_for_slot` says whether the PENDING
-    tasks wait because every slot is taken (rather than being about to start)."""
+    tasks wait because every slot is taken (rather than being about to start);
+    `no_worker` that no worker is alive to run them at all."""
 
     capacity: int
     slots: list[TaskSlot]
     pending: list[Task]
     pending_count: int
+    workers: list[LiveWorker] = dc_field(default_factory=list)
 
     @property
     def busy(self) -> int:
@@ -717,6 +886,10 @@ class TaskSlots:
     @property
     def free(self) -> int:
         return len(self.slots) - self.busy
+
+    @property
+    def no_worker(self) -> bool:
+        return not self.workers
 
     @property
     def pending_for_slot(self) -> bool:
@@ -739,30 +912,52 @@ _SLOT_FIELDS = (
 )
 
 
-def task_slots(*, pending_limit: int = 50) -> TaskSlots:
-    """The STRATA_TASK_SLOTS slots with their tasks in start order, then the
-    PENDING tasks oldest first (at most `pending_limit`). Two queries.
-
-    The capacity is the configured STRATA_TASK_SLOTS; should more tasks run (more
-    workers than configured), every one is shown, in slots beyond it."""
+def live_workers(*, now: datetime | None = None) -> list[Worker]:
+    """Workers whose last heartbeat is within STRATA_HEARTBEAT_TIMEOUT."""
     from django.conf import settings
+    from django.utils import timezone
 
+    since = (now or timezone.now()) - timedelta(seconds=float(settings.STRATA_HEARTBEAT_TIMEOUT))
+    return list(Worker.objects.filter(heartbeat_at__gte=since).order_by("name"))
+
+
+def task_slots(*, pending_limit: int = 50) -> TaskSlots:
+    """The live workers' task slots with their tasks in start order, then the
+    PENDING tasks oldest first (at most `pending_limit`). Three queries.
+
+    Should more tasks run than the live workers have slots (a worker lost
+    with its tasks not yet reaped), every one is shown, in slots beyond them."""
+    workers = live_workers()
     holders = list(
         Task.objects.filter(status__in=(TaskStatus.RUNNING, TaskStatus.WAITING))
         .only(*_SLOT_FIELDS)
         .order_by("started_at", "id")
     )
-    capacity = max(int(settings.STRATA_TASK_SLOTS), len(holders))
+    live = []
+    for w in workers:
+        processes = set(w.processes or ()) | {w.name}
+        live.append(
+            LiveWorker(
+                name=w.name,
+                nodename=w.nodename,
+                queues=list(w.queues or ()),
+                capacity=w.capacity,
+                heartbeat_at=w.heartbeat_at,
+                tasks=[t.id for t in holders if t.worker in processes],
+            )
+        )
+    capacity = sum(w.capacity for w in workers)
     slots = [
         TaskSlot(number=n + 1, task=holders[n] if n < len(holders) else None)
-        for n in range(capacity)
+        for n in range(max(capacity, len(holders)))
     ]
     pending_qs = Task.objects.filter(status=TaskStatus.PENDING).only(*_SLOT_FIELDS)
     pending = list(pending_qs.order_by("created_at", "id")[: pending_limit + 1])
     pending_count = len(pending) if len(pending) <= pending_limit else pending_qs.count()
     return TaskSlots(
-        capacity=int(settings.STRATA_TASK_SLOTS),
+        capacity=capacity,
         slots=slots,
         pending=pending[:pending_limit],
         pending_count=pending_count,
+        workers=live,
     )

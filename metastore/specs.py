@@ -70,6 +70,62 @@ DEFAULT_MAX_ROWS_PER_SEGMENT = 5_000_000
 DEFAULT_MAX_TOTAL_ROWS = 20_000_000
 DEFAULT_TASK_LOCK_TIMEOUT_MS = 300_000
 UNLIMITED = 2**31 - 1
+# The fields each part of a spec accepts (the validator's `_allow` sets), named so
+# that metastore.spec_schema publishes the same ones in the OpenAPI schema.
+INDEX_TOP_LEVEL = {"type", "id", "spec", "context", "groupId", "resource", "dataSource"}
+KILL_TOP_LEVEL = {
+    "type",
+    "id",
+    "dataSource",
+    "interval",
+    "context",
+    "markAsUnused",
+    "versions",
+    "batchSize",
+    "limit",
+    "maxUsedStatusLastUpdatedTime",
+}
+KILL_UNSUPPORTED = ("versions", "maxUsedStatusLastUpdatedTime")
+INGESTION_SPEC_FIELDS = {"dataSchema", "ioConfig", "tuningConfig"}
+DATA_SCHEMA_FIELDS = {
+    "dataSource",
+    "timestampSpec",
+    "dimensionsSpec",
+    "metricsSpec",
+    "granularitySpec",
+    "transformSpec",
+}
+TIMESTAMP_SPEC_FIELDS = {"column", "format", "missingValue"}
+GRANULARITY_SPEC_FIELDS = {"type", "segmentGranularity", "queryGranularity", "rollup", "intervals"}
+GRANULARITY_SPEC_TYPES = ("uniform", "arbitrary")
+TRANSFORM_SPEC_FIELDS = {"filter", "transforms"}
+IO_CONFIG_FIELDS = {"type", "inputSource", "inputFormat", "appendToExisting", "dropExisting"}
+INPUT_SOURCE_FIELDS = {
+    "local": {"type", "baseDir", "filter", "files"},
+    "inline": {"type", "data"},
+    "druid": {
+        "type",
+        "dataSource",
+        "interval",
+        "filter",
+        "dimensions",
+        "metrics",
+        "maxInputSegmentBytesPerTask",
+    },
+    "combining": {"type", "delegates"},
+}
+DYNAMIC_PARTITIONS_FIELDS = {"type", "maxRowsPerSegment", "maxTotalRows"}
+INDEX_TUNING_FIELDS = {
+    "type",
+    "partitionsSpec",
+    "forceGuaranteedRollup",
+    "maxParseExceptions",
+    "maxSavedParseExceptions",
+    "logParseExceptions",
+    "maxRetry",
+    "maxNumConcurrentSubTasks",
+    "totalNumMergeTasks",
+}
 
 
 class SpecError(ValueError):
@@ -495,6 +551,12 @@ def _context(raw: Any) -> Context:
 # --- filters (transformSpec.filter), checked here, applied by the workers -------
 
 
+def _none_as(value: Any, default: Any) -> Any:
+    """A field given as null counts as absent; any other value (false, 0, "") is
+    checked for its type, never taken as absent."""
+    return default if value is None else value
+
+
 def validate_filter(flt: Any, path: str) -> dict:
     flt = _obj(flt, path)
     kind = flt.get("type")
@@ -627,7 +689,7 @@ def _flatten_spec(fmt_obj: dict, fmt_path: str) -> tuple[tuple[FlattenField, ...
         return (), True
     _allow(spec, path, {"useFieldDiscovery", "fields"})
     discovery = _bool(spec, "useFieldDiscovery", path, True)
-    fields = spec.get("fields") or []
+    fields = _none_as(spec.get("fields"), [])
     if not isinstance(fields, list):
         raise SpecError(f"{path}.fields", "must be a list")
     out: list[FlattenField] = []
@@ -771,6 +833,8 @@ def _one_source(
 ) -> InputSpec:
     src = _obj(src, path)
     kind = src.get("type")
+    if not isinstance(kind, str):
+        kind = repr(kind)  # e.g. an object: named in the error, never looked up as a key
     if kind in OUT_OF_SCOPE_SOURCES:
         raise SpecError(
             f"{path}.type",
@@ -783,7 +847,7 @@ def _one_source(
             f"unknown input source {kind!r}; accepted: {', '.join(accepted)}",
         )
     if kind == "combining":
-        _allow(src, path, {"type", "delegates"})
+        _allow(src, path, INPUT_SOURCE_FIELDS["combining"])
         delegates = src.get("delegates")
         if not isinstance(delegates, list) or not delegates:
             raise SpecError(f"{path}.delegates", "must be a non-empty list of input sources")
@@ -800,19 +864,7 @@ def _one_source(
         fmt = next((d.format for d in parts if d.format), None)
         return InputSpec(type="combining", format=fmt, delegates=parts)
     if kind == "druid":
-        _allow(
-            src,
-            path,
-            {
-                "type",
-                "dataSource",
-                "interval",
-                "filter",
-                "dimensions",
-                "metrics",
-                "maxInputSegmentBytesPerTask",
-            },
-        )
+        _allow(src, path, INPUT_SOURCE_FIELDS["druid"])
         if src.get("filter"):
             raise SpecError(f"{path}.filter", "is not supported; use transformSpec.filter")
         for key in ("dimensions", "metrics"):
@@ -836,9 +888,9 @@ def _one_source(
         )
     fmt = _input_format(io, ignored)
     if kind == "local":
-        _allow(src, path, {"type", "baseDir", "filter", "files"})
+        _allow(src, path, INPUT_SOURCE_FIELDS["local"])
         return InputSpec(type="local", files=_resolve_local_files(src, path, input_roots), **fmt)
-    _allow(src, path, {"type", "data"})
+    _allow(src, path, INPUT_SOURCE_FIELDS["inline"])
     data = src.get("data")
     if not isinstance(data, str):
         raise SpecError(f"{path}.data", "is required (a string of rows)")
@@ -892,7 +944,7 @@ def _dimensions(
             "segments are always sorted by __time here; leave it true",
         )
     dims: list[Dimension] = []
-    raw_dims = ds.get("dimensions") or []
+    raw_dims = _none_as(ds.get("dimensions"), [])
     if not isinstance(raw_dims, list):
         raise SpecError(f"{path}.dimensions", "must be a list")
     for i, d in enumerate(raw_dims):
@@ -947,7 +999,7 @@ def _dimensions(
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise SpecError(f"{path}.dimensions", f"dimension {dup!r} is listed twice")
-    excl = ds.get("dimensionExclusions") or []
+    excl = _none_as(ds.get("dimensionExclusions"), [])
     if not isinstance(excl, list) or not all(isinstance(e, str) for e in excl):
         raise SpecError(f"{path}.dimensionExclusions", "must be a list of names")
     include_all = _bool(ds, "includeAllDimensions", path, False)
@@ -961,7 +1013,7 @@ def _dimensions(
 
 def _metrics(schema: dict, ignored: list[str]) -> tuple[Metric, ...]:
     path = "spec.dataSchema.metricsSpec"
-    raw = schema.get("metricsSpec") or []
+    raw = _none_as(schema.get("metricsSpec"), [])
     if not isinstance(raw, list):
         raise SpecError(path, "must be a list of aggregators")
     out: list[Metric] = []
@@ -1151,7 +1203,7 @@ def _partitions(tuning: dict, ignored: list[str] | None = None) -> PartitionsSpe
             f"unknown partitionsSpec type {kind!r}; accepted: {', '.join(PARTITION_TYPES)}",
         )
     if kind == "dynamic":
-        _allow(ps, path, {"type", "maxRowsPerSegment", "maxTotalRows"})
+        _allow(ps, path, DYNAMIC_PARTITIONS_FIELDS)
         # maxTotalRows is honoured: no segment holds more rows than it (Druid pushes
         # every segment it holds once maxTotalRows rows are buffered).
         return PartitionsSpec(
@@ -1163,7 +1215,7 @@ def _partitions(tuning: dict, ignored: list[str] | None = None) -> PartitionsSpe
         )
 
     def dims(key: str) -> tuple[str, ...]:
-        value = ps.get(key) or []
+        value = _none_as(ps.get(key), [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise SpecError(f"{path}.{key}", "must be a list of dimension names")
         for i, name in enumerate(value):
@@ -1300,20 +1352,9 @@ def _ingestion(
 ) -> IngestionSpec:
     ignored = [] if ignored is None else ignored
     spec = _obj(raw.get("spec"), "spec")
-    _allow(spec, "spec", {"dataSchema", "ioConfig", "tuningConfig"})
+    _allow(spec, "spec", INGESTION_SPEC_FIELDS)
     schema = _obj(spec.get("dataSchema"), "spec.dataSchema")
-    _allow(
-        schema,
-        "spec.dataSchema",
-        {
-            "dataSource",
-            "timestampSpec",
-            "dimensionsSpec",
-            "metricsSpec",
-            "granularitySpec",
-            "transformSpec",
-        },
-    )
+    _allow(schema, "spec.dataSchema", DATA_SCHEMA_FIELDS)
     top = raw.get("dataSource")
     if schema.get("dataSource") is None and top is not None:
         # An index task may name its dataSource at the top level (as Druid accepts).
@@ -1327,7 +1368,7 @@ def _ingestion(
 
     ts_path = "spec.dataSchema.timestampSpec"
     ts = _obj(schema.get("timestampSpec"), ts_path, required=False)
-    _allow(ts, ts_path, {"column", "format", "missingValue"})
+    _allow(ts, ts_path, TIMESTAMP_SPEC_FIELDS)
     ts_column = _str(ts, "column", ts_path, required=False, default="timestamp")
     ts_format = _str(ts, "format", ts_path, required=False, default="auto")
     if ts_format.lower() in TIMESTAMP_FORMATS:
@@ -1362,8 +1403,8 @@ def _ingestion(
 
     gpath = "spec.dataSchema.granularitySpec"
     gran = _obj(schema.get("granularitySpec"), gpath, required=False)
-    _allow(gran, gpath, {"type", "segmentGranularity", "queryGranularity", "rollup", "intervals"})
-    if gran.get("type") not in (None, "uniform", "arbitrary"):
+    _allow(gran, gpath, GRANULARITY_SPEC_FIELDS)
+    if gran.get("type") not in (None, *GRANULARITY_SPEC_TYPES):
         raise SpecError(f"{gpath}.type", "must be uniform (or arbitrary)")
     segment_granularity = _granularity(
         gran.get("segmentGranularity"), f"{gpath}.segmentGranularity", default="DAY"
@@ -1391,15 +1432,17 @@ def _ingestion(
 
     tpath = "spec.dataSchema.transformSpec"
     transform = _obj(schema.get("transformSpec"), tpath, required=False)
-    _allow(transform, tpath, {"filter", "transforms"})
+    _allow(transform, tpath, TRANSFORM_SPEC_FIELDS)
     transforms = _transforms(transform.get("transforms"), f"{tpath}.transforms")
     flt = (
-        validate_filter(transform["filter"], f"{tpath}.filter") if transform.get("filter") else None
+        None
+        if transform.get("filter") is None
+        else validate_filter(transform["filter"], f"{tpath}.filter")
     )
 
     io_path = "spec.ioConfig"
     io = _obj(spec.get("ioConfig"), io_path)
-    _allow(io, io_path, {"type", "inputSource", "inputFormat", "appendToExisting", "dropExisting"})
+    _allow(io, io_path, IO_CONFIG_FIELDS)
     input_spec = _input_spec(io, input_roots, ignored)
     append = _bool(io, "appendToExisting", io_path, False)
     drop_existing = _bool(io, "dropExisting", io_path, False)
@@ -1421,23 +1464,7 @@ def _ingestion(
 
     tun_path = "spec.tuningConfig"
     tuning = _obj(spec.get("tuningConfig"), tun_path, required=False)
-    _allow(
-        tuning,
-        tun_path,
-        {
-            "type",
-            "partitionsSpec",
-            "forceGuaranteedRollup",
-            "maxParseExceptions",
-            "maxSavedParseExceptions",
-            "logParseExceptions",
-            "maxRetry",
-            "maxNumConcurrentSubTasks",
-            "totalNumMergeTasks",
-            *_LEGACY_TUNING,
-            *_IGNORED_TUNING,
-        },
-    )
+    _allow(tuning, tun_path, {*INDEX_TUNING_FIELDS, *_LEGACY_TUNING, *_IGNORED_TUNING})
     for key, reason in _IGNORED_TUNING.items():
         if tuning.get(key) is not None:
             ignored.append(f"{tun_path}.{key}: {reason}")
@@ -1551,7 +1578,7 @@ def _ingestion(
 
 
 def _transforms(raw: Any, path: str) -> tuple[Transform, ...]:
-    if not raw:
+    if raw is None:
         return ()
     if not isinstance(raw, list):
         raise SpecError(path, "must be a list of transforms")
@@ -1601,7 +1628,7 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
         raise SpecError("type", f"unknown task type {kind!r}; accepted: {', '.join(TASK_TYPES)}")
     context = _context(raw.get("context"))
     if kind in ("index_parallel", "index"):
-        _allow(raw, "", {"type", "id", "spec", "context", "groupId", "resource", "dataSource"})
+        _allow(raw, "", INDEX_TOP_LEVEL)
         ignored: list[str] = []
         ingestion = _ingestion(raw, input_roots, ignored)
         return TaskSpec(
@@ -1613,24 +1640,9 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
             ignored=ingestion.ignored,
         )
     if kind == "kill":
-        _allow(
-            raw,
-            "",
-            {
-                "type",
-                "id",
-                "dataSource",
-                "interval",
-                "context",
-                "markAsUnused",
-                "versions",
-                "batchSize",
-                "limit",
-                "maxUsedStatusLastUpdatedTime",
-            },
-        )
+        _allow(raw, "", KILL_TOP_LEVEL)
         kill_ignored = []
-        for key in ("versions", "maxUsedStatusLastUpdatedTime"):
+        for key in KILL_UNSUPPORTED:
             if raw.get(key) is not None:
                 raise SpecError(
                     key,
@@ -1848,7 +1860,9 @@ def _compaction(raw: dict) -> CompactionSpec:
     if transform.get("transforms"):
         raise SpecError(f"{tpath}.transforms", "expression transforms are not supported")
     flt = (
-        validate_filter(transform["filter"], f"{tpath}.filter") if transform.get("filter") else None
+        None
+        if transform.get("filter") is None
+        else validate_filter(transform["filter"], f"{tpath}.filter")
     )
 
     tun_path = "tuningConfig"

@@ -40,11 +40,16 @@ call.
 
 from __future__ import annotations
 
+import gc
+import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from heapq import heappop, heappush
 from operator import attrgetter
+from types import MappingProxyType
 from typing import NamedTuple
 
 from metastore.intervals import MIN_TS, Interval
@@ -138,6 +143,9 @@ class TimelinePiece(NamedTuple):
 
 
 _partition_of = attrgetter("partition")
+_start_of = attrgetter("start")
+_NO_GROUPS: dict = MappingProxyType({})  # type: ignore[assignment]
+_NO_OWNERS: dict = MappingProxyType({})  # type: ignore[assignment]
 
 
 def _is_simple(seg: SegmentRef) -> bool:
@@ -198,7 +206,6 @@ class _Chunk:
         "start",
         "end",
         "version",
-        "rank",
         "simple",
         "groups",
         "owner",
@@ -206,13 +213,13 @@ class _Chunk:
         "core_count",
         "core_stale",
         "clean",
-        "visible",
+        "_visible",
         "complete",
         "has_partial",
         "hidden_roots",
         "covered",
-        "_pieces",
         "_visible_ids",
+        "_pieces",
     )
 
     def __init__(self, interval: Interval, version: str) -> None:
@@ -220,26 +227,31 @@ class _Chunk:
         self.start = interval.start
         self.end = interval.end
         self.version = version
-        self.rank = (version, interval.start, interval.end)
         self.simple: dict[int, SegmentRef] = {}  # partition -> simple segment
-        self.groups: dict[frozenset[int], _Group] = {}
+        # Most chunks hold simple segments only: they share one empty, read-only
+        # mapping until their first group arrives.
+        self.groups: dict[frozenset[int], _Group] = _NO_GROUPS
         # partition -> group key, for the segments in groups
-        self.owner: dict[int, frozenset[int]] = {}
+        self.owner: dict[int, frozenset[int]] = _NO_OWNERS
         self.core = 0  # N: the largest core_partitions of the chunk's segments
         self.core_count = 0  # how many segments carry that N
         self.core_stale = False
-        # The cached results of recompute(); valid while clean.
+        # The results of recompute(), valid while clean: complete, and the
+        # slots that recompute() alone sets (so they are read only after it):
+        # _visible (sorted by partition; None for "every simple segment"),
+        # has_partial, hidden_roots (roots hidden for minor-0 segments by rule
+        # 1), covered (roots covered by non-simple segments visible under rule
+        # 2), and the lazily built _visible_ids and _pieces.
         self.clean = False
-        self.visible: list[SegmentRef] = []  # sorted by partition
         self.complete = False
-        self.has_partial = False
-        self.hidden_roots = _EMPTY  # roots hidden for minor-0 segments by rule 1
-        self.covered = _EMPTY  # roots covered by non-simple segments visible under rule 2
-        self._pieces: list[tuple[Interval, SegmentRef]] | None = None
-        self._visible_ids: set[str] | None = None
 
     def __len__(self) -> int:
         return len(self.simple) + len(self.owner)
+
+    @property
+    def rank(self) -> tuple[str, datetime, datetime]:
+        """The order of chunks at an instant both contain: the highest wins."""
+        return (self.version, self.start, self.end)
 
     def segments(self) -> Iterator[SegmentRef]:
         yield from self.simple.values()
@@ -276,6 +288,8 @@ class _Chunk:
             self.simple[p] = seg
             return
         key = aug if aug is not None else frozenset((p,))
+        if self.groups is _NO_GROUPS:
+            self.groups, self.owner = {}, {}
         group = self.groups.get(key)
         if group is None:
             group = self.groups[key] = _Group(key)
@@ -306,14 +320,27 @@ class _Chunk:
 
     def recompute(self) -> None:
         """Apply rules 1–4 to the chunk's segments."""
-        self._pieces = None
         self._visible_ids = None
+        self._pieces = None
         if self.core_stale:
             cores = [s.core_partitions for s in self.segments()]
             self.core = max(cores, default=0)
             self.core_count = cores.count(self.core)
             self.core_stale = False
         simple = self.simple
+        if not self.groups:
+            # Simple segments only (the bulk of chunks): each is its own full
+            # AUG of minor 0 and root {p}, so rules 1-3 show them all; the
+            # list of them is made on the first read that needs it.
+            self._visible = None
+            self.hidden_roots = self.covered = _EMPTY
+            self.has_partial = False
+            self.clean = True
+            core = self.core
+            self.complete = core == 0 or (
+                len(simple) >= core and all(r in simple for r in range(core))
+            )
+            return
         groups = list(self.groups.values())
         for group in groups:
             if group.stale:
@@ -367,7 +394,7 @@ class _Chunk:
         for group in shown_partial:
             visible.extend(group.members.values())
         visible.sort(key=_partition_of)
-        self.visible = visible
+        self._visible = visible
 
         self.hidden_roots = hidden_roots
         self.covered = covered
@@ -399,8 +426,12 @@ class _Chunk:
     def show_added(self, seg: SegmentRef) -> None:
         if seg.partition in self.hidden_roots:
             return
-        i = bisect_left(self.visible, seg.partition, key=_partition_of)
-        self.visible.insert(i, seg)
+        visible = self._visible
+        if visible is None:  # "every simple segment" still holds; drop what was made of it
+            self._visible_ids = self._pieces = None
+            return
+        i = bisect_left(visible, seg.partition, key=_partition_of)
+        visible.insert(i, seg)
         if self._pieces is not None:
             self._pieces.insert(i, (self.interval, seg))
         if self._visible_ids is not None:
@@ -418,14 +449,30 @@ class _Chunk:
     def hide_removed(self, seg: SegmentRef) -> None:
         if seg.partition in self.hidden_roots:
             return
-        i = bisect_left(self.visible, seg.partition, key=_partition_of)
-        del self.visible[i]
+        visible = self._visible
+        if visible is None:
+            self._visible_ids = self._pieces = None
+            return
+        i = bisect_left(visible, seg.partition, key=_partition_of)
+        del visible[i]
         if self._pieces is not None:
             del self._pieces[i]
         if self._visible_ids is not None:
             self._visible_ids.discard(seg.id)
 
+    @property
+    def visible(self) -> list[SegmentRef]:
+        """The chunk's visible segments (rules 1–3), by partition (after recompute)."""
+        visible = self._visible
+        if visible is None:
+            visible = list(self.simple.values())
+            if len(visible) > 1:
+                visible.sort(key=_partition_of)
+            self._visible = visible  # published once complete: see the module docstring
+        return visible
+
     def pieces(self) -> list[tuple[Interval, SegmentRef]]:
+        """``(interval, segment)`` for each visible segment: a whole chunk's part of a lookup."""
         pieces = self._pieces
         if pieces is None:
             interval = self.interval
@@ -445,106 +492,243 @@ class _Chunk:
         return ids
 
 
-class _Runs:
-    """The visible chunk over time: maximal, time-ordered, non-overlapping runs."""
+# Ordered sequences are kept in blocks of about _BLOCK items (the layout of
+# the sortedcontainers package): finding an instant is two bisections, and an
+# insertion or a splice moves O(_BLOCK + n / _BLOCK) references rather than n,
+# so a chunk added in the middle of a minute-grain year (525,600 chunks) costs
+# what it costs at the end.
+_BLOCK = 512
 
-    __slots__ = ("starts", "ends", "chunks")
 
-    def __init__(self) -> None:
-        self.starts: list[datetime] = []
-        self.ends: list[datetime] = []
-        self.chunks: list[_Chunk] = []
+def _blocked(items: list) -> list[list]:
+    return [items[i : i + _BLOCK] for i in range(0, len(items), _BLOCK)]
 
-    def span(self, start: datetime, end: datetime) -> tuple[int, int]:
-        """Indexes ``[i, j)`` of the runs overlapping ``[start, end)``."""
-        starts = self.starts
-        i = bisect_right(starts, start) - 1
-        if i < 0 or self.ends[i] <= start:
-            i += 1
-        return i, bisect_left(starts, end, i)
+
+class _Blocks:
+    """Items with a ``start`` attribute, ordered by it, in non-empty blocks.
+
+    Each block has the list of its items' starts beside it: a bisection of
+    plain datetimes touches half the memory of one through the items (on a
+    large timeline a lookup waits on memory more than it computes).
+    """
+
+    __slots__ = ("blocks", "starts", "firsts")
+
+    def __init__(self, items: list | None = None) -> None:
+        self.blocks: list[list] = _blocked(items) if items else []
+        self.starts: list[list[datetime]] = [[x.start for x in b] for b in self.blocks]
+        self.firsts: list[datetime] = [b[0] for b in self.starts]  # each block's first start
+
+    def __iter__(self) -> Iterator:
+        for block in self.blocks:
+            yield from block
+
+    def after(self, t: datetime) -> tuple[int, int]:
+        """The position ``(block, index)`` of the first item starting after ``t``."""
+        b = bisect_right(self.firsts, t) - 1
+        if b < 0:
+            return 0, 0
+        return b, bisect_right(self.starts[b], t)
+
+    def at_or_after(self, t: datetime) -> tuple[int, int]:
+        """The position of the first item starting at or after ``t``."""
+        b = bisect_left(self.firsts, t) - 1
+        if b < 0:
+            return 0, 0
+        return b, bisect_left(self.starts[b], t)
+
+    def items_from(self, b: int, k: int, end: datetime) -> Iterator:
+        """The items from position ``(b, k)`` on that start before ``end``."""
+        blocks = self.blocks
+        while b < len(blocks):
+            block = blocks[b]
+            while k < len(block):
+                item = block[k]
+                if not item.start < end:
+                    return
+                yield item
+                k += 1
+            b, k = b + 1, 0
+
+    def splice(self, b0: int, k0: int, b1: int, k1: int, new: list) -> None:
+        """Replace the items from position ``(b0, k0)`` up to ``(b1, k1)`` with ``new`` (ordered, fitting there)."""
+        blocks, starts, firsts = self.blocks, self.starts, self.firsts
+        if not blocks:
+            self.__init__(new)  # type: ignore[misc]
+            return
+        if b0 == b1:
+            merged = blocks[b0]
+            merged[k0:k1] = new
+            if 0 < len(merged) <= 2 * _BLOCK and (len(merged) >= _BLOCK // 4 or len(blocks) == 1):
+                block_starts = starts[b0]
+                block_starts[k0:k1] = [x.start for x in new]
+                if k0 == 0:
+                    firsts[b0] = block_starts[0]
+                return
+        else:
+            merged = blocks[b0][:k0] + new + blocks[b1][k1:]
+        if len(merged) < _BLOCK // 4 and b1 + 1 < len(blocks):  # too small: join the next block
+            b1 += 1
+            merged = merged + blocks[b1]
+        pieces = _blocked(merged)
+        piece_starts = [[x.start for x in piece] for piece in pieces]
+        blocks[b0 : b1 + 1] = pieces
+        starts[b0 : b1 + 1] = piece_starts
+        firsts[b0 : b1 + 1] = [b[0] for b in piece_starts]
+
+    def insert(self, item) -> None:
+        b, k = self.after(item.start)
+        self.splice(b, k, b, k, [item])
+
+    def delete(self, item) -> None:
+        """Remove ``item`` (by identity); it must be present."""
+        blocks = self.blocks
+        b, k = self.at_or_after(item.start)
+        while True:
+            if k == len(blocks[b]):
+                b, k = b + 1, 0
+            if blocks[b][k] is item:
+                break
+            k += 1
+        self.splice(b, k, b, k + 1, [])
+
+
+class _Run:
+    """A stretch of time where a chunk is visible that is not the chunk's whole interval."""
+
+    __slots__ = ("start", "end", "chunk")
+
+    def __init__(self, start: datetime, end: datetime, chunk: _Chunk) -> None:
+        self.start = start
+        self.end = end
+        self.chunk = chunk
+
+
+def _chunk_of(run: _Chunk | _Run) -> _Chunk:
+    return run if type(run) is _Chunk else run.chunk  # type: ignore[return-value]
+
+
+def _run(start: datetime, end: datetime, chunk: _Chunk) -> _Chunk | _Run:
+    # A run over its chunk's whole interval (the usual case) is the chunk itself.
+    return chunk if start == chunk.start and end == chunk.end else _Run(start, end, chunk)
+
+
+class _Runs(_Blocks):
+    """The visible chunk over time: maximal, time-ordered, non-overlapping runs.
+
+    Each item is a ``_Chunk`` (visible over its whole interval) or a ``_Run``.
+    """
+
+    __slots__ = ()
+
+    def first_overlapping(self, t: datetime) -> tuple[int, int]:
+        """The position of the first run ending after ``t``."""
+        b, k = self.after(t)
+        if k > 0 and self.blocks[b][k - 1].end > t:
+            k -= 1
+        return b, k
+
+    def overlapping(self, start: datetime, end: datetime) -> Iterator[_Chunk | _Run]:
+        b, k = self.first_overlapping(start)
+        return self.items_from(b, k, end)
 
     def repaint(self, start: datetime, end: datetime, candidates: list[_Chunk]) -> None:
         """Recompute the runs inside ``[start, end)`` from ``candidates`` (the eligible chunks overlapping it)."""
-        starts, ends, chunks = self.starts, self.ends, self.chunks
-        i, j = self.span(start, end)
-        new_starts: list[datetime] = []
-        new_ends: list[datetime] = []
-        new_chunks: list[_Chunk] = []
-        if i < j and starts[i] < start:  # keep the part of a run sticking out on the left
-            new_starts.append(starts[i])
-            new_ends.append(start)
-            new_chunks.append(chunks[i])
-        painted = _paint(start, end, candidates)
-        for s, e, c in painted:
-            if new_chunks and new_chunks[-1] is c and new_ends[-1] == s:
-                new_ends[-1] = e
+        blocks = self.blocks
+        b0, k0 = self.first_overlapping(start)
+        b1, k1 = self.at_or_after(end)
+        old = list(self.items_from(b0, k0, end))
+        new: list[tuple[datetime, datetime, _Chunk]] = []
+        if old and old[0].start < start:  # keep the part of a run sticking out on the left
+            new.append((old[0].start, start, _chunk_of(old[0])))
+        for s, e, c in _paint(start, end, candidates):
+            if new and new[-1][2] is c and new[-1][1] == s:
+                new[-1] = (new[-1][0], e, c)
             else:
-                new_starts.append(s)
-                new_ends.append(e)
-                new_chunks.append(c)
-        if i < j and ends[j - 1] > end:  # and on the right
-            c = chunks[j - 1]
-            if new_chunks and new_chunks[-1] is c and new_ends[-1] == end:
-                new_ends[-1] = ends[j - 1]
+                new.append((s, e, c))
+        if old and old[-1].end > end:  # and on the right
+            c = _chunk_of(old[-1])
+            if new and new[-1][2] is c and new[-1][1] == end:
+                new[-1] = (new[-1][0], old[-1].end, c)
             else:
-                new_starts.append(end)
-                new_ends.append(ends[j - 1])
-                new_chunks.append(c)
-        # Merge with untouched neighbours that belong to the same chunk.
-        if (
-            new_chunks
-            and j < len(chunks)
-            and chunks[j] is new_chunks[-1]
-            and starts[j] == new_ends[-1]
-        ):
-            new_ends[-1] = ends[j]
-            j += 1
-        if new_chunks and i > 0 and chunks[i - 1] is new_chunks[0] and ends[i - 1] == new_starts[0]:
-            new_starts[0] = starts[i - 1]
-            i -= 1
-        starts[i:j] = new_starts
-        ends[i:j] = new_ends
-        chunks[i:j] = new_chunks
+                new.append((end, old[-1].end, c))
+        if new and blocks:
+            # Merge with untouched neighbours that belong to the same chunk.
+            nb, nk = (b1 + 1, 0) if k1 == len(blocks[b1]) else (b1, k1)
+            if nb < len(blocks):
+                after = blocks[nb][nk]
+                if _chunk_of(after) is new[-1][2] and after.start == new[-1][1]:
+                    new[-1] = (new[-1][0], after.end, new[-1][2])
+                    b1, k1 = nb, nk + 1
+            pb, pk = (b0 - 1, len(blocks[b0 - 1])) if k0 == 0 and b0 > 0 else (b0, k0)
+            if pk > 0:
+                before = blocks[pb][pk - 1]
+                if _chunk_of(before) is new[0][2] and before.end == new[0][0]:
+                    new[0] = (before.start, new[0][1], new[0][2])
+                    b0, k0 = pb, pk - 1
+        self.splice(b0, k0, b1, k1, [_run(s, e, c) for s, e, c in new])
 
 
 def _paint(
     start: datetime, end: datetime, candidates: list[_Chunk]
 ) -> list[tuple[datetime, datetime, _Chunk]]:
-    """Fill ``[start, end)`` with the highest-ranked candidate at each instant: time-ordered pieces."""
-    piece_starts: list[datetime] = []
+    """Fill ``[start, end)`` with the highest-ranked candidate at each instant: time-ordered pieces.
+
+    The candidates must overlap ``[start, end)``. Pieces of one chunk that
+    meet are one piece.
+    """
+    if len(candidates) == 1:  # a chunk added where no other is (the next minute's, say)
+        chunk = candidates[0]
+        return [
+            (
+                chunk.start if chunk.start > start else start,
+                chunk.end if chunk.end < end else end,
+                chunk,
+            )
+        ]
+    candidates = sorted(candidates, key=_start_of)
+    reach = None
+    for chunk in candidates:
+        if reach is not None and chunk.start < reach:
+            break
+        reach = chunk.end
+    else:  # no two candidates overlap: each shows where it is
+        return [
+            (
+                chunk.start if chunk.start > start else start,
+                chunk.end if chunk.end < end else end,
+                chunk,
+            )
+            for chunk in candidates
+        ]
+    # A sweep over the boundaries, with the candidates present at the current
+    # instant in a heap by rank (those that have ended leave it lazily).
+    rank = {
+        c: r for r, c in enumerate(sorted(candidates, key=attrgetter("version", "start", "end")))
+    }
+    points = sorted(
+        {start, end}
+        | {c.start for c in candidates if c.start > start}
+        | {c.end for c in candidates if c.end < end}
+    )
+    heap: list[tuple[int, int]] = []
     pieces: list[tuple[datetime, datetime, _Chunk]] = []
-    for chunk in sorted(candidates, key=attrgetter("rank"), reverse=True):
-        a = chunk.start if chunk.start > start else start
-        b = chunk.end if chunk.end < end else end
-        if a >= b:
-            continue
-        k = bisect_right(piece_starts, a) - 1
-        cursor = a
-        if k >= 0 and pieces[k][1] > a:
-            cursor = pieces[k][1]
-        k += 1
-        gaps: list[tuple[int, datetime, datetime]] = []
-        while cursor < b:
-            if k < len(pieces) and piece_starts[k] < b:
-                if cursor < piece_starts[k]:
-                    gaps.append((k, cursor, piece_starts[k]))
-                if pieces[k][1] > cursor:
-                    cursor = pieces[k][1]
-                k += 1
+    i, n = 0, len(candidates)
+    for p in range(len(points) - 1):
+        a = points[p]
+        while i < n and candidates[i].start <= a:
+            heappush(heap, (-rank[candidates[i]], i))
+            i += 1
+        while heap and candidates[heap[0][1]].end <= a:
+            heappop(heap)
+        if heap:
+            chunk = candidates[heap[0][1]]
+            b = points[p + 1]
+            if pieces and pieces[-1][2] is chunk and pieces[-1][1] == a:
+                pieces[-1] = (pieces[-1][0], b, chunk)
             else:
-                gaps.append((k, cursor, b))
-                break
-        for k, s, e in reversed(gaps):
-            piece_starts.insert(k, s)
-            pieces.insert(k, (s, e, chunk))
-    # Neighbouring pieces of one chunk are one run.
-    merged: list[tuple[datetime, datetime, _Chunk]] = []
-    for piece in pieces:
-        if merged and merged[-1][2] is piece[2] and merged[-1][1] == piece[0]:
-            merged[-1] = (merged[-1][0], piece[1], piece[2])
-        else:
-            merged.append(piece)
-    return merged
+                pieces.append((a, b, chunk))
+    return pieces
 
 
 def _merge_regions(regions: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
@@ -559,22 +743,118 @@ def _merge_regions(regions: list[tuple[datetime, datetime]]) -> list[tuple[datet
     return merged
 
 
+_MICROSECOND = timedelta(microseconds=1)
+# _SPANS[c]: 2**c microseconds, longer than every chunk of length class c
+# (capped at timedelta's maximum, which no chunk between MIN_TS and MAX_TS reaches).
+_SPANS = [timedelta(microseconds=min(1 << c, 86_400_000_000 * 999_999_999)) for c in range(64)]
+
+
+def _length_class(chunk: _Chunk) -> int:
+    """``c`` such that the chunk lasts at least 2**(c-1) and less than 2**c microseconds."""
+    return ((chunk.end - chunk.start) // _MICROSECOND).bit_length()
+
+
+class _ChunkIndex:
+    """Every chunk, by start, in classes of similar length, to find those overlapping a stretch of time.
+
+    A chunk of class ``c`` that overlaps ``[s, e)`` starts after
+    ``s - 2**c`` microseconds; within a class that window holds few chunks
+    that end before ``s``, so a search costs O(log n + k) per class, however
+    long the longest chunk is (a YEAR chunk over minute chunks included).
+    """
+
+    __slots__ = ("classes",)
+
+    def __init__(self, ordered: list[_Chunk] | None = None) -> None:
+        self.classes: dict[int, _Blocks] = {}
+        if ordered:
+            by_class: dict[int, list[_Chunk]] = {}
+            for chunk in ordered:
+                c = _length_class(chunk)
+                found = by_class.get(c)
+                if found is None:
+                    by_class[c] = [chunk]
+                else:
+                    found.append(chunk)
+            self.classes = {c: _Blocks(chunks) for c, chunks in by_class.items()}
+
+    def add(self, chunk: _Chunk) -> None:
+        c = _length_class(chunk)
+        seq = self.classes.get(c)
+        if seq is None:
+            self.classes[c] = _Blocks([chunk])
+        else:
+            seq.insert(chunk)
+
+    def remove(self, chunk: _Chunk) -> None:
+        c = _length_class(chunk)
+        seq = self.classes[c]
+        seq.delete(chunk)
+        if not seq.blocks:
+            del self.classes[c]
+
+    def overlapping(self, start: datetime, end: datetime) -> list[_Chunk]:
+        out: list[_Chunk] = []
+        for c, seq in self.classes.items():
+            try:
+                lowest = start - _SPANS[c]
+            except OverflowError:
+                lowest = MIN_TS
+            b, k = seq.after(lowest)
+            out.extend(chunk for chunk in seq.items_from(b, k, end) if chunk.end > start)
+        return out
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # builds under way that paused the collector
+_gc_resume = False  # whether the collector was on when the first of them paused it
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a build allocates.
+
+    A build makes a few long-lived objects per chunk and no garbage cycles,
+    but the collector, triggered by every 700 allocations, walks the growing
+    heap again and again: at 525,600 chunks that was half of the build's
+    time. Concurrent builds nest; the collector is switched back on (if it
+    was on) when the last one ends, even if it fails.
+    """
+    global _gc_pauses, _gc_resume
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_resume:
+                gc.enable()
+
+
 class Timeline:
     """The visibility of one dataSource's used segments (SPEC §3).
 
     Build it with ``Timeline.build(segments)``, keep it current with ``add``
     and ``remove``, and ask ``lookup``, ``status``, ``visible_intervals``,
     ``overshadowed_by``, ``fully_overshadowed`` and ``chunk_complete``.
+
+    Costs, for n chunks: ``build`` O(n log n) (O(n) when the segments come
+    in time order); ``add`` and ``remove`` O(log n) plus the size of the
+    chunk; ``lookup`` O(log n + k) for k pieces, after the refresh of what
+    changed since the last read.
     """
 
     __slots__ = (
         "_by_id",
         "_chunks",
-        "_chunk_starts",
-        "_chunk_list",
-        "_max_length",
+        "_index",
         "_complete_runs",
         "_all_runs",
+        "_dirty",
         "_dirty_chunks",
         "_dirty_complete",
         "_dirty_all",
@@ -583,12 +863,10 @@ class Timeline:
     def __init__(self) -> None:
         self._by_id: dict[str, SegmentRef] = {}
         self._chunks: dict[tuple[datetime, datetime, str], _Chunk] = {}
-        # Chunks sorted by start, to find those overlapping a stretch of time.
-        self._chunk_starts: list[datetime] = []
-        self._chunk_list: list[_Chunk] = []
-        self._max_length = timedelta(0)
+        self._index = _ChunkIndex()
         self._complete_runs = _Runs()
         self._all_runs: _Runs | None = None  # built on the first include_incomplete lookup
+        self._dirty = False  # whether any of the three below holds something
         self._dirty_chunks: dict[_Chunk, None] = {}
         self._dirty_complete: list[tuple[datetime, datetime]] = []
         self._dirty_all: list[tuple[datetime, datetime]] = []
@@ -598,6 +876,11 @@ class Timeline:
     @classmethod
     def build(cls, segments: Iterable[SegmentRef]) -> Timeline:
         """A timeline of ``segments``; raises ValueError on a repeated id or partition."""
+        with _collector_paused():
+            return cls._build(segments)
+
+    @classmethod
+    def _build(cls, segments: Iterable[SegmentRef]) -> Timeline:
         timeline = cls()
         by_id = timeline._by_id
         chunks = timeline._chunks
@@ -618,23 +901,13 @@ class Timeline:
                 last_interval, last_version = interval, version
             chunk.insert(seg)
             by_id[sid] = seg
-        ordered = sorted(chunks.values(), key=attrgetter("start"))
-        timeline._chunk_list = ordered
-        timeline._chunk_starts = [c.start for c in ordered]
-        longest = timedelta(0)
+        ordered = sorted(chunks.values(), key=_start_of)
         for chunk in ordered:
             chunk.recompute()
-            if chunk.end - chunk.start > longest:
-                longest = chunk.end - chunk.start
-        timeline._max_length = longest
-        if ordered:
-            runs = timeline._complete_runs
-            for s, e, c in _paint(
-                ordered[0].start, max(c.end for c in ordered), [c for c in ordered if c.complete]
-            ):
-                runs.starts.append(s)
-                runs.ends.append(e)
-                runs.chunks.append(c)
+        timeline._index = _ChunkIndex(ordered)
+        complete = [c for c in ordered if c.complete]
+        if complete:
+            timeline._complete_runs = _Runs(_runs_of(complete))
         return timeline
 
     def add(self, seg: SegmentRef) -> None:
@@ -666,6 +939,7 @@ class Timeline:
         else:
             chunk.clean = False
             self._dirty_chunks[chunk] = None
+            self._dirty = True
 
     def remove(self, seg_id: str) -> None:
         """Remove a segment (it became unused); KeyError if it is not in the timeline."""
@@ -683,39 +957,26 @@ class Timeline:
             else:
                 chunk.clean = False
                 self._dirty_chunks[chunk] = None
+                self._dirty = True
             return
         del self._chunks[key]
         self._dirty_chunks.pop(chunk, None)
         self._unindex_chunk(chunk)
         if chunk.complete:
             self._dirty_complete.append((chunk.start, chunk.end))
+            self._dirty = True
 
     def _index_chunk(self, chunk: _Chunk) -> None:
-        i = bisect_right(self._chunk_starts, chunk.start)
-        self._chunk_starts.insert(i, chunk.start)
-        self._chunk_list.insert(i, chunk)
-        if chunk.end - chunk.start > self._max_length:
-            self._max_length = chunk.end - chunk.start
+        self._index.add(chunk)
         if self._all_runs is not None:
             self._dirty_all.append((chunk.start, chunk.end))
+            self._dirty = True
 
     def _unindex_chunk(self, chunk: _Chunk) -> None:
-        i = bisect_left(self._chunk_starts, chunk.start)
-        while self._chunk_list[i] is not chunk:
-            i += 1
-        del self._chunk_starts[i]
-        del self._chunk_list[i]
+        self._index.remove(chunk)
         if self._all_runs is not None:
             self._dirty_all.append((chunk.start, chunk.end))
-
-    def _overlapping_chunks(self, start: datetime, end: datetime) -> list[_Chunk]:
-        try:
-            lowest = start - self._max_length
-        except OverflowError:
-            lowest = MIN_TS
-        i = bisect_right(self._chunk_starts, lowest)
-        j = bisect_left(self._chunk_starts, end, i)
-        return [c for c in self._chunk_list[max(i - 1, 0) : j] if c.end > start]
+            self._dirty = True
 
     def _refresh(self) -> None:
         """Bring cached visibility up to date after add/remove."""
@@ -729,27 +990,24 @@ class Timeline:
         if self._dirty_complete:
             for s, e in _merge_regions(self._dirty_complete):
                 self._complete_runs.repaint(
-                    s, e, [c for c in self._overlapping_chunks(s, e) if c.complete]
+                    s, e, [c for c in self._index.overlapping(s, e) if c.complete]
                 )
             self._dirty_complete.clear()
         if self._dirty_all and self._all_runs is not None:
             for s, e in _merge_regions(self._dirty_all):
-                self._all_runs.repaint(s, e, self._overlapping_chunks(s, e))
+                self._all_runs.repaint(s, e, self._index.overlapping(s, e))
             self._dirty_all.clear()
+        self._dirty = False
 
     def _runs(self, include_incomplete: bool) -> _Runs:
-        self._refresh()
+        if self._dirty:
+            self._refresh()
         if not include_incomplete:
             return self._complete_runs
         runs = self._all_runs
         if runs is None:
-            runs = _Runs()
-            ordered = self._chunk_list
-            if ordered:
-                for s, e, c in _paint(ordered[0].start, max(c.end for c in ordered), ordered):
-                    runs.starts.append(s)
-                    runs.ends.append(e)
-                    runs.chunks.append(c)
+            ordered = sorted(self._chunks.values(), key=_start_of)
+            runs = _Runs(_runs_of(ordered))
             self._dirty_all.clear()
             self._all_runs = runs  # published once complete: see the module docstring
         return runs
@@ -784,20 +1042,48 @@ class Timeline:
         ``lookup_pieces`` (or ``chunk_complete``) to tell which pieces come
         from incomplete chunks.
         """
-        runs = self._runs(include_incomplete)
+        if self._dirty or include_incomplete:
+            runs = self._runs(include_incomplete)
+        else:
+            runs = self._complete_runs
         qs, qe = interval.start, interval.end
         out: list[tuple[Interval, SegmentRef]] = []
         if not qs < qe:
             return out
-        starts, ends, chunks = runs.starts, runs.ends, runs.chunks
-        i, j = runs.span(qs, qe)
-        for k in range(i, j):
-            s, e, chunk = starts[k], ends[k], chunks[k]
-            if s == chunk.start and e == chunk.end and qs <= s and e <= qe:
-                out.extend(chunk.pieces())  # the common case: a whole chunk, cached
-            else:
+        # runs.first_overlapping(qs) and items_from(), inlined: this is the hot path.
+        blocks = runs.blocks
+        b = bisect_right(runs.firsts, qs) - 1
+        if b < 0:
+            b = k = 0
+        else:
+            k = bisect_right(runs.starts[b], qs)
+            if blocks[b][k - 1].end > qs:
+                k -= 1
+        while b < len(blocks):
+            block = blocks[b]
+            for i in range(k, len(block)):
+                run = block[i]
+                s = run.start
+                if not s < qe:
+                    return out
+                e = run.end
+                if type(run) is _Chunk and qs <= s and e <= qe:
+                    # The common case: a whole chunk. Its pieces are cached,
+                    # unless it shows one simple segment: a minute-grain
+                    # timeline would keep a list per minute for no gain.
+                    pieces = run._pieces
+                    if pieces is None:
+                        simple = run.simple
+                        if len(simple) == 1 and run._visible is None:
+                            out.append((run.interval, *simple.values()))
+                            continue
+                        pieces = run.pieces()
+                    out.extend(pieces)
+                    continue
+                chunk = run if type(run) is _Chunk else run.chunk
                 piece = Interval(s if s > qs else qs, e if e < qe else qe)
                 out.extend([(piece, seg) for seg in chunk.visible])
+            b, k = b + 1, 0
         return out
 
     def lookup_pieces(
@@ -822,9 +1108,11 @@ class Timeline:
         return seg, self._chunks[(interval.start, interval.end, seg.version)]
 
     def _own_runs(self, chunk: _Chunk) -> list[tuple[datetime, datetime]]:
-        runs = self._complete_runs
-        i, j = runs.span(chunk.start, chunk.end)
-        return [(runs.starts[k], runs.ends[k]) for k in range(i, j) if runs.chunks[k] is chunk]
+        return [
+            (run.start, run.end)
+            for run in self._complete_runs.overlapping(chunk.start, chunk.end)
+            if _chunk_of(run) is chunk
+        ]
 
     def status(self, seg_id: str) -> str:
         """``"visible"``, ``"partial"`` (visible for part of its interval) or ``"overshadowed"``."""
@@ -859,16 +1147,15 @@ class Timeline:
         """
         seg, chunk = self._segment(seg_id)
         shown_here = chunk.complete and chunk.shows(seg)
-        runs = self._complete_runs
-        i, j = runs.span(chunk.start, chunk.end)
         out: set[str] = set()
         roots = seg.roots
-        for k in range(i, j):
-            other = runs.chunks[k]
+        rank = chunk.rank
+        for run in self._complete_runs.overlapping(chunk.start, chunk.end):
+            other = _chunk_of(run)
             if other is chunk:
                 if not shown_here:
                     out.update(s.id for s in other.visible if not s.roots.isdisjoint(roots))
-            elif other.rank > chunk.rank:
+            elif other.rank > rank:
                 out.update(other.visible_ids())
         return out
 
@@ -880,7 +1167,7 @@ class Timeline:
         empty for those, and non-empty for segments that newer data replaces.
         """
         runs = self._runs(False)
-        on_view = set(runs.chunks)
+        on_view = {_chunk_of(run) for run in runs}
         out: set[str] = set()
         for chunk in self._chunks.values():
             if chunk in on_view:
@@ -898,3 +1185,16 @@ class Timeline:
             return False
         self._refresh()
         return chunk.complete
+
+
+def _runs_of(ordered: list[_Chunk]) -> list[_Chunk | _Run]:
+    """The runs of ``ordered`` (chunks sorted by start, all eligible) over all time."""
+    reach = None
+    for chunk in ordered:
+        if reach is not None and chunk.start < reach:
+            break
+        reach = chunk.end
+    else:  # no two overlap (the usual case): each chunk is its own run
+        return ordered
+    pieces = _paint(ordered[0].start, max(c.end for c in ordered), ordered)
+    return [_run(s, e, c) for s, e, c in pieces]

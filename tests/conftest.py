@@ -116,6 +116,16 @@ def celery_session_queue() -> str:
 
 
 @pytest.fixture(autouse=True)
+def _own_login_throttle():
+    """Failed-login counters live in Redis, which other tests and sessions share:
+    each test counts under a key prefix of its own."""
+    from django.test import override_settings
+
+    with override_settings(STRATA_LOGIN_THROTTLE_PREFIX=f"strata-login-{uuid.uuid4().hex[:16]}"):
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _fresh_timeline_cache():
     """The per-process timeline cache is keyed by (dataSource, last commit seq);
     rolled-back tests can reuse both, so each test starts with an empty cache."""
@@ -627,3 +637,13 @@ def console_page(browser, live_server, user):
         yield page
     finally:
         context.close()
+
+
+def all_pages(client, url: str) -> list:
+    """Every item of a cursor-paginated list, following `next`."""
+    out = []
+    while url:
+        body = client.get(url).json()
+        out += body["results"]
+        url = body["next"]
+    return out

@@ -62,6 +62,14 @@ def _slots_worker(django_db_setup, redis_url, strata_dirs, tmp_path_factory) -> 
     STRATA_TASK_SLOTS=2, on its own queue (the session's one-slot worker, if it
     runs, never sees these tasks). Tasks this process submits go to that queue
     while the module runs."""
+    yield from slots_worker_process(redis_url, strata_dirs, tmp_path_factory, slots=SLOTS)
+
+
+def slots_worker_process(
+    redis_url, strata_dirs, tmp_path_factory, *, slots: int
+) -> Iterator[Worker]:
+    """The body of the `slots_worker` fixture, for a worker of `slots` task slots
+    (a module may override the fixture with another count)."""
     from django.db import connection
 
     from console.celery import app
@@ -80,7 +88,7 @@ def _slots_worker(django_db_setup, redis_url, strata_dirs, tmp_path_factory) -> 
             "DATABASE_URL": _database_url(connection.settings_dict),
             "REDIS_URL": redis_url,
             "STRATA_QUEUE": queue,
-            "STRATA_TASK_SLOTS": str(SLOTS),
+            "STRATA_TASK_SLOTS": str(slots),
             "SPARK_SHUFFLE_PARTITIONS": "2",
             "STRATA_HEARTBEAT_SECONDS": "0.5",
             "PYTHONUNBUFFERED": "1",
@@ -89,7 +97,7 @@ def _slots_worker(django_db_setup, redis_url, strata_dirs, tmp_path_factory) -> 
     from console.management.commands.strata_run import worker_argv
 
     # The run command's own worker command line, on this module's queue and node name.
-    argv = worker_argv(sys.executable, queue=queue, slots=SLOTS)
+    argv = worker_argv(sys.executable, queue=queue, slots=slots)
     argv[argv.index("-n") + 1] = nodename
     argv += ["--without-gossip", "--without-mingle"]
     log = open(log_path, "wb")  # noqa: SIM115 - closed at teardown
@@ -197,6 +205,15 @@ class Rows:
         return cls(
             tuple(f"{prefix}-{h:02d}" for h in hours),
             tuple(f"{day}T{h:02d}:30:00Z" for h in hours),
+        )
+
+    @classmethod
+    def at(cls, prefix: str, points: Iterable[tuple[str, int]]) -> Rows:
+        """Rows at (day, hour) points, over several days: ids `<prefix>-<day>T<hh>`."""
+        points = sorted(set(points))
+        return cls(
+            tuple(f"{prefix}-{d}T{h:02d}" for d, h in points),
+            tuple(f"{d}T{h:02d}:30:00Z" for d, h in points),
         )
 
     def jsonl(self, *, malformed: bool = False) -> str:

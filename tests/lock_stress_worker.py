@@ -67,8 +67,16 @@ def main() -> int:
             services.task_finish(task_id=victim.id, status=TaskStatus.SUCCESS)
     for task in live:
         services.task_finish(task_id=task.id, status=TaskStatus.SUCCESS)
-    print(json.dumps({"client": client, "granted": granted, "problems": problems[:10],
-                      "n_problems": len(problems)}))
+    print(
+        json.dumps(
+            {
+                "client": client,
+                "granted": granted,
+                "problems": problems[:10],
+                "n_problems": len(problems),
+            }
+        )
+    )
     return 0
 
 

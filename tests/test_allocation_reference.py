@@ -78,7 +78,9 @@ def random_tables(rng: random.Random, ds: str) -> None:
             )
     for _ in range(rng.randint(0, 4)):
         interval, version = chunk(rng), rng.choice(VERSIONS)
-        owner = new_task(ds, rng.choice([TaskStatus.RUNNING, TaskStatus.FAILED, TaskStatus.SUCCESS]))
+        owner = new_task(
+            ds, rng.choice([TaskStatus.RUNNING, TaskStatus.FAILED, TaskStatus.SUCCESS])
+        )
         PendingSegment.objects.get_or_create(
             datasource=ds,
             start=interval.start,
@@ -103,8 +105,8 @@ def random_tables(rng: random.Random, ds: str) -> None:
         )
 
 
-def expected_target(ds: str, interval: Interval) -> allocation_rules.AppendTarget | str:
-    """The pure rule's answer, fed by ORM reads and the selectors' timeline."""
+def rule_inputs(ds: str, interval: Interval) -> dict:
+    """The pure rules' inputs over `interval`, read through the ORM and the selectors' timeline."""
     visible = [
         (piece, ref.interval, ref.version)
         for piece, ref in selectors.timeline_for(datasource=ds).lookup(interval)
@@ -127,13 +129,18 @@ def expected_target(ds: str, interval: Interval) -> allocation_rules.AppendTarge
     lock_versions = TaskLock.objects.filter(
         datasource=ds, granularity=locking.TIME_CHUNK, revoked=False, **overlapping
     ).exclude(type=locking.APPEND)
+    return {
+        "interval": interval,
+        "visible": visible,
+        "chunks": chunks,
+        "running_lock_versions": list(lock_versions.values_list("version", flat=True)),
+    }
+
+
+def expected_target(ds: str, interval: Interval) -> allocation_rules.AppendTarget | str:
+    """The pure rule's answer for one piece."""
     try:
-        return allocation_rules.append_target(
-            interval=interval,
-            visible=visible,
-            chunks=chunks,
-            running_lock_versions=list(lock_versions.values_list("version", flat=True)),
-        )
+        return allocation_rules.append_target(**rule_inputs(ds, interval))
     except allocation_rules.AllocationRefused as exc:
         return str(exc)
 
@@ -204,3 +211,35 @@ def test_free_partition_sql_agrees_with_the_pure_rule():
             core,
             allocation_rules.next_partition(core, top),
         )
+
+
+def test_append_layout_sql_agrees_with_the_pure_rule_on_random_tables():
+    """The runner splits an append's rows by `services.append_layout` (the SQL's
+    facts) before it locks and allocates: piece by piece it must be the pure
+    rule's layout, including a gap appended at a running append's finer
+    granularity (an HOUR append running inside the DAY)."""
+    rng = random.Random(5150)
+    outcomes = set()
+    for case in range(CASES):
+        ds = f"layout{case}"
+        random_tables(rng, ds)
+        interval = rng.choice([MONTH, chunk(rng), chunk(rng)])
+        try:
+            want = [
+                (piece, t.interval)
+                for piece, t in allocation_rules.append_layout(**rule_inputs(ds, interval))
+            ]
+        except allocation_rules.AllocationRefused:
+            want = [(interval, interval)]  # append_layout leaves the refusal to allocation
+            outcomes.add("refused")
+        got = services.append_layout(datasource=ds, intervals=[interval])
+        assert got == want, case
+        if len(want) > 1:
+            outcomes.add("split")
+        # A gap cut at a running append's length: adjacent pieces where nothing is
+        # visible, each in a chunk of its own (a gap is otherwise one piece).
+        shown = {chunk for _, chunk, _ in rule_inputs(ds, interval)["visible"]}
+        own = {piece for piece, target in want if piece == target and piece not in shown}
+        if any(p.end == q.start for p in own for q in own):
+            outcomes.add("finer running granularity")
+    assert outcomes >= {"split", "finer running granularity"}, outcomes

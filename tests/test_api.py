@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from conftest import all_pages
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -48,7 +49,7 @@ def seg_id(ds: str, interval: str, version: str, partition: int) -> str:
 def test_token_auth_works(api_client):
     response = api_client.get("/api/v1/tasks")
     assert response.status_code == 200
-    assert response.json() == []
+    assert response.json() == {"next": None, "previous": None, "results": []}
 
 
 def test_session_auth_works(client, user):
@@ -80,7 +81,12 @@ def test_unauthenticated_requests_are_refused(client, inline_spec, method, path)
 def test_a_wrong_token_is_refused(client):
     response = client.get("/api/v1/tasks", HTTP_AUTHORIZATION="Token not-a-token")
     assert response.status_code in (401, 403)
-    assert response.json() == {"detail": "Invalid token."}
+    assert response.json() == {
+        "error": "Invalid token.",
+        "field": None,
+        "message": "Invalid token.",
+        "detail": "Invalid token.",
+    }
 
 
 # --- tasks -------------------------------------------------------------------------------
@@ -103,12 +109,12 @@ def four_tasks(inline_spec, claimed_task, user):
 
 def ids(response) -> set[str]:
     assert response.status_code == 200, response.content
-    return {t["id"] for t in response.json()}
+    return {t["id"] for t in response.json()["results"]}
 
 
 def test_tasks_list_and_filters(api_client, four_tasks):
     t = four_tasks
-    everything = api_client.get("/api/v1/tasks").json()
+    everything = api_client.get("/api/v1/tasks").json()["results"]
     assert {x["id"] for x in everything} == set(t.values())
     created = [x["created_at"] for x in everything]
     assert created == sorted(created, reverse=True)  # newest first
@@ -127,12 +133,26 @@ def test_tasks_list_and_filters(api_client, four_tasks):
     assert "RUNNING" in bad.json()["message"]
 
 
-def test_task_list_limit(api_client, four_tasks):
-    assert len(api_client.get("/api/v1/tasks?limit=2").json()) == 2
-    assert len(api_client.get("/api/v1/tasks?limit=0").json()) == 0
+def test_task_list_pages_by_cursor_newest_first(api_client, four_tasks):
+    first = api_client.get("/api/v1/tasks?limit=2").json()
+    assert len(first["results"]) == 2 and first["next"]
+    second = api_client.get(first["next"]).json()
+    assert len(second["results"]) == 2 and second["next"] is None
+    pages = first["results"] + second["results"]
+    assert {t["id"] for t in pages} == set(four_tasks.values())
+    created = [t["created_at"] for t in pages]
+    assert created == sorted(created, reverse=True)
+    assert [t["id"] for t in all_pages(api_client, "/api/v1/tasks?limit=3")] == [
+        t["id"] for t in pages
+    ]
 
 
-@pytest.mark.parametrize("limit", ["abc", "-1", "9999"])
+def test_a_bad_cursor_is_a_404_naming_it(api_client, four_tasks):
+    response = api_client.get("/api/v1/tasks?cursor=not-a-cursor")
+    assert response.status_code == 404 and response.json()["field"] == "cursor"
+
+
+@pytest.mark.parametrize("limit", ["abc", "-1", "0", "9999"])
 def test_a_bad_task_list_limit_is_a_400(api_client, limit):
     response = api_client.get(f"/api/v1/tasks?limit={limit}")
     assert response.status_code == 400 and response.json()["field"] == "limit"
@@ -140,7 +160,7 @@ def test_a_bad_task_list_limit_is_a_400(api_client, limit):
 
 def test_task_list_item_shape(api_client, four_tasks):
     task = Task.objects.get(id=four_tasks["running"])
-    [item] = api_client.get("/api/v1/tasks?status=RUNNING").json()
+    [item] = api_client.get("/api/v1/tasks?status=RUNNING").json()["results"]
     assert item == {
         "id": task.id,
         "type": "index_parallel",
@@ -201,8 +221,9 @@ def test_cancel_of_a_pending_task(api_client, inline_spec):
     assert body["cancel_requested"] is True and body["ended_at"] is not None
     assert Task.objects.get(id=task_id).status == TaskStatus.CANCELED
     again = api_client.post(f"/api/v1/tasks/{task_id}/cancel")
-    assert again.status_code == 400
-    assert again.json() == {"error": f"task {task_id} already ended (CANCELED)"}
+    assert again.status_code == 409
+    message = f"task {task_id} already ended (CANCELED)"
+    assert again.json() == {"error": message, "field": None, "message": message}
 
 
 def test_cancel_of_a_running_task_only_asks_it_to_stop(api_client, claimed_task):
@@ -385,22 +406,30 @@ def test_segments_show_visible_partial_and_overshadowed(api_client, wiki):
         ),
     ]
 
-    assert api_client.get("/api/v1/datasources/wiki/segments").json() == expected
-    assert api_client.get("/api/v1/datasources/wiki/segments?status=visible").json() == [
+    assert api_client.get("/api/v1/datasources/wiki/segments").json()["results"] == expected
+    assert api_client.get("/api/v1/datasources/wiki/segments?status=visible").json()["results"] == [
         expected[0],
         expected[4],
     ]
     assert (
-        api_client.get("/api/v1/datasources/wiki/segments?status=partial").json() == expected[1:3]
+        api_client.get("/api/v1/datasources/wiki/segments?status=partial").json()["results"]
+        == expected[1:3]
     )
-    assert api_client.get("/api/v1/datasources/wiki/segments?status=overshadowed").json() == [
-        expected[3]
-    ]
+    assert api_client.get("/api/v1/datasources/wiki/segments?status=overshadowed").json()[
+        "results"
+    ] == [expected[3]]
     assert (
-        api_client.get(f"/api/v1/datasources/wiki/segments?interval={day2}").json() == expected[3:]
+        api_client.get(f"/api/v1/datasources/wiki/segments?interval={day2}").json()["results"]
+        == expected[3:]
     )
-    assert api_client.get("/api/v1/datasources/wiki/segments?used=false").json() == []
-    assert api_client.get("/api/v1/datasources/wiki/segments?used=all").json() == expected
+    assert api_client.get("/api/v1/datasources/wiki/segments?used=false").json()["results"] == []
+    assert (
+        api_client.get("/api/v1/datasources/wiki/segments?used=all").json()["results"] == expected
+    )
+    # Pages of two, by cursor, in the same order.
+    first = api_client.get("/api/v1/datasources/wiki/segments?limit=2").json()
+    assert first["results"] == expected[:2] and first["next"]
+    assert all_pages(api_client, "/api/v1/datasources/wiki/segments?limit=2") == expected
 
     for query, field in [
         ("status=hidden", "status"),
@@ -488,7 +517,12 @@ def test_commits(api_client, wiki):
             "note": "",
         }
 
-    assert api_client.get("/api/v1/datasources/wiki/commits").json() == [
+    assert api_client.get("/api/v1/datasources/wiki/commits").json()["results"] == [
+        commit(p3),
+        commit(p2),
+        commit(p1),
+    ]
+    assert all_pages(api_client, "/api/v1/datasources/wiki/commits?limit=1") == [
         commit(p3),
         commit(p2),
         commit(p1),
@@ -522,14 +556,14 @@ def test_mark_unused_and_used(api_client, wiki):
     seq = response.json()["commit"]
     assert response.json() == {"changed": 1, "commit": seq}
     assert seq > p3.commit_seq
-    statuses = {x["id"]: x["status"] for x in api_client.get(f"{base}/segments").json()}
+    statuses = {x["id"]: x["status"] for x in api_client.get(f"{base}/segments").json()["results"]}
     assert statuses == {
         s["day1_p0"]: "visible",
         s["day1_p1"]: "visible",
         s["day2_v1"]: "overshadowed",
         s["day2_v3"]: "visible",
     }
-    [unused] = api_client.get(f"{base}/segments?used=false").json()
+    [unused] = api_client.get(f"{base}/segments?used=false").json()["results"]
     assert (unused["id"], unused["used"], unused["status"], unused["complete"]) == (
         s["hours_v2"],
         False,
@@ -537,7 +571,7 @@ def test_mark_unused_and_used(api_client, wiki):
         False,
     )
     assert unused["visible_intervals"] == [] and unused["overshadowed_by"] == []
-    latest = api_client.get(f"{base}/commits").json()[0]
+    latest = api_client.get(f"{base}/commits").json()["results"][0]
     assert {k: latest[k] for k in ("seq", "kind", "actor", "task", "added", "removed")} == {
         "seq": seq,
         "kind": "mark_unused",
@@ -560,7 +594,7 @@ def test_mark_unused_and_used(api_client, wiki):
     )
     assert response.json()["changed"] == 1
     assert Segment.objects.get(id=s["hours_v2"]).used is True
-    assert api_client.get(f"{base}/commits").json()[0]["added"] == [s["hours_v2"]]
+    assert api_client.get(f"{base}/commits").json()["results"][0]["added"] == [s["hours_v2"]]
 
     # An interval marks the segments it contains: day 1's three, not day 2's.
     response = api_client.post(
@@ -618,8 +652,12 @@ def test_query_counts_do_not_grow_with_segments(
             response = api_client.get(f"/api/v1/datasources/{name}/{endpoint}")
         assert response.status_code == 200
         if endpoint == "segments":
-            assert len(response.json()) == segments
-            assert {x["status"] for x in response.json()} == {"visible", "partial", "overshadowed"}
+            assert len(response.json()["results"]) == segments
+            assert {x["status"] for x in response.json()["results"]} == {
+                "visible",
+                "partial",
+                "overshadowed",
+            }
         counts[name] = len(ctx.captured_queries)
     assert counts["big"] == counts["small"], counts
 

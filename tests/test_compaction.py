@@ -218,7 +218,7 @@ def test_ingestion_records_each_segments_schema_with_combining_aggregators(run_s
         "queryGranularity": "HOUR",
     }
     assert seg.compaction_state is None
-    listed = api_client.get("/api/v1/datasources/schema/segments").json()
+    listed = api_client.get("/api/v1/datasources/schema/segments").json()["results"]
     assert listed[0]["schema"] == seg.schema and listed[0]["compaction_state"] is None
 
 
@@ -430,6 +430,119 @@ def test_segment_locked_compaction_of_an_interval_keeps_the_major_version(run_sp
     for seg in new:
         assert seg.version == old[seg.start].version and seg.minor_version == 1
     assert per_chunk(visible_rows("seg", day), "DAY") == per_chunk(before, "DAY")
+
+
+KEEP_A = {
+    "transformSpec": {"filter": {"type": "in", "dimension": "page", "values": ["A", "A0", "A1"]}}
+}
+
+
+def test_segment_locked_compaction_whose_filter_empties_a_chunk_hides_it_with_a_tombstone(
+    run_spec, strata_dirs
+):
+    """The filter keeps only day 1's rows: day 2's input must not stay visible. Its
+    overwrite is a tombstone at the same major version, next minor version."""
+    days = "2024-03-05/2024-03-07"
+    ingest = ingest_spec("segfilter", events(["2024-03-05"]), intervals=[days])
+    assert run_spec(ingest).status == TaskStatus.SUCCESS
+    day2 = ingest_spec(
+        "segfilter", events(["2024-03-06"], page="B"), intervals=["2024-03-06/2024-03-07"]
+    )
+    day2["spec"]["ioConfig"]["dropExisting"] = False
+    assert run_spec(day2).status == TaskStatus.SUCCESS
+    before = visible_rows("segfilter", days)
+    old = {s.start.day: s for s in Segment.objects.filter(datasource__name="segfilter")}
+
+    task = run_spec(
+        compact_spec("segfilter", days, context={"forceTimeChunkLock": False}, **KEEP_A)
+    )
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    assert task.report["compaction"]["lockGranularity"] == "SEGMENT"
+    assert task.report["compaction"]["tombstones"] == 1
+    assert "chunksLeftAsIs" not in task.report["compaction"]
+    after = visible_rows("segfilter", days)
+    kept = before[before["page"].isin(["A", "A0", "A1"])]
+    assert per_chunk(after, "DAY") == per_chunk(kept, "DAY")
+    assert set(after["__time"].dt.day) == {5}
+    (tombstone,) = Segment.objects.filter(created_by=task, tombstone=True)
+    assert (tombstone.start.day, tombstone.version) == (6, old[6].version)
+    assert tombstone.minor_version == 1 and tombstone.root_partitions == [0]
+    assert tombstone.partition >= 32768 and not tombstone.location
+    timeline = selectors.timeline_for(datasource="segfilter")
+    assert timeline.status(old[6].id) == "overshadowed"
+    assert_nothing_left_behind(task, strata_dirs)
+
+
+def test_segment_locked_compaction_of_s1_whose_filter_empties_it_hides_only_s1(
+    run_spec, strata_dirs
+):
+    day, s1, s2 = two_segments_in_one_day(run_spec, "segfilter12")
+    before = visible_rows("segfilter12", day)
+    keep_b = {"transformSpec": {"filter": {"type": "in", "dimension": "page", "values": ["B"]}}}
+
+    task = run_spec(
+        compact_spec(
+            "segfilter12", segments=[s1.id], context={"forceTimeChunkLock": False}, **keep_b
+        )
+    )
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    (tombstone,) = Segment.objects.filter(created_by=task)
+    assert tombstone.tombstone and tombstone.root_partitions == [0]
+    after = visible_rows("segfilter12", day)
+    assert set(after["__segment"]) == {s2.id}  # s1's rows are gone, s2 untouched
+    assert per_chunk(after, "HOUR") == per_chunk(before[before["__segment"] == s2.id], "HOUR")
+    assert_nothing_left_behind(task, strata_dirs)
+
+
+def test_segment_locked_compaction_without_drop_existing_leaves_an_emptied_chunk(run_spec):
+    """`dropExisting: false` (Druid's legacy replace): a chunk with no rows left
+    keeps its segments, as under time-chunk locks; the report names it."""
+    day = "2024-03-05/2024-03-06"
+    assert run_spec(ingest_spec("segkeep", events(["2024-03-05"]), intervals=[day])).status == (
+        TaskStatus.SUCCESS
+    )
+    before = visible_rows("segkeep", day)
+    spec = compact_spec(
+        "segkeep",
+        day,
+        context={"forceTimeChunkLock": False},
+        transformSpec={"filter": {"type": "in", "dimension": "page", "values": ["Z"]}},
+    )
+    spec["ioConfig"]["dropExisting"] = False
+
+    task = run_spec(spec)
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    assert not Segment.objects.filter(created_by=task).exists()
+    assert task.report["compaction"]["chunksLeftAsIs"] == [
+        "2024-03-05T00:00:00.000Z/2024-03-06T00:00:00.000Z"
+    ]
+    assert per_chunk(visible_rows("segkeep", day), "DAY") == per_chunk(before, "DAY")
+
+
+def test_compaction_whose_filter_throws_every_row_away_leaves_tombstones(run_spec):
+    """Time-chunk locks, a filter no row passes: every chunk that held rows gets a
+    tombstone (Spark cannot read the row stats of such a run: they are counted apart)."""
+    days = "2024-03-05/2024-03-07"
+    ingest = ingest_spec("tcempty", events(["2024-03-05", "2024-03-06"]), intervals=[days])
+    assert run_spec(ingest).status == TaskStatus.SUCCESS
+    rows = len(visible_rows("tcempty", days))
+
+    task = run_spec(
+        compact_spec(
+            "tcempty",
+            days,
+            transformSpec={"filter": {"type": "selector", "dimension": "page", "value": "Z"}},
+        )
+    )
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    assert visible_rows("tcempty", days).empty
+    out = Segment.objects.filter(created_by=task)
+    assert out.count() == 2 and all(s.tombstone for s in out)
+    assert task.report["rowStats"]["thrownAway"] == rows
 
 
 # --- bad specs -------------------------------------------------------------------------------

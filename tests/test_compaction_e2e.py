@@ -7,6 +7,7 @@ was visible before (per chunk: row count and every metric total)."""
 from __future__ import annotations
 
 import csv
+import json
 import time
 from pathlib import Path
 
@@ -235,3 +236,159 @@ def test_a_concurrent_compaction_carries_an_append_committed_during_it(
     version = Segment.objects.filter(created_by=task).values_list("version", flat=True).first()
     visible = Segment.objects.filter(id__in=set(after["__segment"]))
     assert set(visible.values_list("version", flat=True)) == {version}
+
+
+# --- sketches and first/last rolled up further ---------------------------------------------
+
+SKETCH_METRICS = [
+    {"type": "count", "name": "count"},
+    {"type": "longSum", "name": "value_sum", "fieldName": "value"},
+    {"type": "doubleMax", "name": "latency_max", "fieldName": "latency"},
+    {"type": "hyperUnique", "name": "users_hu", "fieldName": "user"},
+    {"type": "HLLSketchBuild", "name": "users_hll", "fieldName": "user", "lgK": 11},
+    {"type": "thetaSketch", "name": "users_theta", "fieldName": "user"},
+    {"type": "quantilesDoublesSketch", "name": "latency_q", "fieldName": "latency"},
+    {"type": "stringFirst", "name": "page_first", "fieldName": "page"},
+    {"type": "stringLast", "name": "page_last", "fieldName": "page"},
+    {"type": "longFirst", "name": "value_first", "fieldName": "value"},
+    {"type": "doubleLast", "name": "latency_last", "fieldName": "latency"},
+]
+
+
+def _raw_events(n: int, seed: int) -> list[dict]:
+    """Events in hours 0-3 of two days, each at its own millisecond."""
+    import random
+
+    rng = random.Random(seed)
+    base = pd.Timestamp("2024-03-01T00:00:00Z")
+    events, used = [], set()
+    while len(events) < n:
+        day, hour = rng.randrange(2), rng.randrange(4)
+        offset_ms = day * 86_400_000 + hour * 3_600_000 + rng.randrange(3_600_000)
+        if offset_ms in used:
+            continue
+        used.add(offset_ms)
+        t = base + pd.Timedelta(milliseconds=offset_ms)
+        events.append(
+            {
+                "ts": t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+                "country": rng.choice(["FR", "DE", "IT"]),
+                "user": f"u{rng.randrange(25)}",
+                "page": f"p{rng.randrange(1000)}",
+                "value": rng.randrange(-50, 500),
+                "latency": round(rng.uniform(0, 100), 3),
+            }
+        )
+    return events
+
+
+def _estimates(rows: list[dict], key) -> dict:
+    """Per key(row): estimates of the union of the rows' sketches, by Spark's own
+    DataSketches functions in this process (not the product's code)."""
+    from pyspark.sql import functions as F
+
+    from workers.spark import get_spark
+
+    data = [
+        (str(key(r)), r["users_hu"], r["users_hll"], r["users_theta"], r["latency_q"]) for r in rows
+    ]
+    df = get_spark().createDataFrame(data, "key string, hu binary, hll binary, th binary, q binary")
+    merged = df.groupBy("key").agg(
+        F.hll_union_agg("hu", True).alias("hu"),
+        F.hll_union_agg("hll", True).alias("hll"),
+        F.theta_union_agg("th").alias("th"),
+        F.kll_merge_agg_double("q").alias("q"),
+    )
+    out = merged.select(
+        "key",
+        F.hll_sketch_estimate("hu").alias("hu"),
+        F.hll_sketch_estimate("hll").alias("hll"),
+        F.theta_sketch_estimate("th").alias("th"),
+        F.kll_sketch_get_n_double("q").alias("n"),
+        F.kll_sketch_get_quantile_double("q", F.lit(0.0)).alias("q0"),
+        F.kll_sketch_get_quantile_double("q", F.lit(0.5)).alias("q50"),
+        F.kll_sketch_get_quantile_double("q", F.lit(1.0)).alias("q100"),
+    ).collect()
+    return {r["key"]: r.asDict() for r in out}
+
+
+def test_compaction_rolls_sketches_and_first_last_up_further(
+    api_client, wait_for_task, inline_spec
+):
+    ds = "sketches_rollup"
+    days = "2024-03-01/2024-03-03"
+    events = _raw_events(600, seed=11)
+    # Two ingestions into the same DAY chunks (the second appends), MINUTE rollup:
+    # the same (minute, country) keys are in both segments of a day.
+    for part, append in ((events[:300], False), (events[300:], True)):
+        spec = inline_spec(
+            ds,
+            data="".join(json.dumps(e) + "\n" for e in part),
+            intervals=[days],
+            dimensions=["country"],
+            metrics=SKETCH_METRICS,
+            query_granularity="MINUTE",
+        )
+        spec["spec"]["ioConfig"]["appendToExisting"] = append
+        task = wait_for_task(submit(api_client, spec))
+        assert task.status == TaskStatus.SUCCESS, task.error
+    assert Segment.objects.filter(datasource__name=ds, tombstone=False).count() == 4
+    before = visible_rows(ds, days)
+
+    def hour_key(r) -> tuple:
+        return (r["__time"].floor("h").isoformat(), r["country"])
+
+    merged_inputs = _estimates(before.to_dict("records"), hour_key)
+
+    spec = {
+        "type": "compact",
+        "dataSource": ds,
+        "ioConfig": {"type": "compact", "inputSpec": {"type": "interval", "interval": days}},
+        "granularitySpec": {"queryGranularity": "HOUR"},
+    }
+    task = wait_for_task(submit(api_client, spec))
+    assert task.status == TaskStatus.SUCCESS, task.error
+    after = visible_rows(ds, days)
+    assert set(after["__segment"]) == set(
+        Segment.objects.filter(created_by=task, tombstone=False).values_list("id", flat=True)
+    )
+    # Rolled up further: one row per (hour, country).
+    assert (after["__time"] == after["__time"].dt.floor("h")).all()
+    assert not after.duplicated(["__time", "country"]).any()
+    assert len(after) == len({hour_key(r) for r in before.to_dict("records")}) < len(before)
+
+    raw = pd.DataFrame(events)
+    raw["ts"] = pd.to_datetime(raw["ts"], utc=True)
+    by_key = {
+        (hour.isoformat(), country): group.sort_values("ts")
+        for (hour, country), group in raw.groupby([raw["ts"].dt.floor("h"), "country"])
+    }
+    estimates = _estimates(after.to_dict("records"), hour_key)
+    assert estimates == merged_inputs
+    for r in after.to_dict("records"):
+        k = hour_key(r)
+        group = by_key[k]
+        assert r["count"] == len(group)
+        assert r["value_sum"] == group["value"].sum()
+        assert r["latency_max"] == group["latency"].max()
+        # small cardinalities: the distinct-count sketches are exact
+        users = group["user"].nunique()
+        e = estimates[str(k)]
+        assert round(e["hu"]) == round(e["hll"]) == e["th"] == users
+        assert (e["n"], e["q0"], e["q100"]) == (
+            len(group),
+            group["latency"].min(),
+            group["latency"].max(),
+        )
+        # first/last by timestamp: (epoch millis, value) of the earliest/latest event
+        first, last = group.iloc[0], group.iloc[-1]
+        millis = lambda ts: int(ts.value // 1_000_000)  # noqa: E731
+        assert r["page_first"] == {"time": millis(first["ts"]), "value": first["page"]}
+        assert r["page_last"] == {"time": millis(last["ts"]), "value": last["page"]}
+        assert r["value_first"] == {"time": millis(first["ts"]), "value": first["value"]}
+        assert r["latency_last"] == {"time": millis(last["ts"]), "value": last["latency"]}
+    # The compacted segments' schema: the combining aggregators, HOUR query granularity.
+    seg = Segment.objects.filter(created_by=task, tombstone=False).first()
+    metrics = {m["name"]: m["type"] for m in seg.schema["metrics"]}
+    assert metrics["count"] == "longSum" and metrics["users_hll"] == "HLLSketchMerge"
+    assert seg.schema["queryGranularity"] == "HOUR"

@@ -24,7 +24,9 @@ def _rows(html: str) -> dict[str, str]:
 
 
 def test_datasource_page_marks_visible_partial_and_overshadowed(logged_in, publish):
-    v1 = publish("wiki", "2024-01-01/2024-01-03", {"2024-01-01/2024-01-02": 1, "2024-01-02/2024-01-03": 1})
+    v1 = publish(
+        "wiki", "2024-01-01/2024-01-03", {"2024-01-01/2024-01-02": 1, "2024-01-02/2024-01-03": 1}
+    )
     v2 = publish("wiki", "2024-01-01T00/2024-01-01T06", {"2024-01-01T00/2024-01-01T06": 1})
     v3 = publish("wiki", "2024-01-02/2024-01-03", {"2024-01-02/2024-01-03": 1})
     page = logged_in.get("/datasources/wiki")
@@ -53,3 +55,20 @@ def test_pages_require_login(client):
     for path in ("/", "/locks", "/datasources", "/datasources/wiki"):
         response = client.get(path)
         assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+@pytest.mark.parametrize(
+    "datasource, segment_id",
+    [
+        ("wiki", "wiki_2024-01-01T00:00:00.000Z_2024-01-02T00:00:00.000Z_v_3"),
+        ("we ird ä%", "a b/c?d#e%f&g=h:@~ü"),
+        ("x", "%00"),
+    ],
+)
+def test_segment_links_are_what_reverse_gives(datasource, segment_id):
+    from django.urls import reverse
+
+    from console.timeline_svg import segment_hrefs
+
+    expected = reverse("console:segment", args=[datasource, segment_id])
+    assert segment_hrefs(datasource)(segment_id) == expected

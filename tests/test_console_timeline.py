@@ -10,7 +10,14 @@ import re
 import pytest
 
 from metastore import selectors, services
-from metastore.models import CommitKind, CommitLogEntry, Segment, Task, TaskStatus
+from metastore.models import (
+    CommitKind,
+    CommitLogEntry,
+    Segment,
+    Task,
+    TaskStatus,
+    TimelineCheckpoint,
+)
 from tests import console_states
 from tests.console_states import DS
 
@@ -187,7 +194,9 @@ def test_pages_query_counts_do_not_grow_with_the_data(
     ]
     counts = {}
     for path in paths:
+        # a fresh process with no checkpoint: the most queries a page takes
         selectors._timeline_cache.clear()
+        TimelineCheckpoint.objects.all().delete()
         with django_assert_max_num_queries(25) as ctx:
             assert logged_in.get(path).status_code == 200, path
         counts[path] = len(ctx.captured_queries)
@@ -203,8 +212,25 @@ def test_pages_query_counts_do_not_grow_with_the_data(
         )
     for path in paths:
         selectors._timeline_cache.clear()
+        TimelineCheckpoint.objects.all().delete()
         with django_assert_max_num_queries(counts[path]):
             assert logged_in.get(path).status_code == 200, path
+
+
+def test_cold_timeline_read_takes_the_same_queries_whatever_the_log_tail(
+    states, publish, django_assert_max_num_queries
+):
+    selectors._timeline_cache.clear()
+    selectors.timeline_for(datasource=DS)  # writes a checkpoint
+    assert TimelineCheckpoint.objects.filter(datasource=DS).exists()
+    for _ in range(3):
+        publish(DS, "2024-04-01/2024-04-02", {"2024-04-01/2024-04-02": 2})
+    services.segments_mark_used(datasource=DS, used=True, segment_ids=states.ids["unused"])
+    selectors._timeline_cache.clear()
+    # last seq, checkpoint, the log after it, the rows of the segments it added
+    with django_assert_max_num_queries(4):
+        timeline = selectors.timeline_for(datasource=DS)
+    assert set(timeline.segments()) == set(selectors._segment_refs(DS))
 
 
 def test_shapes_are_bounded_whatever_the_size(logged_in, publish):
@@ -266,7 +292,7 @@ def test_submit_form_prefills_templates_and_shows_errors_at_the_field(logged_in,
     }
     text = json.dumps(bad, indent=2)
     response = logged_in.post("/tasks/submit", {"spec": text})
-    assert response.status_code == 200
+    assert response.status_code == 400  # refused input: the form again, not a redirect
     html = response.content.decode()
     assert 'data-field="interval"' in html
     line = re.search(
@@ -320,6 +346,7 @@ def test_timeline_follows_the_commit_log_incrementally(states, publish):
     cached = selectors.timeline_for(datasource=DS)
     state = selectors.timeline_state(datasource=DS)
     assert selectors.state_rows(datasource=DS, state=state) == selectors.chunk_rows(datasource=DS)
+    assert sum(state.counts.values()) == len(state.status)  # counted now, followed later
     added = publish(DS, "2024-03-01/2024-03-02", {"2024-03-01/2024-03-02": 2})
     services.segments_mark_used(datasource=DS, used=True, segment_ids=states.ids["unused"])
     now = selectors.timeline_for(datasource=DS)
@@ -333,6 +360,7 @@ def test_timeline_follows_the_commit_log_incrementally(states, publish):
     assert moved is not state and moved.timeline is now
     full = selectors._state_of(fresh, moved.seq)
     assert moved.status == full.status and moved.extent == full.extent
+    assert moved.counts == full.counts
     assert [
         (c.interval, c.version, [r.id for r in c.segments], c.complete, c.partial_aug)
         for c in moved.chunks
@@ -386,3 +414,183 @@ def test_kill_commit_names_the_user_who_submitted_it(logged_in, states, user):
     page = logged_in.get(f"/datasources/{DS}/commits/{entry.seq}").content.decode()
     assert f'<span class="submitted-by">{user.username}</span>' in page
     assert states.ids["unused"][0] in page.split('class="removed"')[1]
+
+
+# --- timeline checkpoints -------------------------------------------------------------------
+# STRATA_CHECKPOINT_HISTORIES random commit histories (default 3) of
+# STRATA_CHECKPOINT_STEPS commits each (default 14) are checked in CI; more by hand.
+
+
+def _replayed_ids(datasource: str, as_of: int) -> set[str]:
+    """The reference: replay the whole log from its start (what used_ids_as_of was)."""
+    used: set[str] = set()
+    for kind, added, removed in CommitLogEntry.objects.filter(
+        datasource=datasource, seq__lte=as_of
+    ).values_list("kind", "added", "removed"):
+        used.difference_update(removed or [])
+        used.update(added or [])
+        if kind == CommitKind.KILL:
+            used.difference_update(removed or [])
+    return used
+
+
+def _random_history(rng, datasource, publish, user, steps: int) -> list[int]:
+    """Publishes, marks unused / used and kills in random order, all through the
+    services; returns the seq of every commit."""
+    from metastore.intervals import Interval
+
+    seqs = []
+    for _ in range(steps):
+        op = rng.choice(["publish", "publish", "unmark", "unmark", "mark", "kill"])
+        if op == "publish":
+            d = rng.randint(1, 6)
+            days = f"2024-05-{d:02d}/2024-05-{d + 2:02d}"
+            chunks = {f"2024-05-{x:02d}/2024-05-{x + 1:02d}": rng.randint(1, 3) for x in (d, d + 1)}
+            if rng.random() < 0.3:  # a coarser chunk over both days
+                chunks = {days: rng.randint(1, 2)}
+            seqs.append(publish(datasource, days, chunks).commit_seq)
+            continue
+        used = op != "mark"
+        pool = list(
+            Segment.objects.filter(datasource__name=datasource, used=used).values_list(
+                "id", flat=True
+            )
+        )
+        if op == "kill":
+            d = rng.randint(1, 7)
+            interval = Interval.parse(f"2024-05-{d:02d}/2024-05-{d + 1:02d}")
+            task = services.task_submit(
+                spec={"type": "kill", "dataSource": datasource, "interval": str(interval)},
+                user=user,
+            )
+            assert services.task_claim(task_id=task.id, worker="pytest")
+            task = Task.objects.get(id=task.id)
+            services.lock_acquire(task=task, interval=interval)
+            entry, _ = services.segments_kill(task=task, interval=interval)
+            services.task_finish(task_id=task.id, status=TaskStatus.SUCCESS)
+            if entry is not None:
+                seqs.append(entry.seq)
+            continue
+        if not pool:
+            continue
+        chosen = rng.sample(sorted(pool), rng.randint(1, min(3, len(pool))))
+        entry = services.segments_mark_used(
+            datasource=datasource, used=not used, segment_ids=chosen, user=user
+        )
+        if entry is not None:
+            seqs.append(entry.seq)
+    return seqs
+
+
+def test_checkpointed_timelines_equal_rebuilds_over_random_histories(publish, user, monkeypatch):
+    import os
+    import random
+
+    from metastore.timeline import Timeline
+
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+    # checkpoint often and keep few, so replays, checkpoints and thinning all happen
+    monkeypatch.setattr(selectors, "_CHECKPOINT_AFTER", 2)
+    monkeypatch.setattr(selectors, "_CHECKPOINTS_KEPT", 4)
+    monkeypatch.setattr(selectors, "_CHECKPOINTS_NEWEST", 2)
+    histories = int(os.environ.get("STRATA_CHECKPOINT_HISTORIES", "3"))
+    steps = int(os.environ.get("STRATA_CHECKPOINT_STEPS", "14"))
+    everything = selectors.Interval.parse("2024-01-01/2025-01-01")
+    for h in range(histories):
+        rng = random.Random(h)
+        ds = f"history{h}"
+        seqs = []
+        for _ in range(steps // 2):
+            seqs += _random_history(rng, ds, publish, user, 2)
+            # a fresh process reads the timeline now (and may write a checkpoint) ...
+            selectors._timeline_cache.clear()
+            current = selectors.timeline_for(datasource=ds)
+            rebuilt = Timeline.build(selectors._segment_refs(ds))
+            assert set(current.segments()) == set(rebuilt.segments()), (h, seqs)
+            assert current.lookup(everything) == rebuilt.lookup(everything)
+        assert TimelineCheckpoint.objects.filter(datasource=ds).count() <= 4 + 1
+        # ... and every past commit, in random order, equals a replay of the whole log
+        for seq in rng.sample(seqs, len(seqs)):
+            expected_ids = _replayed_ids(ds, seq)
+            assert selectors.used_ids_as_of(datasource=ds, as_of=seq) == expected_ids, (h, seq)
+            past = selectors.timeline_for(datasource=ds, as_of=seq)
+            # killed segments are gone from the table, so from time travel too
+            expected = Timeline.build(selectors._segment_refs(ds, expected_ids))
+            assert set(past.segments()) == set(expected.segments()), (h, seq)
+            assert past.lookup(everything) == expected.lookup(everything)
+
+
+def test_a_checkpoint_is_never_served_past_a_commit_from_another_process(states, publish):
+    selectors._timeline_cache.clear()
+    before = selectors.timeline_for(datasource=DS)
+    (checkpoint,) = TimelineCheckpoint.objects.filter(datasource=DS)
+    # another process commits: this one's cache is gone, the checkpoint stays behind
+    added = publish(DS, "2024-03-01/2024-03-02", {"2024-03-01/2024-03-02": 2})
+    services.segments_mark_used(datasource=DS, used=False, segment_ids=states.ids["visible"])
+    selectors._timeline_cache.clear()
+    now = selectors.timeline_for(datasource=DS)
+    assert TimelineCheckpoint.objects.get(datasource=DS).seq == checkpoint.seq
+    assert set(now.segments()) == set(selectors._segment_refs(DS)) != set(before.segments())
+    assert all(sid in now for sid in added.segment_ids)
+    assert states.ids["visible"][0] not in now
+
+
+def test_reads_start_from_the_checkpoint_and_ignore_an_unreadable_one(states):
+    from metastore.checkpoint_codec import encode_refs
+
+    selectors._timeline_cache.clear()
+    full = selectors.timeline_for(datasource=DS)
+    checkpoint = TimelineCheckpoint.objects.get(datasource=DS)
+    # a checkpoint that lacks a segment: the read trusts it (it is where reads start) ...
+    dropped = states.ids["visible"][0]
+    checkpoint.refs = encode_refs([r for r in full.segments() if r.id != dropped])
+    checkpoint.save()
+    selectors._timeline_cache.clear()
+    assert dropped not in selectors.timeline_for(datasource=DS)
+    # ... one it cannot decode is ignored: the rows are read again
+    checkpoint.refs = b"not a checkpoint"
+    checkpoint.save()
+    selectors._timeline_cache.clear()
+    assert set(selectors.timeline_for(datasource=DS).segments()) == set(full.segments())
+
+
+def test_checkpoint_bytes_round_trip_every_field():
+    from datetime import UTC, datetime
+
+    from metastore.checkpoint_codec import decode_refs, encode_refs
+    from metastore.intervals import MIN_TS, Interval
+    from metastore.timeline import SegmentRef
+
+    far = Interval(MIN_TS, datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC))
+    odd = Interval(
+        datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=UTC), datetime(2024, 1, 1, tzinfo=UTC)
+    )
+    refs = [
+        SegmentRef("a", far, "v1", 0),
+        SegmentRef("b é", odd, "v2", 3, 2, {0, 1, 2}, {3, 4}, 5, True),
+        SegmentRef("c", odd, "v2", 4, 2, {0, 1, 2}, {3, 4}, 5, False),
+        SegmentRef("d", far, "v1", 2**40, 0, None, {2**40}, 0, False),
+    ]
+    back = decode_refs(encode_refs(refs))
+    assert back == refs
+    assert [type(r.tombstone) for r in back] == [bool] * 4
+    assert decode_refs(encode_refs([])) == []
+
+
+def test_time_travel_from_a_checkpoint_leaves_out_segments_killed_since(states, user, monkeypatch):
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+    selectors._timeline_cache.clear()
+    selectors.timeline_for(datasource=DS)  # a checkpoint at the last commit
+    seq = TimelineCheckpoint.objects.get(datasource=DS).seq
+    (visible,) = states.ids["visible"]
+    services.segments_mark_used(datasource=DS, used=False, segment_ids=[visible])
+    kill = services.task_submit(
+        spec={"type": "kill", "dataSource": DS, "interval": str(console_states.day(1))}, user=user
+    )
+    assert services.task_claim(task_id=kill.id, worker="pytest")
+    services.lock_acquire(task=Task.objects.get(id=kill.id), interval=console_states.day(1))
+    services.segments_kill(task=Task.objects.get(id=kill.id), interval=console_states.day(1))
+    assert not Segment.objects.filter(id=visible).exists()
+    # used then, by the log; gone now, so not in the timeline of then (its file is gone)
+    assert visible in selectors.used_ids_as_of(datasource=DS, as_of=seq)
+    assert visible not in selectors.timeline_for(datasource=DS, as_of=seq)

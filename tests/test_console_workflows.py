@@ -118,7 +118,9 @@ def test_submit_with_inline_error_then_cancel_with_confirmation(console_page, st
     spec = json.loads(page.locator("textarea[name=spec]").input_value())
     assert spec == {"type": "kill", "dataSource": DS, "interval": "2024-03-08/2024-03-09"}
     page.fill("textarea[name=spec]", json.dumps({**spec, "interval": "last tuesday"}, indent=2))
-    page.click("form.submit-form button[type=submit]")
+    with page.expect_response(lambda r: r.url.endswith("/tasks/submit")) as refused:
+        page.click("form.submit-form button[type=submit]")
+    assert refused.value.status == 400  # the form again, not a redirect and a flash
     expect(page.locator(".spec-error")).to_have_attribute("data-field", "interval")
     expect(page.locator("#error-line")).to_contain_text('"interval"')
     page.screenshot(path=ARTIFACTS / "console_submit_error.png", full_page=True)
@@ -174,6 +176,26 @@ def test_mark_unused_selection_is_confirmed_and_logged(console_page, states, use
     assert entry.user == user
     expect(page.locator(f'table.commits tr[data-seq="{entry.seq}"]')).to_contain_text(user.username)
     expect(seg(page, visible)).to_have_count(0)
+    assert page.problems == []
+
+
+def test_a_refused_action_shows_its_error_at_the_field(console_page, states):
+    page = console_page
+    page.goto(page.console_url(f"/datasources/{DS}"))
+    page.fill("form.actions input[name=interval]", "last tuesday")
+    with page.expect_response(lambda r: r.url.endswith(f"/datasources/{DS}/actions")) as refused:
+        page.click("form.actions button[value=kill]")
+    assert refused.value.status == 400  # the page again, not a redirect and a flash
+    expect(page.locator(".action-error")).to_have_attribute("data-field", "interval")
+    field = page.locator("form.actions input[name=interval]")
+    expect(field).to_have_attribute("aria-invalid", "true")
+    expect(field).to_have_value("last tuesday")  # what was typed is kept
+    expect(page.locator("#action-error-interval")).to_contain_text("not an ISO interval")
+    # Corrected, the same form goes on to the confirmation (its CSRF token still works).
+    page.fill("form.actions input[name=interval]", "2024-03-08/2024-03-09")
+    page.click("form.actions button[value=kill]")
+    expect(page.locator("h1")).to_contain_text("Confirm")
+    assert not Task.objects.filter(type="kill").exists()
     assert page.problems == []
 
 

@@ -26,6 +26,7 @@ print(json.dumps(sorted(sys.modules)))
         "metastore.timeline",
         "metastore.locking",
         "metastore.allocation_rules",
+        "metastore.checkpoint_codec",
     ],
 )
 def test_importing_a_core_module_loads_neither_django_nor_pyspark(module):

@@ -2,8 +2,10 @@
 (SPEC §8): each asserts the exact visible rows against the serial replay of the
 committed tasks' change sets. Rows live in memory under their segment's
 location; reads follow the real timeline (partial overshadowing, tombstones,
-upgraded copies sharing a file). Runner-level versions of the mixed-granularity
-scenario (#17852) are in tests/test_row_loss_runner.py."""
+upgraded copies sharing a file). Runner-level versions (real Spark, the
+runner's own steps) are in tests/test_row_loss_druid_runner.py (#15085,
+#15459/#16393, #15813, #16316, #18216/#18230, #19737) and
+tests/test_row_loss_runner.py (#17852)."""
 
 from __future__ import annotations
 

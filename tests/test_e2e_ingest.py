@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import all_pages
 
 from metastore.demo import extract_flights, flights_spec
 from metastore.intervals import Interval
@@ -200,7 +201,7 @@ def test_flights_csv_ingested_through_api_equals_input(
     assert not TaskLock.objects.exists()
     assert_nothing_left_behind(task_id, strata_dirs, deep_before)
 
-    listed = api_client.get("/api/v1/datasources/flights/segments").json()
+    listed = all_pages(api_client, "/api/v1/datasources/flights/segments")
     assert [(s["id"], s["status"], s["complete"]) for s in listed] == [
         (s.id, "visible", True) for s in segments
     ]

@@ -678,10 +678,52 @@ def test_hostile_console_submit_is_refused_and_creates_nothing(
 ):
     client.force_login(user)
     before = _snapshot(strata_dirs)
-    response = client.post("/tasks/submit", {"spec": text}, follow=True)
-    assert response.status_code < 500
+    response = client.post("/tasks/submit", {"spec": text})
+    # 400 and the form again, the error at its field (not a redirect and a flash).
+    assert response.status_code == 400, response.status_code
     page = response.content.decode()
     assert "Invalid spec" in page or "refused" in page, page[:2000]
+    assert 'class="error-box spec-error" data-field="' in page
+    assert 'name="csrfmiddlewaretoken"' in page and "<textarea" in page
+    assert _snapshot(strata_dirs) == before
+
+
+CONSOLE_ACTIONS = [
+    (
+        "unknown action",
+        {"action": "drop_everything", "interval": "2024-01-01/2024-01-02"},
+        "action",
+    ),
+    ("no action", {"interval": "2024-01-01/2024-01-02"}, "action"),
+    ("bad interval", {"action": "mark_unused", "interval": "last tuesday"}, "interval"),
+    ("NUL interval", {"action": "kill", "interval": "2024-01-01/\x002024-01-02"}, "interval"),
+    ("long interval", {"action": "mark_used", "interval": "2024-" * 5000}, "interval"),
+    ("compact without interval", {"action": "compact"}, "interval"),
+    ("kill without interval", {"action": "kill", "confirm": "yes"}, "interval"),
+    ("mark nothing", {"action": "mark_unused", "confirm": "yes"}, "interval"),
+    (
+        "interval past 9999",
+        {"action": "kill", "interval": "9999-12-31/10000-01-02", "confirm": "yes"},
+        "interval",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "field"), CONSOLE_ACTIONS, ids=[n for n, _, _ in CONSOLE_ACTIONS]
+)
+def test_hostile_console_actions_are_400_at_their_field(
+    name, data, field, client, user, wiki, strata_dirs
+):
+    client.force_login(user)
+    before = _snapshot(strata_dirs)
+    response = client.post("/datasources/wiki/actions", data)
+    assert response.status_code == 400, (response.status_code, response.get("Location"))
+    page = response.content.decode()
+    assert f'class="error-box action-error" data-field="{field}"' in page, page[:3000]
+    if field == "interval":
+        assert 'aria-invalid="true"' in page and 'id="action-error-interval"' in page
+    assert 'name="csrfmiddlewaretoken"' in page  # the re-rendered form still posts
     assert _snapshot(strata_dirs) == before
 
 

@@ -293,14 +293,57 @@ def test_day_and_hour_appends_into_an_empty_interval_never_overlap_at_one_versio
     assert visible() == sorted(created_by(day_task) + created_by(hour_task))
 
 
-def test_a_day_append_beside_a_running_hour_append_is_refused_not_hidden():
+def test_a_day_append_beside_a_running_hour_append_lands_at_hour_granularity():
+    """A DAY append into an empty day where an HOUR append is running: its rows
+    go into that HOUR chunk in hour 3 and into HOUR chunks of their own elsewhere
+    (never a DAY chunk over the running HOUR one at the same version, never
+    refused); both publish and every segment is visible."""
     hour_task = running(useConcurrentLocks=True)
     services.locks_acquire(task=hour_task, intervals=[hour(3)], lock_type=locking.APPEND)
-    services.segments_allocate(task=hour_task, interval=hour(3), count=1, append=True)
+    hour_alloc = services.segments_allocate(task=hour_task, interval=hour(3), count=1, append=True)
     day_task = running(useConcurrentLocks=True)
+    # As one piece it is still refused: its rows go into 24 chunks.
     services.locks_acquire(task=day_task, intervals=[DAY], lock_type=locking.APPEND)
-    with pytest.raises(services.ServiceError, match="running append"):
+    with pytest.raises(services.ServiceError, match="split them by the append layout"):
         services.segments_allocate(task=day_task, interval=DAY, count=1, append=True)
+    layout = services.append_layout(datasource=DS, intervals=[DAY])
+    assert [piece for piece, _ in layout] == [hour(h) for h in range(24)]
+    assert all(piece == chunk for piece, chunk in layout)
+    services.locks_acquire(
+        task=day_task, intervals=[c for _, c in layout], lock_type=locking.APPEND
+    )
+    allocs = services.segments_allocate_many(
+        task=day_task,
+        requests=[services.AllocationRequest(piece, 1) for piece, _ in layout],
+        append=True,
+    )
+    assert {(a.interval, a.version) for a in allocs} == {
+        (hour(h), hour_alloc.version) for h in range(24)
+    }
+    assert allocs[3].partitions != hour_alloc.partitions
+    services.segments_publish(
+        task=day_task, segments=[s for a in allocs for s in new_segments(day_task, a)]
+    )
+    services.segments_publish(task=hour_task, segments=new_segments(hour_task, hour_alloc))
+    assert visible() == sorted(created_by(day_task) + created_by(hour_task))
+    assert len(visible()) == 25
+
+
+def test_a_day_append_beside_a_running_hour_append_in_tc_mode_waits_for_its_hour():
+    hour_task = running()
+    services.locks_acquire(task=hour_task, intervals=[hour(3)], lock_type=locking.EXCLUSIVE)
+    services.segments_allocate(task=hour_task, interval=hour(3), count=1, append=True)
+    layout = services.append_layout(datasource=DS, intervals=[DAY])
+    assert [piece for piece, _ in layout] == [hour(h) for h in range(24)]
+    day_task = running()
+    with pytest.raises(services.LockTimeout):
+        services.locks_acquire(
+            task=day_task,
+            intervals=[c for _, c in layout],
+            lock_type=locking.EXCLUSIVE,
+            timeout_ms=0,
+        )
+    assert not TaskLock.objects.filter(task=day_task).exists()
 
 
 # --- path 9: late data lands in the chunk visible at its timestamp -------------------

@@ -27,7 +27,9 @@ def _rows(prefix: str, n: int) -> str:
 
 def _visible_pages(datasource: str) -> list[str]:
     pages = []
-    locations = dict(Segment.objects.filter(datasource__name=datasource).values_list("id", "location"))
+    locations = dict(
+        Segment.objects.filter(datasource__name=datasource).values_list("id", "location")
+    )
     for _, ref in selectors.timeline_for(datasource=datasource).lookup(DAY):
         if not ref.tombstone:
             pages += pq.read_table(locations[ref.id]).column("page").to_pylist()
@@ -69,8 +71,12 @@ def test_concurrent_append_runs_beside_a_replace_and_is_upgraded_onto_its_versio
         task=replace,
         segments=[
             services.NewSegment(
-                interval=DAY, version=alloc.version, partition=0, core_partitions=1,
-                location=src.location, num_rows=src.num_rows,
+                interval=DAY,
+                version=alloc.version,
+                partition=0,
+                core_partitions=1,
+                location=src.location,
+                num_rows=src.num_rows,
             )
         ],
     )
@@ -95,7 +101,10 @@ def test_kill_task_deletes_unused_segments_rows_and_files_but_keeps_shared_ones(
         task=task,
         segments=[
             services.NewSegment(
-                interval=DAY, version=alloc.version, partition=p, core_partitions=2,
+                interval=DAY,
+                version=alloc.version,
+                partition=p,
+                core_partitions=2,
                 location=str(f),
             )
             for p, f in zip(alloc.partitions, files, strict=True)

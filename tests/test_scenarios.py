@@ -42,8 +42,10 @@ def assert_no_leftovers(world: World) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_1_concurrent_appends_both_succeed(world, mode):
-    a = {"j1": actor(world, "j1", "append", mode, new_rows=J1),
-         "j2": actor(world, "j2", "append", mode, new_rows=J2)}
+    a = {
+        "j1": actor(world, "j1", "append", mode, new_rows=J1),
+        "j2": actor(world, "j2", "append", mode, new_rows=J2),
+    }
     run(a, ["j1", "j1", "j2", "j2", "j1", "j1", "j2", "j2"])
     assert world.visible_ids() == ids(S1, J1, J2)
     assert_no_leftovers(world)
@@ -51,9 +53,12 @@ def test_1_concurrent_appends_both_succeed(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_2_failed_append_leaves_the_other_and_later_append(world, mode):
-    a = {"j1": actor(world, "j1", "append", mode, new_rows=J1,
-                     program=["lock", "read", "write", "fail"]),
-         "j2": actor(world, "j2", "append", mode, new_rows=J2)}
+    a = {
+        "j1": actor(
+            world, "j1", "append", mode, new_rows=J1, program=["lock", "read", "write", "fail"]
+        ),
+        "j2": actor(world, "j2", "append", mode, new_rows=J2),
+    }
     run(a, ["j1", "j1", "j1", "j2", "j2", "j1", "j2", "j2"])
     j1_partition = a["j1"].allocation.partitions[0]
     j3 = {"j3": actor(world, "j3", "append", mode, new_rows=J3)}
@@ -67,7 +72,10 @@ def test_2_failed_append_leaves_the_other_and_later_append(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_3_compaction_while_append_both_succeed(world, mode):
-    a = {"c": actor(world, "c", "compact", mode), "j": actor(world, "j", "append", mode, new_rows=J)}
+    a = {
+        "c": actor(world, "c", "compact", mode),
+        "j": actor(world, "j", "append", mode, new_rows=J),
+    }
     run(a, ["c", "c", "j", "j", "j", "j", "c", "c"])
     assert world.visible_ids() == ids(S1, J)
     if mode == TC:
@@ -81,8 +89,10 @@ def test_3_compaction_while_append_both_succeed(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_4_compaction_fails_while_append_succeeds(world, mode):
-    a = {"c": actor(world, "c", "compact", mode, program=["lock", "read", "write", "fail"]),
-         "j": actor(world, "j", "append", mode, new_rows=J)}
+    a = {
+        "c": actor(world, "c", "compact", mode, program=["lock", "read", "write", "fail"]),
+        "j": actor(world, "j", "append", mode, new_rows=J),
+    }
     run(a, ["c", "c", "j", "j", "j", "j", "c", "c"])
     assert world.visible_ids() == ids(S1, J)
     assert world.visible_writers() == {"s1", "j"}
@@ -91,7 +101,10 @@ def test_4_compaction_fails_while_append_succeeds(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_5_append_then_compaction_both_succeed(world, mode):
-    a = {"j": actor(world, "j", "append", mode, new_rows=J), "c": actor(world, "c", "compact", mode)}
+    a = {
+        "j": actor(world, "j", "append", mode, new_rows=J),
+        "c": actor(world, "c", "compact", mode),
+    }
     run(a, ["j", "j", "j", "c", "c", "c", "c", "j"])
     assert world.visible_ids() == ids(S1, J)
     if mode == TC:
@@ -104,8 +117,12 @@ def test_5_append_then_compaction_both_succeed(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_6_replace_fails_while_append(world, mode):
-    a = {"r": actor(world, "r", "replace", mode, new_rows=R, program=["lock", "read", "write", "fail"]),
-         "j": actor(world, "j", "append", mode, new_rows=J)}
+    a = {
+        "r": actor(
+            world, "r", "replace", mode, new_rows=R, program=["lock", "read", "write", "fail"]
+        ),
+        "j": actor(world, "j", "append", mode, new_rows=J),
+    }
     run(a, ["r", "r", "r", "j", "j", "j", "r", "j", "j"])
     assert world.visible_ids() == ids(S1, J)
     assert_no_leftovers(world)
@@ -113,8 +130,10 @@ def test_6_replace_fails_while_append(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_7_replace_and_append_both_succeed(world, mode):
-    a = {"r": actor(world, "r", "replace", mode, new_rows=R),
-         "j": actor(world, "j", "append", mode, new_rows=J)}
+    a = {
+        "r": actor(world, "r", "replace", mode, new_rows=R),
+        "j": actor(world, "j", "append", mode, new_rows=J),
+    }
     run(a, ["r", "r", "r", "j", "j", "j", "r", "j"])
     assert world.visible_ids() == ids(R, J)
     assert_no_leftovers(world)
@@ -122,8 +141,10 @@ def test_7_replace_and_append_both_succeed(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_8_append_commits_after_replace_requested_its_lock(world, mode):
-    a = {"j": actor(world, "j", "append", mode, new_rows=J),
-         "r": actor(world, "r", "replace", mode, new_rows=R)}
+    a = {
+        "j": actor(world, "j", "append", mode, new_rows=J),
+        "r": actor(world, "r", "replace", mode, new_rows=R),
+    }
     run(a, ["j", "j", "j", "r", "j", "r", "r", "r"])
     if mode == CONC:
         assert world.visible_ids() == ids(R, J)  # j upgraded onto r's version
@@ -135,8 +156,10 @@ def test_8_append_commits_after_replace_requested_its_lock(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_9_append_commits_then_replace(world, mode):
-    a = {"j": actor(world, "j", "append", mode, new_rows=J),
-         "r": actor(world, "r", "replace", mode, new_rows=R)}
+    a = {
+        "j": actor(world, "j", "append", mode, new_rows=J),
+        "r": actor(world, "r", "replace", mode, new_rows=R),
+    }
     run(a, ["j"] * 4 + ["r"] * 4)
     assert world.visible_ids() == ids(R)
     assert_no_leftovers(world)
@@ -144,7 +167,10 @@ def test_9_append_commits_then_replace(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_10a_replace_preempts_running_compaction(world, mode):
-    a = {"c": actor(world, "c", "compact", mode), "r": actor(world, "r", "replace", mode, new_rows=R)}
+    a = {
+        "c": actor(world, "c", "compact", mode),
+        "r": actor(world, "r", "replace", mode, new_rows=R),
+    }
     run(a, ["c", "c", "r", "r", "r", "r", "c", "c"])
     assert a["c"].outcome == "revoked"
     assert world.visible_ids() == ids(R)
@@ -153,7 +179,10 @@ def test_10a_replace_preempts_running_compaction(world, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_10b_compaction_waits_and_compacts_the_replacement(world, mode):
-    a = {"r": actor(world, "r", "replace", mode, new_rows=R), "c": actor(world, "c", "compact", mode)}
+    a = {
+        "r": actor(world, "r", "replace", mode, new_rows=R),
+        "c": actor(world, "c", "compact", mode),
+    }
     run(a, ["r", "r", "r", "c", "r", "c", "c", "c"])
     assert a["c"].outcome == "committed"
     assert world.visible_ids() == ids(R)  # never compact(s1) over r
@@ -167,8 +196,17 @@ def test_11_replace_three_hours_with_drop_existing_partially_overshadows(world, 
     from metastore.intervals import Interval
 
     r_rows = rows("r", [2, 3])  # hour 4 gets no row: a tombstone
-    a = {"r": actor(world, "r", "replace", mode, new_rows=r_rows,
-                    interval=Interval(*hours), drop_existing=True)}
+    a = {
+        "r": actor(
+            world,
+            "r",
+            "replace",
+            mode,
+            new_rows=r_rows,
+            interval=Interval(*hours),
+            drop_existing=True,
+        )
+    }
     run(a, ["r"] * 4)
     kept = [r for r in S1 if r.hour not in (2, 3, 4)]
     assert world.visible_ids() == ids(kept, r_rows)

@@ -26,6 +26,22 @@ def _clear_cache():
     cache.clear()
 
 
+def forget_login_failures() -> None:
+    """What the end of the lockout window does: the counters are gone."""
+    import redis
+    from django.conf import settings
+
+    cache.clear()
+    try:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1)
+        keys = list(client.scan_iter(match=f"{settings.STRATA_LOGIN_THROTTLE_PREFIX}*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+    except (redis.RedisError, OSError):
+        pass  # no Redis: the counters were in this process's cache
+
+
 def settings_in_subprocess(tmp_path, code: str, **env) -> str:
     environment = {
         k: v for k, v in os.environ.items() if k not in ("DJANGO_DEBUG", "DJANGO_SECRET_KEY")
@@ -83,7 +99,8 @@ def test_api_404_405_and_500_are_json_without_traceback(api_client, monkeypatch,
     monkeypatch.setattr(selectors, "tasks_list", broken)
     response = api_client.get("/api/v1/tasks")
     assert response.status_code == 500
-    assert response.json() == {"error": "internal server error (see the server log)", "field": None}
+    message = "internal server error (see the server log)"
+    assert response.json() == {"error": message, "field": None, "message": message}
     assert "hunter2" not in response.content.decode()
     assert "hunter2" in caplog.text  # the log has it all
 
@@ -172,6 +189,54 @@ def test_login_is_throttled_after_repeated_failures(user, settings):
     response = other.post("/accounts/login/", {"username": "alice", "password": TEST_PASSWORD})
     assert response.status_code == 302
     # When the window passes (the counters expire), alice may log in again.
-    cache.clear()
+    forget_login_failures()
     response = client.post("/accounts/login/", {"username": "alice", "password": TEST_PASSWORD})
+    assert response.status_code == 302
+
+
+FAIL_LOGINS_ELSEWHERE = """
+import django, sys
+django.setup()
+from django.test import Client
+client = Client()
+for _ in range(int(sys.argv[1])):
+    response = client.post("/accounts/login/", {"username": "alice", "password": "wrong"})
+    print(response.status_code, flush=True)
+"""
+
+
+def test_login_throttling_is_shared_by_every_web_process(user, settings, redis_url, tmp_path):
+    """Failures counted by one process (another gunicorn worker, another machine)
+    throttle the next attempt in this one: the counters are in Redis."""
+    from conftest import _database_url
+    from django.db import connection
+
+    settings.REDIS_URL = redis_url
+    settings.STRATA_LOGIN_MAX_FAILURES = 3
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DATABASE_URL": _database_url(connection.settings_dict),
+        "REDIS_URL": redis_url,
+        "STRATA_LOGIN_MAX_FAILURES": "3",
+        "STRATA_LOGIN_THROTTLE_PREFIX": settings.STRATA_LOGIN_THROTTLE_PREFIX,
+        "STRATA_DATA_DIR": str(tmp_path),
+    }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    other = subprocess.run(
+        [sys.executable, "-c", FAIL_LOGINS_ELSEWHERE, "3"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert other.stdout.split() == ["200", "200", "200"]
+    # This process counted nothing itself, and yet refuses alice now.
+    cache.clear()
+    response = Client().post("/accounts/login/", {"username": "alice", "password": TEST_PASSWORD})
+    assert response.status_code == 429
+    forget_login_failures()
+    response = Client().post("/accounts/login/", {"username": "alice", "password": TEST_PASSWORD})
     assert response.status_code == 302

@@ -484,3 +484,20 @@ def test_empty_timeline_answers_empty():
     assert shown(timeline) == ["a"]
     timeline.remove("a")
     assert shown(timeline) == []
+
+
+def test_build_turns_the_garbage_collector_back_on_even_when_it_fails():
+    import gc
+
+    assert gc.isenabled()
+    Timeline.build([seg("a", 0)])
+    assert gc.isenabled()
+    with pytest.raises(ValueError, match="appears twice"):
+        Timeline.build([seg("a", 0), seg("a", 1)])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        Timeline.build([seg("a", 0)])
+        assert not gc.isenabled()  # left off, as the caller had it
+    finally:
+        gc.enable()

@@ -43,12 +43,10 @@ intervals = st.tuples(st.integers(0, CELLS - 1), st.integers(1, CELLS)).map(
 
 
 @st.composite
-def chunk_segments(draw, a: int, b: int, version: str) -> list[SegmentRef]:
+def chunk_segments(draw, interval: Interval, version: str, prefix: str) -> list[SegmentRef]:
     """The segments of one chunk: roots, appends and overwrite groups, some of them missing."""
-    interval = at(a, b)
     core = draw(st.integers(0, 3))
     tombstone_chunk = core == 0 and draw(st.booleans())
-    prefix = f"{a}-{b}-{version}-"
     out: list[SegmentRef] = []
 
     def explicit(p: int) -> frozenset[int] | None:
@@ -114,11 +112,11 @@ def segment_sets(draw) -> list[SegmentRef]:
     )
     out: list[SegmentRef] = []
     for (a, b), version in keys:
-        out.extend(draw(chunk_segments(a, b, version)))
+        out.extend(draw(chunk_segments(at(a, b), version, f"{a}-{b}-{version}-")))
     return out
 
 
-def assert_same_reads(timeline, expected, segments: list[SegmentRef], queries) -> None:
+def assert_same_reads(timeline, expected, segments: list[SegmentRef], queries, at=at) -> None:
     for a, b in queries:
         query = at(a, b)
         assert timeline.lookup(query) == expected.lookup(query), f"lookup {query}"

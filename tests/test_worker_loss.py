@@ -100,9 +100,12 @@ def deep_files(root: Path, datasource: str) -> list[Path]:
 
 
 @pytest.fixture
-def own_worker_and_beat(transactional_db, redis_url, strata_dirs, tmp_path):
-    """A worker and beat of this test only (the session's worker must not be killed)."""
+def own_worker_and_beat(request, transactional_db, redis_url, strata_dirs, tmp_path):
+    """A worker and beat of this test only (the session's worker must not be killed).
+    Prefork with one process, unless parametrized indirectly with ("threads", 2)."""
     from django.db import connection
+
+    pool, concurrency = getattr(request, "param", ("prefork", 1))
 
     from console.celery import app
 
@@ -127,8 +130,8 @@ def own_worker_and_beat(transactional_db, redis_url, strata_dirs, tmp_path):
     )
     procs = {}
     logs = {}
-    worker_argv = [sys.executable, "-m", "celery", "-A", "console", "worker", "-P", "prefork"]
-    worker_argv += ["-c", "1", "-Q", queue, "-n", nodename, "--loglevel", "INFO"]
+    worker_argv = [sys.executable, "-m", "celery", "-A", "console", "worker", "-P", pool]
+    worker_argv += ["-c", str(concurrency), "-Q", queue, "-n", nodename, "--loglevel", "INFO"]
     worker_argv += ["--without-gossip", "--without-mingle"]
     beat_argv = [sys.executable, "-m", "celery", "-A", "console", "beat", "--loglevel", "INFO"]
     beat_argv += ["--schedule", str(tmp_path / "beat-schedule")]
@@ -147,7 +150,7 @@ def own_worker_and_beat(transactional_db, redis_url, strata_dirs, tmp_path):
         while not app.control.ping(destination=[nodename], timeout=1.0):
             if procs["worker"].poll() is not None or time.monotonic() > deadline:
                 pytest.fail((tmp_path / "worker.log").read_text(errors="replace")[-3000:])
-        yield {"queue": queue, "procs": procs, "log_dir": tmp_path}
+        yield {"queue": queue, "procs": procs, "log_dir": tmp_path, "nodename": nodename}
     finally:
         for proc in procs.values():
             _stop_process_group(proc, grace_s=20)
@@ -252,3 +255,49 @@ def test_sigterm_fails_the_running_task_deliberately(worker, strata_dirs, tmp_pa
     assert deep_files(strata_dirs.deep, "termed") == []
     # The pool process stopped the task deliberately instead of dying.
     os.kill(pid, 0)
+
+
+@pytest.mark.parametrize(
+    "own_worker_and_beat", [("prefork", 1), ("threads", 2)], indirect=True, ids=str
+)
+def test_sigterm_to_the_worker_process_fails_its_running_task(
+    own_worker_and_beat, strata_dirs, tmp_path_factory, monkeypatch
+):
+    """A warm shutdown of the worker itself (SIGTERM to its main process, as a
+    supervisor or `make run`'s Ctrl-C sends): the running ingestion is failed
+    deliberately and the worker exits, instead of the shutdown waiting for the
+    whole ingestion (or leaving it RUNNING when the supervisor's patience ends)."""
+    from console.celery import app
+
+    csv_path = flights_january(strata_dirs, tmp_path_factory)
+    queue = own_worker_and_beat["queue"]
+    monkeypatch.setattr(
+        services.tasks,
+        "_enqueue",
+        lambda task_id: app.send_task(services.tasks.RUN_TASK, args=[task_id], queue=queue),
+    )
+    task = services.task_submit(spec=slow_spec(csv_path, "warm"))
+    seen = wait_until(
+        lambda: running_with_lock(task.id), PHASE_TIMEOUT_S, "the task to lock and run"
+    )
+    main = own_worker_and_beat["procs"]["worker"]
+    main.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    try:
+        main.wait(timeout=LOSS_BUDGET_S + 60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(
+            "the worker did not stop after SIGTERM:\n"
+            + (own_worker_and_beat["log_dir"] / "worker.log").read_text(errors="replace")[-3000:]
+        )
+    stopped_in = time.monotonic() - sent
+    failed = Task.objects.get(id=task.id)
+    print(f"\nSIGTERM to the worker -> task {failed.status}, worker exited in {stopped_in:.1f} s")
+    # Failed by the worker itself, not left RUNNING for the reaper.
+    assert failed.status == TaskStatus.FAILED, (failed.status, failed.error)
+    assert "SIGTERM" in failed.error and "stopped deliberately" in failed.error, failed.error
+    assert seen.worker.split(":")[0] in failed.error
+    assert not TaskLock.objects.filter(task_id=task.id).exists()
+    assert not (strata_dirs.intermediary / task.id).exists()
+    assert not Segment.objects.filter(datasource__name="warm").exists()
+    assert deep_files(strata_dirs.deep, "warm") == []

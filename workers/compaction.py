@@ -18,6 +18,10 @@ Two ways to lock (SPEC §5):
 - segment locks (`forceTimeChunkLock: false`, keeping the granularity): each
   input segment is locked alone and every chunk is rewritten inside itself,
   same major version, next minor version; segments not read stay visible.
+  A chunk whose input leaves no rows (a filter threw them all away) gets a
+  tombstone overwrite of the same identity, which hides exactly its inputs
+  (with `dropExisting: false`, Druid's legacy replace, they stay, as under
+  time-chunk locks, and the report names the chunk).
   What it reads is decided once it holds its locks: if a segment it planned to
   read was hidden while it waited (a replace, SPEC §8 row 10), it re-resolves
   the visible segments as of its grant and locks those too, or, when they are
@@ -49,6 +53,7 @@ from workers.runner import (
     _TaskProgress,
     deep_storage_dir,
     intermediary_dir,
+    read_as_of_report,
 )
 from workers.spark import get_spark
 
@@ -326,7 +331,7 @@ def _time_chunk_locked(
     entry = _publish_once(task, new_segments, note="compaction")
     moved.clear()  # published: the files belong to their segments now
     timings["publish"] = round(time.monotonic() - t, 3)
-    return _report(
+    report = _report(
         result.report,
         read_ids=sorted({ref.id for _, ref in read.pieces}),
         kept_ids=sorted(ref.id for ref in read.keep),
@@ -336,6 +341,8 @@ def _time_chunk_locked(
         intervals=intervals,
         plan=plan,
     )
+    report["readAsOf"] = read_as_of_report([(lk.interval, lk.granted_seq) for lk in locks])
+    return report
 
 
 def _read_locked(
@@ -463,15 +470,36 @@ def _segment_locked(
     left_as_is = []
     for chunk in chunks:
         staged = sorted(by_chunk.get(chunk, ()), key=lambda s: s.index)
-        if not staged:
-            left_as_is.append(str(chunk))  # no overwrite can hide rows without writing one
+        if not staged and not spec.drop_existing:
+            left_as_is.append(str(chunk))  # Druid's legacy replace: the inputs stay
             continue
         alloc = services.segments_allocate_overwrite(
             task=task,
             input_segment_ids=sorted(by_chunk_ids[chunk]),
-            count=len(staged),
+            count=len(staged) or 1,
             sequence_name="compact",
         )
+        if not staged:
+            # Nothing of the inputs is left (the filter threw every row away): a
+            # tombstone overwrite hides exactly them, as rewritten segments would.
+            new_segments.append(
+                services.NewSegment(
+                    interval=chunk,
+                    version=alloc.version,
+                    partition=alloc.partitions[0],
+                    core_partitions=alloc.core_partitions,
+                    tombstone=True,
+                    shard_spec={
+                        "type": "tombstone",
+                        "partitionNum": alloc.partitions[0],
+                        "minorVersion": alloc.minor_version,
+                        "rootPartitions": list(alloc.root_partitions or ()),
+                    },
+                    minor_version=alloc.minor_version,
+                    root_partitions=alloc.root_partitions,
+                )
+            )
+            continue
         for seg, partition in zip(staged, alloc.partitions, strict=True):
             shard = {
                 "type": "numbered_overwrite",
@@ -500,11 +528,7 @@ def _segment_locked(
                 )
             )
     monitor.check()
-    entry = (
-        _publish_once(task, new_segments, note="compaction")
-        if new_segments
-        else None
-    )
+    entry = _publish_once(task, new_segments, note="compaction") if new_segments else None
     moved.clear()
     timings["publish"] = round(time.monotonic() - t, 3)
     report = _report(

@@ -478,6 +478,18 @@ def _read_points(locks: list[TaskLock]) -> list[tuple[Interval, int]]:
     return [(lk.interval, lk.granted_seq) for lk in locks if lk.granularity == locking.TIME_CHUNK]
 
 
+def read_as_of_report(points: list[tuple[Interval, int]]) -> list[dict]:
+    """The report's `readAsOf`: for each interval a replace or compaction
+    rewrites, the commit seq as of which it took its input (its lock's grant).
+    What committed there up to that seq is what it replaces; what commits
+    there later (appends under concurrent locks) is carried onto its version,
+    not read. SPEC §8's serial replay needs exactly this."""
+    seen: dict[tuple[str, int], dict] = {}
+    for interval, seq in sorted(points, key=lambda p: (p[0].start, p[0].end, p[1])):
+        seen.setdefault((str(interval), seq), {"interval": str(interval), "seq": seq})
+    return list(seen.values())
+
+
 def _merge(intervals: list[Interval]) -> list[Interval]:
     """Intervals merged where they touch or overlap, in time order."""
     merged: list[Interval] = []
@@ -508,6 +520,9 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     if segment_locked and context.use_concurrent_locks:
         segment_locked = False  # concurrent locks are time-chunk locks
     timings: dict[str, float] = {}
+    # Where a replace (or a task re-reading its own dataSource) takes its input
+    # from: each time-chunk lock's interval and grant (the report's readAsOf).
+    read_as_of: list[tuple[Interval, int]] = []
 
     def lock(intervals: list[Interval]) -> list[TaskLock]:
         if segment_locked:
@@ -525,6 +540,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
             timeout_ms=timeout,
         )
         timings["lock"] = round(timings.get("lock", 0.0) + time.monotonic() - t, 3)
+        read_as_of.extend(_read_points(locks))
         return locks
 
     # Lock before reading when the intervals are known, and always before reading
@@ -558,16 +574,40 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
 
     monitor.set_phase("publishing", 0.9, 0.0)
     t3 = time.monotonic()
-    staged_segments = result.segments
-    if spec.append_to_existing:
-        staged_segments = _split_by_layout(task, staged_segments)
-    by_chunk: dict[Interval, list] = {}
-    for staged in staged_segments:
-        by_chunk.setdefault(staged.chunk, []).append(staged)
+    buckets = sorted({s.chunk for s in result.segments}, key=lambda c: c.start)
+    for attempt in range(_LAYOUT_ROUNDS):
+        staged_segments = result.segments
+        if spec.append_to_existing:
+            layout = append_pieces(task.datasource, buckets)
+            staged_segments = _split_by_layout(staged_segments, layout)
+        by_chunk: dict[Interval, list] = {}
+        for staged in staged_segments:
+            by_chunk.setdefault(staged.chunk, []).append(staged)
+        chunks = sorted(by_chunk, key=lambda iv: iv.start)
+        counts = [len(by_chunk[chunk]) for chunk in chunks]
+        try:
+            allocations = _allocate(
+                task, chunks, counts, spec.append_to_existing, segment_locked, timeout
+            )
+            break
+        except services.ServiceError as exc:
+            # Allocation decides where an append's rows go again, under the lock
+            # box, and refuses pieces split by a layout that changed since: a
+            # replace or compaction beside it (an APPEND lock under concurrent
+            # locks, or no lock yet under segment locks) published chunks over
+            # its rows after the split. Their rows go into the new chunks (SPEC
+            # §5, §8 row 7): lock those chunks too and split again.
+            if (
+                type(exc) is not services.ServiceError  # revoked, canceled, timed out...
+                or not spec.append_to_existing
+                or attempt + 1 == _LAYOUT_ROUNDS
+                or append_pieces(task.datasource, buckets) == layout
+            ):
+                raise
+            monitor.check()
+            lock(buckets)
+            monitor.set_phase("publishing", 0.9, 0.0)
     new_segments: list[services.NewSegment] = []
-    chunks = sorted(by_chunk, key=lambda iv: iv.start)
-    counts = [len(by_chunk[chunk]) for chunk in chunks]
-    allocations = _allocate(task, chunks, counts, spec.append_to_existing, segment_locked, timeout)
     for chunk, alloc in zip(chunks, allocations, strict=True):
         staged = sorted(by_chunk[chunk], key=lambda s: s.index)
         for seg, partition in zip(staged, alloc.partitions, strict=True):
@@ -608,13 +648,23 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     report["phases"] = {**report.get("phases", {}), **timings}
     report["segmentsPublished"] = len(new_segments)
     report["commit"] = entry.seq if entry else None
+    if not spec.append_to_existing or rereads_itself:
+        report["readAsOf"] = read_as_of_report(read_as_of)
     if druid is not None:
         report["sourceSegments"] = len({p.location for p in pieces})
     return report
 
 
-def _split_by_layout(task: Task, staged: list[StagedSegment]) -> list[StagedSegment]:
-    """An append's staged files split by where their rows go (SPEC §5).
+# How many times an append splits its rows again because a replace or compaction
+# changed the chunks over them meanwhile (each round needs another publish there).
+_LAYOUT_ROUNDS = 8
+
+
+def _split_by_layout(
+    staged: list[StagedSegment], pieces: dict[Interval, list[Interval]]
+) -> list[StagedSegment]:
+    """An append's staged files split by where their rows go (SPEC §5): `pieces`
+    is `append_pieces` of their buckets.
 
     The job buckets rows by the spec's segment granularity and knows nothing of
     the metastore. Rows go into the chunk visible at their timestamp, whose
@@ -624,8 +674,6 @@ def _split_by_layout(task: Task, staged: list[StagedSegment]) -> list[StagedSegm
     (plain Parquet filtering on `__time`, no Spark); each piece is then
     allocated on its own. Buckets inside one chunk (the usual case, or a DAY
     bucket inside a MONTH compaction) keep their files."""
-    chunks = sorted({s.chunk for s in staged}, key=lambda c: c.start)
-    pieces = append_pieces(task.datasource, chunks)
     out = []
     next_index: dict[Interval, int] = {}
     for seg in sorted(staged, key=lambda s: (s.chunk.start, s.index)):

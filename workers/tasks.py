@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -14,13 +16,20 @@ from datetime import timedelta
 from pathlib import Path
 
 from celery import shared_task
-from celery.signals import worker_init, worker_process_init, worker_shutting_down
+from celery.signals import (
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 from django.conf import settings
 from django.utils import timezone
 
 from metastore import selectors, services
 from metastore.intervals import Interval
 from metastore.models import Task, TaskStatus
+from metastore.services.tasks import RUN_TASK
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +88,82 @@ def _remember_worker(sender=None, **_kwargs) -> None:
     _pool_holder["worker"] = sender
 
 
+# --- the worker's own heartbeat: its capacity, for the task slots view --------------
+
+
+class _WorkerBeat:
+    """Registers this worker and its task slots (`services.worker_heartbeat`)
+    every STRATA_HEARTBEAT_SECONDS from a thread of its main process, and
+    removes it when the worker shuts down: the slots shown are the live ones."""
+
+    def __init__(self, worker) -> None:
+        self.worker = worker
+        self.name = _worker_name()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="strata-worker-beat", daemon=True)
+
+    def _describe(self) -> dict:
+        worker = self.worker
+        host = socket.gethostname()
+        try:
+            pids = [p.pid for p in worker.pool._pool._pool if getattr(p, "pid", None)]
+        except AttributeError:  # a thread (or solo) pool runs tasks in this process
+            pids = []
+        try:
+            queues = list(worker.app.amqp.queues.consume_from)
+        except AttributeError:
+            queues = []
+        return {
+            "name": self.name,
+            "capacity": max(1, int(worker.concurrency or 1)),
+            "nodename": worker.hostname or "",
+            "queues": queues,
+            "processes": [f"{host}:{pid}" for pid in pids],
+        }
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self.stop.is_set():
+                try:
+                    services.worker_heartbeat(**self._describe())
+                except Exception:  # the next beat tries again
+                    log.exception("worker heartbeat of %s failed", self.name)
+                    connection.close()
+                self.stop.wait(settings.STRATA_HEARTBEAT_SECONDS)
+        finally:
+            connection.close()
+
+    def end(self) -> None:
+        from django.db import connection
+
+        self.stop.set()
+        self.thread.join(timeout=10)
+        try:
+            services.worker_stopped(name=self.name)
+        except Exception:  # it expires with its heartbeat anyway
+            log.exception("could not deregister worker %s", self.name)
+        finally:
+            connection.close()
+
+
+@worker_ready.connect
+def _start_worker_beat(sender=None, **_kwargs) -> None:
+    worker = _pool_holder.get("worker")
+    if worker is None or "beat" in _pool_holder:
+        return
+    beat = _pool_holder["beat"] = _WorkerBeat(worker)
+    beat.thread.start()
+
+
+@worker_shutdown.connect
+def _end_worker_beat(sender=None, **_kwargs) -> None:
+    beat = _pool_holder.pop("beat", None)
+    if beat is not None:
+        beat.end()
+
+
 @worker_shutting_down.connect
 def _forward_sigterm_to_pool(sig=None, how=None, **_kwargs) -> None:
     """A warm shutdown (SIGTERM to the main process) would wait for a running
@@ -88,6 +173,15 @@ def _forward_sigterm_to_pool(sig=None, how=None, **_kwargs) -> None:
     try:
         processes = worker.pool._pool._pool  # billiard's prefork processes
     except AttributeError:
+        # A threads (or solo) pool, as `make run` starts: the tasks run in this
+        # process; fail them now, and the warm shutdown waits only for them to
+        # unwind (a task that is publishing finishes or fails whole).
+        from workers.runner import terminate_running_tasks
+
+        terminate_running_tasks(
+            f"worker {_worker_name()} received {sig or 'a warm shutdown'} while the task "
+            "ran; stopped deliberately"
+        )
         return
     for process in list(processes):
         pid = getattr(process, "pid", None)
@@ -104,7 +198,74 @@ def task_reaper() -> list[str]:
     files it never published, at once. Runs every STRATA_REAPER_SECONDS."""
     timeout = max(settings.STRATA_HEARTBEAT_TIMEOUT, 5 * settings.STRATA_HEARTBEAT_SECONDS)
     reaped, _ = reap_dead_tasks(older_than=timezone.now() - timedelta(seconds=timeout))
+    requeue_lost_tasks(
+        older_than=timezone.now() - timedelta(seconds=settings.STRATA_REQUEUE_AFTER_SECONDS)
+    )
     return reaped
+
+
+def requeue_lost_tasks(*, older_than) -> list[str]:
+    """Queue again the PENDING tasks created before `older_than` whose message the
+    broker does not hold: submitted while Redis was down (`task_enqueue` could
+    not send it), or lost with a Redis that restarted without its data. A task
+    waiting in the queue, or delivered to a worker and not yet acknowledged, is
+    left alone; a duplicate would be harmless anyway (the worker claims a task
+    once). Returns the ids queued again."""
+    pending = selectors.pending_task_ids(created_before=older_than)
+    if not pending:
+        return []
+    held = queued_task_ids()
+    if held is None:  # the broker could not be read: send nothing twice
+        return []
+    lost = [task_id for task_id in pending if task_id not in held]
+    requeued = [task_id for task_id in lost if services.task_enqueue(task_id=task_id)]
+    if requeued:
+        log.warning("queued again PENDING tasks the broker had lost: %s", requeued)
+    return requeued
+
+
+def queued_task_ids() -> set[str] | None:
+    """The Strata task ids of the run_task messages in the default queue or
+    delivered and unacknowledged, as the Redis transport keeps them; None if the
+    broker cannot be read."""
+    from celery import current_app
+
+    queue = current_app.conf.task_default_queue
+    try:
+        with current_app.connection_for_read() as conn:
+            channel = conn.default_channel
+            client = channel.client
+            raw = []
+            for priority in channel.priority_steps:
+                raw.extend(client.lrange(channel._q_for_pri(queue, priority), 0, -1))
+            raw.extend(client.hvals(channel.unacked_key))
+    except Exception as exc:  # a broker that is down or is not Redis
+        log.warning("could not read the broker's queue (%s: %s)", type(exc).__name__, exc)
+        return None
+    ids = set()
+    for item in raw:
+        task_id = _run_task_argument(item)
+        if task_id is not None:
+            ids.add(task_id)
+    return ids
+
+
+def _run_task_argument(raw: bytes) -> str | None:
+    """The task id a run_task message carries (a queued message, or an unacked
+    one stored as [message, exchange, routing key]); None for anything else."""
+    try:
+        message = json.loads(raw)
+        if isinstance(message, list):
+            message = message[0]
+        if message.get("headers", {}).get("task") != RUN_TASK:
+            return None
+        body = message["body"]
+        if message.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+        return args[0] if args and isinstance(args[0], str) else None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
 
 
 def reap_dead_tasks(*, older_than) -> tuple[list[str], list[str]]:

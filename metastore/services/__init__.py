@@ -56,12 +56,14 @@ from metastore.services.tasks import (
     task_cancel,
     task_claim,
     task_create,
+    task_enqueue,
     task_finish,
     task_heartbeat,
     task_report_update,
     task_submit,
     task_validate,
 )
+from metastore.services.workers import worker_heartbeat, worker_stopped
 
 __all__ = [
     "LOCK_POLL_SECONDS",
@@ -78,6 +80,7 @@ __all__ = [
     "new_task_id",
     "task_validate",
     "task_create",
+    "task_enqueue",
     "task_submit",
     "task_claim",
     "TaskSignals",
@@ -103,4 +106,6 @@ __all__ = [
     "segments_mark_used",
     "segments_kill",
     "segment_admin_update",
+    "worker_heartbeat",
+    "worker_stopped",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from celery import current_app
@@ -25,9 +26,15 @@ from metastore.services._common import (
 )
 from metastore.specs import SpecError, TaskSpec, validate_task_id, validate_task_spec
 
+log = logging.getLogger(__name__)
+
 # --- tasks --------------------------------------------------------------------
 
 SUPPORTED_TASK_TYPES = ("index_parallel", "compact", "kill")
+
+
+class TaskIdTaken(SpecError):
+    """A spec's `id` names a task that exists (the REST API answers 409)."""
 
 
 def task_validate(*, spec: dict) -> TaskSpec:
@@ -67,7 +74,7 @@ def task_create(
     if spec.get("groupId") is not None:
         validate_task_id(spec["groupId"], "groupId")
     if Task.objects.filter(id=task_id).exists():
-        raise SpecError("id", f"task id {task_id!r} is taken")
+        raise TaskIdTaken("id", f"task id {task_id!r} is taken")
     with transaction.atomic():
         task = Task.objects.create(
             id=task_id,
@@ -79,7 +86,7 @@ def task_create(
             submitted_by=user if (user is not None and user.is_authenticated) else None,
         )
         if enqueue:
-            transaction.on_commit(lambda: _enqueue(task.id))
+            transaction.on_commit(lambda: task_enqueue(task_id=task.id))
     return task
 
 
@@ -100,6 +107,27 @@ RUN_TASK = "workers.tasks.run_task"
 
 def _enqueue(task_id: str) -> None:
     current_app.send_task(RUN_TASK, args=[task_id])
+
+
+def task_enqueue(*, task_id: str) -> bool:
+    """Send a recorded task's message to the broker; False if the broker is down.
+
+    The task row is already committed: a broker outage must not turn a recorded
+    task into a server error. It stays PENDING and the reaper queues it again
+    once the broker answers (`workers.tasks.requeue_lost_tasks`). A duplicate
+    message is harmless: the worker claims a task once."""
+    try:
+        _enqueue(task_id)
+    except Exception as exc:  # kombu's OperationalError, a socket error, a timeout
+        log.warning(
+            "could not queue task %s (%s: %s); it stays PENDING and is queued again "
+            "when the broker answers",
+            task_id,
+            type(exc).__name__,
+            exc,
+        )
+        return False
+    return True
 
 
 def task_claim(*, task_id: str, worker: str) -> bool:

@@ -262,7 +262,7 @@ class _SinglePass(_Job):
             .partitionBy("__chunk")
             .parquet(str(out_dir))
         )
-        stats = row_stats(observation)
+        stats = row_stats(observation, parsed)
         try:
             samples = check_parse_exceptions(spec, stats, parsed)
         except ParseExceptionsExceeded:
@@ -319,13 +319,13 @@ class _TwoPhase(_Job):
             self.spark, rows, spec.partitions, parsed.dimension_names, rollup=spec.rollup
         )
         if plan_needs_determining(spec.partitions):  # it ran: fail before writing anything
-            samples = check_parse_exceptions(spec, row_stats(observation), parsed)
+            samples = check_parse_exceptions(spec, row_stats(observation, parsed), parsed)
             self._timed("determinePartitions", t0)
 
         t1 = time.monotonic()
         rows, observation = parsed.observed(f"phase1_{self.job_group}")
         partials, schema = self._phase1(plan, rows)
-        stats = row_stats(observation)
+        stats = row_stats(observation, parsed)
         if samples is None:
             try:
                 samples = check_parse_exceptions(spec, stats, parsed)

@@ -489,12 +489,31 @@ def read_segments(spark, pieces: Sequence[SourcePiece], interval: Interval):
         shown = sorted(visible[location])
         key = (interval,) if shown == [whole] else tuple(shown)
         groups.setdefault(key, []).append(location)
+    schema = _files_schema(files)
+    reader = spark.read.schema(schema) if schema is not None else spark.read
+    reader = reader.option("mergeSchema", str(schema is None).lower())
     frames = [
-        spark.read.option("mergeSchema", "true").parquet(*locations).filter(within(key))
-        for key, locations in sorted(groups.items())
+        reader.parquet(*locations).filter(within(key)) for key, locations in sorted(groups.items())
     ]
     df = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     return df, bytes_read, files
+
+
+def _files_schema(files: Sequence[str]):
+    """The union of the Parquet files' schemas as a Spark schema, from their footers
+    read here (a fraction of a second for hundreds of segment files), sparing Spark's
+    `mergeSchema` job; None when they do not unify (Spark's merge then decides)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructField, StructType
+
+    try:
+        unified = pa.unify_schemas([pq.read_schema(f) for f in files])
+        spark_schema = from_arrow_schema(unified, prefer_timestamp_ntz=False)
+    except Exception:  # noqa: BLE001 - any type Spark's own merge may still read
+        return None
+    return StructType([StructField(f.name, f.dataType, True) for f in spark_schema.fields])
 
 
 # --- parsing -----------------------------------------------------------------------
@@ -519,21 +538,14 @@ class ParsedInput:
     def observed(self, name: str):
         """(good rows, Observation with total/unparseable/thrownAway/processedWithError)."""
         from pyspark.sql import Observation
-        from pyspark.sql import functions as F
 
         observation = Observation(name)
-        parsed = self.parsed.observe(
-            observation,
-            F.count(F.lit(1)).alias("total"),
-            F.sum(F.col("__unparseable").cast("long")).alias("unparseable"),
-            F.sum((~F.col("__unparseable") & F.col("__thrown")).cast("long")).alias("thrownAway"),
-            F.sum(
-                (~F.col("__unparseable") & ~F.col("__thrown") & F.col("__reason").isNotNull()).cast(
-                    "long"
-                )
-            ).alias("processedWithError"),
-        )
+        parsed = self.parsed.observe(observation, *_stat_columns())
         return self._good(parsed), observation
+
+    def counted(self) -> dict:
+        """The row stats of `observed`, by a pass of their own."""
+        return self.parsed.agg(*_stat_columns()).collect()[0].asDict()
 
     def _good(self, parsed):
         from pyspark.sql import functions as F
@@ -564,8 +576,32 @@ class ParsedInput:
         return [{"reason": r["__reason"]} for r in rows]
 
 
-def row_stats(observation) -> dict:
-    stats = observation.get
+def _stat_columns() -> list:
+    from pyspark.sql import functions as F
+
+    return [
+        F.count(F.lit(1)).alias("total"),
+        F.sum(F.col("__unparseable").cast("long")).alias("unparseable"),
+        F.sum((~F.col("__unparseable") & F.col("__thrown")).cast("long")).alias("thrownAway"),
+        F.sum(
+            (~F.col("__unparseable") & ~F.col("__thrown") & F.col("__reason").isNotNull()).cast(
+                "long"
+            )
+        ).alias("processedWithError"),
+    ]
+
+
+def row_stats(observation, parsed: ParsedInput | None = None) -> dict:
+    """The row stats an `observed` run collected. When the filter threw every row
+    away, Spark's adaptive execution drops the observed plan and the observation
+    cannot be read (an assertion in PySpark's toPyRow): then they are counted by
+    a pass over `parsed` of their own."""
+    try:
+        stats = observation.get
+    except Exception:
+        if parsed is None:
+            raise
+        stats = parsed.counted()
     total = int(stats.get("total") or 0)
     unparseable = int(stats.get("unparseable") or 0)
     thrown = int(stats.get("thrownAway") or 0)
@@ -773,7 +809,7 @@ def _parse_one(spec: IngestionSpec, raw, from_druid: bool):
             else:
                 inputs.append(MetricInput(m, None, "rows"))
             continue
-        if m.type in ("hyperUnique", "HLLSketchBuild", "thetaSketch"):
+        if m.type in ("hyperUnique", "HLLSketchBuild", "HLLSketchMerge", "thetaSketch"):
             union, build = {
                 "thetaSketch": ("theta_union", "theta"),
             }.get(m.type, ("sketch", "distinct"))

@@ -1,0 +1,262 @@
+"""The OpenAPI description of the Druid-compatible endpoints (console/druid.py and
+Druid's SQL endpoint): Druid's own request and response shapes, documented so a
+contract test can hold the shim to them. Lists stay plain lists, as Druid's
+clients expect."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import serializers
+
+from console.openapi import TEXT, DruidSqlErrorOutput, json_object, responses
+from metastore import spec_schema
+
+_TASK_ID = OpenApiParameter("task_id", str, OpenApiParameter.PATH, pattern=r"^[^/\x00-\x1f\x7f]+$")
+_DATASOURCE = OpenApiParameter(
+    "datasource", str, OpenApiParameter.PATH, pattern=r"^[^/\x00-\x1f\x7f]+$"
+)
+
+
+class DruidLocation(serializers.Serializer):
+    host = serializers.CharField(allow_null=True)
+    port = serializers.IntegerField()
+    tlsPort = serializers.IntegerField()  # noqa: N815
+
+
+class DruidTaskStatus(serializers.Serializer):
+    id = serializers.CharField()
+    groupId = serializers.CharField()  # noqa: N815
+    type = serializers.CharField()
+    createdTime = serializers.CharField()  # noqa: N815
+    queueInsertionTime = serializers.CharField()  # noqa: N815
+    statusCode = serializers.ChoiceField(["RUNNING", "SUCCESS", "FAILED"])  # noqa: N815
+    status = serializers.ChoiceField(["RUNNING", "SUCCESS", "FAILED"])
+    runnerStatusCode = serializers.ChoiceField(  # noqa: N815
+        ["PENDING", "WAITING", "RUNNING", "NONE"]
+    )
+    duration = serializers.IntegerField()
+    location = DruidLocation()
+    dataSource = serializers.CharField()  # noqa: N815
+    errorMsg = serializers.CharField(allow_null=True)  # noqa: N815
+
+
+class DruidTaskId(serializers.Serializer):
+    task = serializers.CharField()
+
+
+class DruidTaskStatusResponse(serializers.Serializer):
+    task = serializers.CharField()
+    status = DruidTaskStatus(allow_null=True, help_text="null when there is no such task (404)")
+
+
+class DruidTaskPayload(serializers.Serializer):
+    task = serializers.CharField()
+    payload = serializers.DictField(help_text="the task's spec, with id, groupId, dataSource")
+
+
+class DruidLock(serializers.Serializer):
+    granularity = serializers.ChoiceField(["timeChunk", "segment"])
+    type = serializers.CharField()
+    groupId = serializers.CharField()  # noqa: N815
+    dataSource = serializers.CharField()  # noqa: N815
+    interval = serializers.CharField()
+    version = serializers.CharField()
+    priority = serializers.IntegerField()
+    revoked = serializers.BooleanField()
+    partitionId = serializers.IntegerField(required=False)  # noqa: N815
+
+
+class DruidActiveLocks(serializers.Serializer):
+    datasourceToLocks = serializers.DictField(child=DruidLock(many=True))  # noqa: N815
+
+
+class DruidChanged(serializers.Serializer):
+    numChangedSegments = serializers.IntegerField()  # noqa: N815
+
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+SEGMENT = {
+    "type": "object",
+    "description": "A segment as Druid's DataSegment serializes",
+    "properties": {
+        "dataSource": _STR,
+        "interval": _STR,
+        "version": _STR,
+        "loadSpec": {"type": "object"},
+        "dimensions": {**_STR, "description": "comma-separated"},
+        "metrics": {**_STR, "description": "comma-separated"},
+        "shardSpec": {"type": "object"},
+        "binaryVersion": _INT,
+        "size": _INT,
+        "identifier": _STR,
+        "id": _STR,
+        "lastCompactionState": {"type": "object"},
+    },
+    "required": [
+        "dataSource",
+        "interval",
+        "version",
+        "loadSpec",
+        "dimensions",
+        "metrics",
+        "shardSpec",
+        "binaryVersion",
+        "size",
+        "identifier",
+        "id",
+    ],
+}
+SEGMENT_STATUS = {
+    "type": "object",
+    "properties": {"dataSegment": SEGMENT, "overshadowed": {"type": "boolean"}},
+    "required": ["dataSegment", "overshadowed"],
+}
+DATASOURCE_FULL = {
+    "type": "object",
+    "properties": {
+        "name": _STR,
+        "properties": {"type": "object"},
+        "segments": {"type": "array", "items": SEGMENT},
+    },
+    "required": ["name", "properties", "segments"],
+}
+NAMES = {"type": "array", "items": _STR}
+_LOCATION = {
+    "type": "object",
+    "properties": {"host": {**_STR, "nullable": True}, "port": _INT, "tlsPort": _INT},
+    "required": ["host", "port", "tlsPort"],
+}
+BULK_STATUS = {
+    "type": "object",
+    "description": "task id -> status (unknown ids are left out)",
+    "additionalProperties": {
+        "type": "object",
+        "properties": {
+            "id": _STR,
+            "status": {"type": "string", "enum": ["RUNNING", "SUCCESS", "FAILED"]},
+            "duration": _INT,
+            "errorMsg": {**_STR, "nullable": True},
+            "location": _LOCATION,
+        },
+        "required": ["id", "status", "duration", "errorMsg", "location"],
+    },
+}
+
+
+def druid_responses(ok: dict, *codes: int) -> dict:
+    return responses(ok, *codes, druid=True)
+
+
+LOCK_FILTERS = {
+    "application/json": {
+        "type": "array",
+        "minItems": 1,
+        "description": "Druid's LockFilterPolicy list",
+        "items": {
+            "type": "object",
+            "properties": {
+                # Druid matches the name as given: an unknown or odd name only
+                # matches no lock, so the filter does not constrain its form.
+                "datasource": {"type": "string"},
+                "priority": {"type": "integer", "nullable": True},
+                "intervals": {
+                    "type": "array",
+                    "nullable": True,
+                    "items": spec_schema.interval_schema(),
+                },
+                "context": {"type": "object", "nullable": True},
+            },
+            "required": ["datasource"],
+        },
+    }
+}
+
+MARK_REQUEST = {
+    "application/json": {
+        "type": "object",
+        "description": "exactly one of interval (optionally with versions) or segmentIds",
+        "properties": {
+            "interval": spec_schema.interval_schema(),
+            "versions": {"type": "array", "items": {"type": "string"}},
+            "segmentIds": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+}
+
+TASK_IDS = {"application/json": {"type": "array", "items": {"type": "string"}}}
+
+SQL_REQUEST = {
+    "application/json": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "description": "one SQL query"},
+            "resultFormat": {
+                "type": "string",
+                "enum": ["object", "array", "objectLines", "arrayLines", "csv"],
+                "nullable": True,
+            },
+            "header": {"type": "boolean", "nullable": True},
+            "parameters": {
+                "type": "array",
+                "nullable": True,
+                "items": {
+                    "type": "object",
+                    "properties": {"type": {"type": "string"}, "value": {}},
+                    "required": ["value"],
+                },
+            },
+            "context": {
+                "type": "object",
+                "nullable": True,
+                "properties": {
+                    "sqlTimeZone": {
+                        "type": "string",
+                        "enum": ["UTC", "Etc/UTC", "Z"],
+                        "nullable": True,
+                    }
+                },
+            },
+        },
+        "required": ["query"],
+    }
+}
+
+SQL_RESPONSES = {
+    (200, "application/json"): OpenApiResponse(
+        {"type": "array", "items": {}},
+        description="resultFormat object (rows as objects) or array (rows as arrays)",
+    ),
+    (200, "text/csv"): OpenApiResponse({"type": "string"}, description="resultFormat csv"),
+    (200, "text/plain"): OpenApiResponse(
+        {"type": "string"}, description="objectLines / arrayLines: one JSON value a line"
+    ),
+    **{key: value for key, value in responses({}, 413, 415).items()},
+    400: OpenApiResponse(DruidSqlErrorOutput, description="Druid's error for a refused query"),
+}
+
+TASK_LIST_PARAMS = [
+    OpenApiParameter(
+        "state", str, enum=["running", "waiting", "pending", "complete"], description="any case"
+    ),
+    OpenApiParameter("datasource", TEXT),
+    OpenApiParameter("type", TEXT),
+    OpenApiParameter(
+        "max", {"type": "integer", "minimum": 0}, description="at most this many complete tasks"
+    ),
+    OpenApiParameter(
+        "createdTimeInterval",
+        str,
+        description="created in this interval (start_end or start/end)",
+        pattern=r"^$|^[^/_]+[/_][^/_]+$",
+    ),
+]
+
+# Druid's flags: present (`?full`, an empty value) or =true / =false.
+FLAG = {"type": "string", "enum": ["", "true", "false", "1", "0"]}
+FULL = OpenApiParameter("full", FLAG, description="each with its segments")
+
+PATH_TASK_ID = _TASK_ID
+PATH_DATASOURCE = _DATASOURCE
+TASK_SPEC_REQUEST = {"application/json": spec_schema.task_spec_ref()}
+REPORT = json_object("Druid's ingestionStatsAndErrors report, with Strata's phase and progress")
