@@ -242,13 +242,7 @@ def task_page(request, task_id: str):
     context = {
         "task": task,
         "locks": list(task.locks.select_related("revoked_by")),
-        "blocking": list(
-            Task.objects.filter(
-                status=TaskStatus.WAITING, waiting_on__contains=[{"task": task.id}]
-            ).values_list("id", flat=True)[:50]
-        )
-        if _json_contains()
-        else [],
+        "blocking": selectors.tasks_blocked_by(task_id=task.id),
         "blockers": blockers,
         "phases": _phase_rows(task),
         "spec_json": json.dumps(task.spec, indent=2),
@@ -257,12 +251,6 @@ def task_page(request, task_id: str):
         "row_stats": (task.report or {}).get("rowStats"),
     }
     return _render(request, "console/task.html", "partials/task_detail.html", context)
-
-
-def _json_contains() -> bool:
-    from django.db import connection
-
-    return connection.vendor == "postgresql"
 
 
 @role_required()

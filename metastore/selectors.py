@@ -961,3 +961,21 @@ def task_slots(*, pending_limit: int = 50) -> TaskSlots:
         pending_count=pending_count,
         workers=live,
     )
+
+
+def tasks_blocked_by(*, task_id: str, limit: int = 50) -> list[str]:
+    """Ids of the WAITING tasks whose `waiting_on` names `task_id` (at most
+    `limit`, oldest first). PostgreSQL filters by JSON containment; SQLite has no
+    such lookup, so there the (few) waiting tasks are filtered here."""
+    waiting = Task.objects.filter(status=TaskStatus.WAITING).order_by("created_at", "id")
+    if connection.vendor == "postgresql":
+        return list(
+            waiting.filter(waiting_on__contains=[{"task": task_id}]).values_list("id", flat=True)[
+                :limit
+            ]
+        )
+    return [
+        tid
+        for tid, waiting_on in waiting.values_list("id", "waiting_on")
+        if any(isinstance(b, dict) and b.get("task") == task_id for b in waiting_on or ())
+    ][:limit]

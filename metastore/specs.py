@@ -428,6 +428,7 @@ def expand_interval(value: str) -> str:
         start, end = _instant(first), _instant(second)
     return f"{format_ts(start)}/{format_ts(end)}"
 
+
 LATEST_END = datetime(9999, 1, 1, tzinfo=UTC)
 
 

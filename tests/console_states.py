@@ -18,7 +18,7 @@ from django.db import transaction
 
 from metastore import locking, services
 from metastore.intervals import Interval
-from metastore.models import TaskStatus
+from metastore.models import CommitLogEntry, TaskStatus
 
 DS = "states"
 WORKER = "pytest"
@@ -165,3 +165,15 @@ def build(spec_for, user=None) -> States:
     assert services.lock_try_acquire(task=waiter, interval=day(9)) is None
     st.waiter = waiter.id
     return st
+
+
+def commit_adding(datasource: str, segment_ids) -> CommitLogEntry:
+    """The one commit that added all of `segment_ids` (a JSON containment lookup
+    SQLite lacks, done in Python)."""
+    wanted = set(segment_ids)
+    (commit,) = [
+        c
+        for c in CommitLogEntry.objects.filter(datasource=datasource)
+        if wanted <= set(c.added or [])
+    ]
+    return commit

@@ -19,7 +19,7 @@ from metastore.models import (
     TimelineCheckpoint,
 )
 from tests import console_states
-from tests.console_states import DS
+from tests.console_states import DS, commit_adding
 
 pytestmark = pytest.mark.django_db
 
@@ -136,7 +136,7 @@ def test_time_travel_shows_the_timeline_as_of_a_commit(logged_in, states):
     assert {a["status"] for a in m.values()} == {"visible"}  # before any overwrite
     assert f"As of commit #{first.seq}" in html
     # the commit page draws what it added on its interval
-    hour_commit = CommitLogEntry.objects.get(datasource=DS, added__contains=states.ids["hour"])
+    hour_commit = commit_adding(DS, states.ids["hour"])
     page = logged_in.get(f"/datasources/{DS}/commits/{hour_commit.seq}").content.decode()
     after = page.split('class="svg-wrap commit-after"')[1].split("</svg>")[0]
     (hour,) = states.ids["hour"]
@@ -169,7 +169,7 @@ def test_segment_page_names_who_overshadows_whom_and_its_commit(logged_in, state
     assert newer in page.split('class="overshadowed-by"')[1].split("</ul>")[0]
     page = logged_in.get(f"/datasources/{DS}/segments/{newer}").content.decode()
     assert old in page.split('class="overshadows"')[1].split("</ul>")[0]
-    commit = CommitLogEntry.objects.get(datasource=DS, added__contains=[newer])
+    commit = commit_adding(DS, [newer])
     assert f"#{commit.seq}" in page.split('class="added-by"')[1].split("</td>")[0]
     for field in ("location", "size_bytes", "num_rows", "root_partitions", "atomic_update_group"):
         assert f'data-field="{field}"' in page

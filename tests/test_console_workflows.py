@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 from metastore import services
 from metastore.models import CommitKind, CommitLogEntry, Segment, Task, TaskStatus
 from tests import console_states
-from tests.console_states import DS
+from tests.console_states import DS, commit_adding
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -98,7 +98,7 @@ def test_time_travel_and_commit_page(console_page, states):
     expect(seg(page, states.ids["hour"][0])).to_have_count(0)
     page.screenshot(path=ARTIFACTS / "console_time_travel.png", full_page=True)
 
-    hour_commit = CommitLogEntry.objects.get(datasource=DS, added__contains=states.ids["hour"])
+    hour_commit = commit_adding(DS, states.ids["hour"])
     page.goto(page.console_url(f"/datasources/{DS}"))
     page.locator(f'table.commits tr[data-seq="{hour_commit.seq}"] a').first.click()
     expect(page.locator("h1")).to_contain_text(f"Commit #{hour_commit.seq}")
