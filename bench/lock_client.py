@@ -12,8 +12,8 @@ every decision still serializes on that dataSource's row):
 - alloc: hold an EXCLUSIVE lock on the ten days; allocate one appended segment
   per call, each under a new sequence name.
 - alloc_batch: the same, fifty chunk allocations per `segments_allocate_many`.
-- lifecycle: a task's whole life: create it, lock a day, allocate a segment,
-  end it (which releases its locks).
+- lifecycle: a task's whole life: create and claim it, lock a day, allocate a
+  segment, end it (which releases its locks).
 - contended: all clients fight over the same five days with random lock types
   and priorities (one task per priority); a granted lock is released at once,
   a waiting or preempted task is replaced (untimed).
@@ -51,12 +51,16 @@ def day(n: int) -> Interval:
 
 
 def new_task(priority: int = 50):
-    return services.task_create(
+    """A task as a worker runs it: created, then claimed (only a RUNNING or
+    WAITING task may lock, allocate or publish, SPEC §5)."""
+    task = services.task_create(
         spec={"context": {"priority": priority}},
         task_type="index_parallel",
         datasource=DS,
         enqueue=False,
     )
+    assert services.task_claim(task_id=task.id, worker=f"bench-{os.getpid()}")
+    return task
 
 
 def main() -> int:

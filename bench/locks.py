@@ -29,7 +29,7 @@ UNITS = {
     "lock": "acquire+release",
     "alloc": "allocations",
     "alloc_batch": "allocations (batches of 50)",
-    "lifecycle": "task lifecycles (create, lock, allocate, end)",
+    "lifecycle": "task lifecycles (create, claim, lock, allocate, end)",
     "contended": "contended decisions",
 }
 

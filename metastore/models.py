@@ -47,6 +47,9 @@ class TaskStatus(models.TextChoices):
 
 ACTIVE_STATUSES = (TaskStatus.PENDING, TaskStatus.WAITING, TaskStatus.RUNNING)
 FINAL_STATUSES = (TaskStatus.SUCCESS, TaskStatus.FAILED, TaskStatus.CANCELED)
+# Claimed by a worker and not ended: only these may lock, allocate or publish
+# (SPEC §5). A PENDING task is active but no worker runs it yet.
+WORKING_STATUSES = (TaskStatus.WAITING, TaskStatus.RUNNING)
 
 
 class TaskType(models.TextChoices):

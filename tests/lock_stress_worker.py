@@ -55,6 +55,8 @@ def main() -> int:
             datasource=DS,
             enqueue=False,
         )
+        # Only a claimed (RUNNING or WAITING) task may lock (SPEC §5).
+        assert services.task_claim(task_id=task.id, worker=f"stress-{client}")
         lock_type = rng.choice(TYPES)
         lock = services.lock_try_acquire(task=task, interval=interval, lock_type=lock_type)
         if lock is not None:

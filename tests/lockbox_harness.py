@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from conftest import TEST_WORKER
+
 from metastore import locking, selectors, services
 from metastore.intervals import Interval
 from metastore.models import Segment, Task, TaskStatus
@@ -49,6 +51,15 @@ class Row:
 
 def rows(prefix: str, hours) -> list[Row]:
     return [Row(f"{prefix}:{h}", h) for h in hours]
+
+
+def claimed_task(*, spec: dict, task_type: str = "index_parallel") -> Task:
+    """A task as a worker runs it: created, then claimed (RUNNING). Only a RUNNING
+    or WAITING task may lock, allocate or publish (SPEC §5)."""
+    task = services.task_create(spec=spec, task_type=task_type, datasource=DS, enqueue=False)
+    assert services.task_claim(task_id=task.id, worker=TEST_WORKER)
+    task.refresh_from_db()
+    return task
 
 
 class World:
@@ -91,9 +102,7 @@ class World:
     ) -> None:
         """The starting state: segments of one batch at version v1 (of one DAY)."""
         partitions = partitions or [rows("s1", range(24))]
-        task = services.task_create(
-            spec={}, task_type="index_parallel", datasource=DS, enqueue=False
-        )
+        task = claimed_task(spec={})
         services.lock_acquire(task=task, interval=interval, timeout_ms=0)
         alloc = services.segments_allocate(
             task=task, interval=interval, count=len(partitions), append=False
@@ -161,9 +170,7 @@ class Actor:
     def __post_init__(self) -> None:
         context = {"useConcurrentLocks": self.mode == CONC, "forceTimeChunkLock": self.mode != SEG}
         task_type = "compact" if self.kind == "compact" else "index_parallel"
-        self.task = services.task_create(
-            spec={"context": context}, task_type=task_type, datasource=DS, enqueue=False
-        )
+        self.task = claimed_task(spec={"context": context}, task_type=task_type)
         if not self.program:
             self.program = ["lock", "read", "write", "publish"]
 

@@ -70,6 +70,7 @@ def test_a_decision_waits_while_another_transaction_holds_the_datasource():
     task = services.task_create(
         spec={}, task_type="index_parallel", datasource="held", enqueue=False
     )
+    assert services.task_claim(task_id=task.id, worker="pytest")  # only a claimed task locks
     services._datasource_for_update("held")  # the dataSource's row exists
     granted_at: list[float] = []
 

@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from conftest import TEST_WORKER
 
 from metastore import selectors, services
 from metastore.intervals import Interval, format_ts
@@ -28,13 +29,22 @@ DS = "wiki"
 DAY = Interval.parse("2024-01-01/2024-01-02")
 
 
-def task(priority: int = 50, kind: str = "index_parallel", **context) -> Task:
-    return services.task_create(
+def task(
+    priority: int = 50, kind: str = "index_parallel", *, claimed: bool = True, **context
+) -> Task:
+    """A task as a worker runs it: claimed (RUNNING), since only a RUNNING or
+    WAITING task may lock, allocate or publish (SPEC §5). `claimed=False`
+    leaves it PENDING, as if no worker had picked it up yet."""
+    t = services.task_create(
         spec={"context": {"priority": priority, **context}},
         task_type=kind,
         datasource=DS,
         enqueue=False,
     )
+    if claimed:
+        assert services.task_claim(task_id=t.id, worker=TEST_WORKER)
+        t.refresh_from_db()
+    return t
 
 
 def day(n: int) -> Interval:
@@ -478,17 +488,35 @@ def test_an_append_into_an_abandoned_epoch_chunk_stays_below_a_running_replace()
     assert locations == {"mem://replace", f"mem://{append.id}/{appended.partitions[0]}"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="contract departure kept for now (issue 10, item 4): a PENDING task may still "
-    "lock. The check is one line in services.locks._lock_attempt, but the lock-box "
-    "harness, tests/test_scenarios*.py, test_runner_locks, test_console_timeline and "
-    "bench/lock_client.py lock unclaimed tasks (enqueue=False, no task_claim): 43 "
-    "failures and 36 errors on SQLite with the check on; they must claim first.",
-)
 def test_a_pending_task_no_worker_started_takes_no_lock():
-    t = task()
+    t = task(claimed=False)
     assert t.status == TaskStatus.PENDING
     with pytest.raises(services.ServiceError, match="PENDING"):
         services.lock_try_acquire(task=t, interval=DAY)
     assert not TaskLock.objects.filter(task=t).exists()
+
+
+def test_a_pending_task_allocates_publishes_and_kills_nothing_until_claimed():
+    t = task(claimed=False)
+    seg = services.NewSegment(
+        interval=DAY, version="v", partition=0, core_partitions=1, location="mem://p"
+    )
+    refused = [
+        lambda: services.locks_acquire(task=t, intervals=[DAY], lock_type="EXCLUSIVE"),
+        lambda: services.segments_allocate(task=t, interval=DAY, count=1, append=False),
+        lambda: services.segments_allocate(task=t, interval=DAY, count=1, append=True),
+        lambda: services.segments_allocate_overwrite(task=t, input_segment_ids=[], count=1),
+        lambda: services.segments_publish(task=t, segments=[seg]),
+        lambda: services.segments_kill(task=t, interval=DAY),
+    ]
+    for call in refused:
+        with pytest.raises(services.TaskNotClaimed, match=f"task {t.id} is PENDING"):
+            call()
+    assert not TaskLock.objects.filter(task=t).exists()
+    assert not PendingSegment.objects.filter(task=t).exists()
+    assert not Segment.objects.exists()
+    t.refresh_from_db()
+    assert t.status == TaskStatus.PENDING  # refused, not queued as WAITING
+    # Once a worker claims it, the same task locks.
+    assert services.task_claim(task_id=t.id, worker=TEST_WORKER)
+    assert services.lock_try_acquire(task=t, interval=DAY)

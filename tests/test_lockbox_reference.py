@@ -9,6 +9,7 @@ import random
 from datetime import timedelta
 
 import pytest
+from conftest import TEST_WORKER
 from django.utils import timezone
 
 from metastore import locking, services
@@ -27,12 +28,15 @@ def span(rng: random.Random) -> Interval:
 
 
 def new_task(ds: str, priority: int, group: str | None = None) -> Task:
+    """A task a worker claimed (RUNNING): only such a task may lock (SPEC §5)."""
     task = services.task_create(
         spec={"context": {"priority": priority}},
         task_type="index_parallel",
         datasource=ds,
         enqueue=False,
     )
+    assert services.task_claim(task_id=task.id, worker=TEST_WORKER)
+    task.refresh_from_db()
     if group:
         Task.objects.filter(id=task.id).update(group_id=group)
         task.group_id = group

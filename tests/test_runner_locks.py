@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import TEST_WORKER
 from django.db import transaction
 
 from metastore import locking, selectors, services
@@ -48,6 +49,7 @@ def test_concurrent_append_runs_beside_a_replace_and_is_upgraded_onto_its_versio
         datasource="conc",
         enqueue=False,
     )
+    assert services.task_claim(task_id=replace.id, worker=TEST_WORKER)
     assert services.lock_try_acquire(task=replace, interval=DAY, lock_type=locking.REPLACE)
     # An appending ingestion with useConcurrentLocks takes an APPEND lock: it is not
     # blocked (an EXCLUSIVE request would wait and time out after 2 s).
@@ -89,6 +91,7 @@ def test_concurrent_append_runs_beside_a_replace_and_is_upgraded_onto_its_versio
 @pytest.mark.django_db(transaction=True)
 def test_kill_task_deletes_unused_segments_rows_and_files_but_keeps_shared_ones(strata_dirs):
     task = services.task_create(spec={}, task_type="index_parallel", datasource="k", enqueue=False)
+    assert services.task_claim(task_id=task.id, worker=TEST_WORKER)
     services.lock_acquire(task=task, interval=DAY, timeout_ms=1000)
     alloc = services.segments_allocate(task=task, interval=DAY, count=2, append=False)
     files = []

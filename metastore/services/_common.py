@@ -13,7 +13,7 @@ from django.utils import timezone
 from metastore import lockbox_sql, locking
 from metastore.intervals import Interval, format_ts, parse_ts
 from metastore.models import (
-    ACTIVE_STATUSES,
+    WORKING_STATUSES,
     DataSource,
     Task,
     TaskLock,
@@ -49,14 +49,27 @@ class TaskEnded(ServiceError):
     """The task already ended (e.g. the janitor failed it): it may no longer act."""
 
 
-def _refuse_ended(task_id: str, status: str) -> None:
-    """SPEC §5: only an active task may take a lock, allocate or publish. A task
-    the janitor failed while its worker still ran must not leave a lock behind
-    (the janitor never looks at it again) nor publish rows under a FAILED task."""
-    if status not in ACTIVE_STATUSES:
-        raise TaskEnded(
-            f"task {task_id} has ended ({status}): it can no longer lock, allocate or publish"
+class TaskNotClaimed(ServiceError):
+    """The task is PENDING: no worker claimed it (`task_claim`), so it may not act yet."""
+
+
+def _refuse_inactive(task_id: str, status: str) -> None:
+    """SPEC §5: only an active task (RUNNING or WAITING) may take a lock, allocate
+    or publish. A PENDING task has no worker yet: a lock it took would be held by
+    nobody (and the janitor, which watches heartbeats of claimed tasks, would not
+    free it). A task the janitor failed while its worker still ran must not leave
+    a lock behind (the janitor never looks at it again) nor publish rows under a
+    FAILED task."""
+    if status in WORKING_STATUSES:
+        return
+    if status == TaskStatus.PENDING:
+        raise TaskNotClaimed(
+            f"task {task_id} is PENDING: no worker has claimed it yet, so it cannot "
+            "lock, allocate or publish"
         )
+    raise TaskEnded(
+        f"task {task_id} has ended ({status}): it can no longer lock, allocate or publish"
+    )
 
 
 # --- helpers ------------------------------------------------------------------

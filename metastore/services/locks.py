@@ -27,7 +27,7 @@ from metastore.services._common import (
     _lock_spec,
     _log_revocation,
     _next_version,
-    _refuse_ended,
+    _refuse_inactive,
     _request_from_json,
     _request_json,
     _revoked_reason,
@@ -56,8 +56,9 @@ def locks_acquire(
 
     Each returned lock's `granted_seq` is the commit as of which its interval
     must be read (SPEC §5); all of one call's locks share it. Raises
-    `LockRevoked` if the task was preempted, `TaskCanceled` if canceled and
-    `TaskEnded` if it already ended.
+    `LockRevoked` if the task was preempted, `TaskCanceled` if canceled,
+    `TaskNotClaimed` if no worker claimed it yet (PENDING) and `TaskEnded` if
+    it already ended.
     """
     if not intervals:
         return []
@@ -157,7 +158,7 @@ def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLo
             raise ServiceError(f"there is no task {task_id}")
         if task.cancel_requested:
             raise TaskCanceled(f"task {task_id} was canceled")
-        _refuse_ended(task_id, task.status)
+        _refuse_inactive(task_id, task.status)
         if any(lock.task_id == task_id and lock.revoked for lock in reads.locks):
             raise LockRevoked(_revoked_reason(task_id))
         decided = []  # (request, [(spec, lock)], decision, queued)

@@ -24,7 +24,7 @@ from metastore.services._common import (
     PublishError,
     TaskCanceled,
     _datasource_for_update,
-    _refuse_ended,
+    _refuse_inactive,
     _revoked_reason,
 )
 from metastore.timeline import SegmentRef, Timeline
@@ -78,7 +78,7 @@ def segments_publish(
         task = Task.objects.select_for_update().get(id=task.id)
         if task.cancel_requested:
             raise TaskCanceled(f"task {task.id} was canceled")
-        _refuse_ended(task.id, task.status)
+        _refuse_inactive(task.id, task.status)
         locks = list(TaskLock.objects.filter(task=task, revoked=False))
         allocated = {
             (Interval(start, end), version, partition)
