@@ -174,6 +174,7 @@ RUNNABLE = [
 
 
 @needs_corpus
+@pytest.mark.spark
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_corpus_spec_runs_on_spark(name, corpus_runs):
     validated, result, files = corpus_runs[name]
@@ -223,6 +224,7 @@ def test_first_last_metrics_are_time_value_pairs_that_merge(corpus_runs):
 
 
 @needs_corpus
+@pytest.mark.spark
 def test_sketch_metrics_are_spark_sketches_that_merge(corpus_runs):
     from pyspark.sql import functions as F
 
