@@ -49,10 +49,19 @@ class TaskEnded(ServiceError):
     """The task already ended (e.g. the janitor failed it): it may no longer act."""
 
 
-def _refuse_ended(task_id: str, status: str) -> None:
-    """SPEC §5: only an active task may take a lock, allocate or publish. A task
-    the janitor failed while its worker still ran must not leave a lock behind
-    (the janitor never looks at it again) nor publish rows under a FAILED task."""
+def _chunks_text(chunks: list[Interval]) -> str:
+    """A few chunks named, for an error message."""
+    shown = ", ".join(str(c) for c in chunks[:3])
+    return shown + (f" and {len(chunks) - 3} more" if len(chunks) > 3 else "")
+
+
+def _refuse_inactive(task_id: str, status: str, cancel_requested: bool) -> None:
+    """SPEC §5: only an active task may take a lock, allocate, publish or kill. A
+    task the janitor failed while its worker still ran must not leave a lock behind
+    (the janitor never looks at it again) nor publish rows under a FAILED task; a
+    task asked to cancel is stopping, and must not start anything new either."""
+    if cancel_requested:
+        raise TaskCanceled(f"task {task_id} was canceled")
     if status not in ACTIVE_STATUSES:
         raise TaskEnded(
             f"task {task_id} has ended ({status}): it can no longer lock, allocate or publish"

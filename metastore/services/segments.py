@@ -20,7 +20,7 @@ from metastore.services._common import (
     ServiceError,
     _covering_lock,
     _datasource_for_update,
-    _refuse_ended,
+    _refuse_inactive,
     _revoked_reason,
 )
 
@@ -74,7 +74,8 @@ def segments_kill(*, task: Task, interval: Interval) -> tuple[CommitLogEntry | N
     more. The task must hold a time-chunk lock covering the interval."""
     with transaction.atomic():
         ds = _datasource_for_update(task.datasource)
-        _refuse_ended(task.id, Task.objects.select_for_update().get(id=task.id).status)
+        row = Task.objects.select_for_update().get(id=task.id)
+        _refuse_inactive(task.id, row.status, row.cancel_requested)
         reason = _revoked_reason(task.id)
         if reason:
             raise LockRevoked(reason)
