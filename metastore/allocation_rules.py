@@ -277,6 +277,20 @@ class Published:
     minor_version: int = 0
 
 
+def chunks_left_out(required: Iterable[Interval], published: Iterable[Interval]) -> list[Interval]:
+    """The chunks of `required` that the `published` intervals, together, do not
+    cover. A replace with dropExisting publishes rows or a tombstone into every
+    time chunk of its intervals (SPEC §6); a chunk left out would keep showing
+    the rows it was asked to drop, under a task that says SUCCESS (Druid #18099)."""
+    covered: list[Interval] = []
+    for iv in sorted(published, key=lambda iv: iv.start):
+        if covered and iv.start <= covered[-1].end:
+            covered[-1] = Interval(covered[-1].start, max(covered[-1].end, iv.end))
+        else:
+            covered.append(iv)
+    return [chunk for chunk in required if not any(c.contains(chunk) for c in covered)]
+
+
 def publish_refusal(
     *,
     task_id: str,

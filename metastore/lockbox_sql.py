@@ -516,6 +516,7 @@ class AllocationReads:
     task_exists: bool
     task_revoked: bool
     task_status: str | None
+    task_cancel_requested: bool
     locks: list[tuple[Interval, str, str]]  # (interval, version, type) of its time-chunk locks
     chunks: list[ChunkReads]  # one per request, in order
 
@@ -540,7 +541,7 @@ def allocation_reads(
     queries += [
         Query(
             "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked), "
-            "status FROM metastore_task WHERE id = %s" + _for_update(),
+            "status, cancel_requested FROM metastore_task WHERE id = %s" + _for_update(),
             [task_id, task_id],
         ),
         Query(
@@ -600,6 +601,7 @@ def allocation_reads(
         task_exists=bool(task_rows),
         task_revoked=bool(task_rows and task_rows[0][0]),
         task_status=task_rows[0][1] if task_rows else None,
+        task_cancel_requested=bool(task_rows and task_rows[0][2]),
         locks=[(Interval(_py_dt(a), _py_dt(b)), v, t) for a, b, v, t in lock_rows],
         chunks=chunks,
     )

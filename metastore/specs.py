@@ -1620,6 +1620,31 @@ def _divides(query: str, segment: str) -> bool:
     return GRANULARITY_NAMES.index(query) <= GRANULARITY_NAMES.index(segment)
 
 
+def drop_existing_chunks(raw: Any) -> list[Interval]:
+    """The time chunks an index spec that replaces with `dropExisting` must
+    publish rows or a tombstone into (SPEC §6): every segment-granularity bucket
+    of `granularitySpec.intervals`, in time order; [] for any other spec.
+
+    Reads only those fields, with `validate_task_spec`'s own parsing, never the
+    input (so a publish can ask it cheaply). The spec was validated when it was
+    submitted; one that no longer parses asks for nothing here."""
+    if not isinstance(raw, dict) or raw.get("type") not in ("index_parallel", "index"):
+        return []
+    try:
+        spec = _obj(raw.get("spec"), "spec")
+        io = _obj(spec.get("ioConfig"), "spec.ioConfig", required=False)
+        if not _bool(io, "dropExisting", "", False) or _bool(io, "appendToExisting", "", False):
+            return []
+        schema = _obj(spec.get("dataSchema"), "spec.dataSchema", required=False)
+        gran = _obj(schema.get("granularitySpec"), "granularitySpec", required=False)
+        segment = _granularity(gran.get("segmentGranularity"), "", default="DAY")
+        intervals = [_interval(v, "") for v in gran.get("intervals") or ()]
+    except SpecError:
+        return []
+    buckets = Granularity.from_name(segment).iter_buckets
+    return sorted({chunk for iv in intervals for chunk in buckets(iv)}, key=lambda c: c.start)
+
+
 def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
     """Check a Druid-shaped task spec; return it validated, or raise `SpecError`."""
     if not isinstance(raw, dict):

@@ -45,3 +45,50 @@ def test_importing_a_core_module_loads_neither_django_nor_pyspark(module):
         name for name in loaded if any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
     ]
     assert offending == [], f"importing {module} loaded {offending}"
+
+
+# Every module of the metastore and the console, imported in a fresh, configured Django.
+WEB_SIDE_PROBE = """
+import importlib, json, pkgutil, sys
+import django
+django.setup()
+import console, metastore
+names = [
+    info.name
+    for package in (metastore, console)
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
+]
+for name in names:
+    importlib.import_module(name)
+print(json.dumps({"from": metastore.__file__, "imported": names, "loaded": sorted(sys.modules)}))
+"""
+
+
+def test_the_metastore_and_the_console_never_import_the_workers(tmp_path):
+    """The services name the worker's Celery task by string and never import
+    `workers` (issue 10: the one import cycle, services -> workers.tasks ->
+    services). Nothing on the web side loads the workers, nor Spark with them."""
+    result = subprocess.run(
+        [sys.executable, "-c", WEB_SIDE_PROBE],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(REPO),
+            "DJANGO_SETTINGS_MODULE": "console.settings",
+            "STRATA_DATA_DIR": str(tmp_path),
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    probe = json.loads(result.stdout)
+    assert Path(probe["from"]).parent.parent == REPO  # this checkout, not another install
+    assert "metastore.services.publish" in probe["imported"]
+    assert "console.api" in probe["imported"]
+    offending = [
+        name
+        for name in probe["loaded"]
+        if any(name == f or name.startswith(f + ".") for f in ("workers", "pyspark"))
+    ]
+    assert offending == [], f"importing the metastore and the console loaded {offending}"

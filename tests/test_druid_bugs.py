@@ -4,8 +4,9 @@ committed tasks' change sets. Rows live in memory under their segment's
 location; reads follow the real timeline (partial overshadowing, tombstones,
 upgraded copies sharing a file). Runner-level versions (real Spark, the
 runner's own steps) are in tests/test_row_loss_druid_runner.py (#15085,
-#15459/#16393, #15813, #16316, #18216/#18230, #19737) and
-tests/test_row_loss_runner.py (#17852)."""
+#15459/#16393, #15813, #16316, #18099, #18216/#18230, #18464, #19737, #17852's
+MONTH→DAY compaction with an append running) and tests/test_row_loss_runner.py
+(#17852's DAY append beside an HOUR replace)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from metastore import locking, selectors, services
+from metastore import allocation_rules, locking, selectors, services
 from metastore.intervals import Interval
 from metastore.models import Segment, Task, TaskLock, TaskStatus
+from metastore.specs import drop_existing_chunks
 
 pytestmark = pytest.mark.django_db
 
@@ -231,11 +235,51 @@ def test_druid_16393_interleaved_append_and_replace_publishes_keep_every_upgrade
     world.assert_replay()
 
 
-def test_druid_18099_a_replace_that_succeeds_has_published_its_rows(world):
+def _drop_existing_replace(inline_spec, intervals) -> Task:
+    """A running replace whose spec has `dropExisting` over `intervals`."""
+    spec = inline_spec(DS, intervals=[str(iv) for iv in intervals])
+    spec["spec"]["ioConfig"]["dropExisting"] = True
+    t = services.task_create(spec=spec, task_type="index_parallel", datasource=DS, enqueue=False)
+    assert services.task_claim(task_id=t.id, worker="test")
+    return t
+
+
+def test_druid_18099_a_replace_that_succeeds_has_published_its_rows(world, inline_spec):
+    """A replace of days 0 and 1 with dropExisting whose rows all fall in day 0.
+    SUCCESS without a publish is refused (the rows it was asked to drop would stay
+    visible), and so is a publish that leaves day 1 without rows or a tombstone;
+    day 0's rows with a tombstone for day 1 publish, and the replay holds."""
+    world.load(day(0), prefix="s0")
+    world.load(day(1), prefix="s1")
+    span = Interval(day(0).start, day(1).end)
+    r = _drop_existing_replace(inline_spec, [day(0), day(1)])
+    locks = world.lock(r, [day(0), day(1)], locking.REPLACE)
+    read = world.read([(lk.interval, lk.granted_seq) for lk in locks])
+    with pytest.raises(services.ServiceError, match="published nothing"):
+        services.task_finish(task_id=r.id, status=TaskStatus.SUCCESS)
+    assert Task.objects.get(id=r.id).status == TaskStatus.RUNNING
+    content = world.rows("r", day(0))
+    staged = world.stage(r, content, interval=day(0), append=False)
+    with pytest.raises(services.PublishError, match=str(day(1))):
+        services.segments_publish(task=r, segments=staged)
+    world.assert_replay(span)  # nothing of it was published
+    alloc = services.segments_allocate(task=r, interval=day(1), count=1, append=False)
+    tomb = services.NewSegment(
+        interval=day(1), version=alloc.version, partition=0, core_partitions=0, tombstone=True
+    )
+    world.publish(r, staged + [tomb], adds=content, removes=read)
+    assert Task.objects.get(id=r.id).status == TaskStatus.SUCCESS
+    assert world.visible(day(1)) == []
+    world.assert_replay(span)
+
+
+def test_druid_18099_a_replace_left_without_rows_publishes_only_a_tombstone(world, inline_spec):
+    """Its input yielded no row at all: a tombstone is what it publishes, and the
+    day's rows are gone once it succeeds."""
     world.load()
-    r, read = replace_start(world, [DAY])
-    # Publishing nothing is refused as a success only if the task chose so; here
-    # it publishes a tombstone for the emptied day, and the rows are gone.
+    r = _drop_existing_replace(inline_spec, [DAY])
+    (lock,) = world.lock(r, [DAY], locking.REPLACE)
+    read = world.read([(DAY, lock.granted_seq)])
     alloc = services.segments_allocate(task=r, interval=DAY, count=1, append=False)
     tomb = services.NewSegment(
         interval=DAY, version=alloc.version, partition=0, core_partitions=0, tombstone=True
@@ -244,6 +288,34 @@ def test_druid_18099_a_replace_that_succeeds_has_published_its_rows(world):
     assert Task.objects.get(id=r.id).status == TaskStatus.SUCCESS
     assert world.visible() == []
     world.assert_replay()
+
+
+def test_druid_18099_the_chunks_a_drop_existing_replace_must_publish(inline_spec):
+    spec = inline_spec(DS, intervals=["2024-01-01T03:00:00Z/2024-01-01T06:00:00Z"])
+    assert drop_existing_chunks(spec) == []  # dropExisting false: only chunks with rows
+    spec["spec"]["ioConfig"]["dropExisting"] = "true"  # as Jackson reads it
+    spec["spec"]["dataSchema"]["granularitySpec"]["segmentGranularity"] = {"type": "hour"}
+    assert drop_existing_chunks(spec) == [hour(3), hour(4), hour(5)]
+    spec["spec"]["dataSchema"]["granularitySpec"]["segmentGranularity"] = "DAY"
+    assert drop_existing_chunks(spec) == [DAY]
+    spec["spec"]["ioConfig"]["appendToExisting"] = True
+    assert drop_existing_chunks(spec) == []
+    assert drop_existing_chunks({"type": "compact", "dataSource": DS}) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    required=st.lists(st.integers(0, 23), unique=True),
+    published=st.lists(st.tuples(st.integers(0, 23), st.integers(1, 24)), max_size=6),
+)
+def test_chunks_left_out_are_those_some_hour_of_which_no_publish_covers(required, published):
+    """Against the obvious reference, hour by hour, on HOUR chunks of one day."""
+    chunks = [hour(h) for h in required]
+    intervals = [Interval(hour(a).start, hour(min(a + n, 24) - 1).end) for a, n in published]
+    covered = {h for iv in intervals for h in range(24) if iv.contains(hour(h))}
+    assert allocation_rules.chunks_left_out(chunks, intervals) == [
+        hour(h) for h in required if h not in covered
+    ]
 
 
 @pytest.mark.parametrize("killed", [False, True], ids=["unused", "killed"])

@@ -4,9 +4,12 @@ real steps where the path goes through it."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
 from metastore import locking, selectors, services
 from metastore.intervals import Interval
@@ -117,6 +120,33 @@ def test_a_task_the_janitor_failed_can_no_longer_lock_allocate_or_publish():
     assert Task.objects.get(id=t.id).status == TaskStatus.FAILED
 
 
+def test_a_canceled_task_can_no_longer_lock_allocate_publish_or_kill():
+    """SPEC §5: a task asked to cancel is no longer active, even while its worker
+    has not yet noticed: allocation and kill refuse it as lock and publish do."""
+    overwrite(DAY)
+    services.segments_mark_used(datasource=DS, used=False, interval=DAY)
+    t = running()
+    services.locks_acquire(task=t, intervals=[DAY], lock_type=locking.EXCLUSIVE, timeout_ms=0)
+    alloc = services.segments_allocate(task=t, interval=DAY, count=1, append=False)
+    services.task_cancel(task_id=t.id)
+    with pytest.raises(services.TaskCanceled):
+        services.locks_acquire(task=t, intervals=[day(1)], lock_type=locking.EXCLUSIVE)
+    with pytest.raises(services.TaskCanceled):
+        services.segments_allocate(task=t, interval=DAY, count=1, append=False, sequence_name="b")
+    with pytest.raises(services.TaskCanceled):
+        services.segments_allocate_many(
+            task=t, requests=[services.AllocationRequest(DAY, 1, "c")], append=False
+        )
+    with pytest.raises(services.TaskCanceled):
+        services.segments_kill(task=t, interval=DAY)
+    with pytest.raises(services.TaskCanceled):
+        services.segments_publish(task=t, segments=new_segments(t, alloc))
+    assert Segment.objects.filter(used=False).count() == 1  # the unused segment was not killed
+    assert created_by(t) == []
+    services.task_finish(task_id=t.id, status=TaskStatus.CANCELED)
+    assert not TaskLock.objects.exists()
+
+
 # --- path 1: a task's intervals are locked at once and each read as of its lock ---------
 
 
@@ -147,6 +177,75 @@ def test_locks_on_several_intervals_are_all_or_nothing():
     )
     assert [lk.interval for lk in locks] == [day(0), day(2)]
     assert len({lk.granted_seq for lk in locks}) == 1
+
+
+def test_two_tasks_locking_the_same_days_in_opposite_order_both_finish():
+    """Druid locks a task's intervals one at a time: a task holding DAY1 and
+    waiting for DAY2 beside one holding DAY2 and waiting for DAY1 wait on each
+    other until taskLockTimeout (5 minutes) fails one. Decided at once, all or
+    nothing, one gets both days and the other waits holding neither."""
+    a, b = running(), running()
+    assert services.locks_try_acquire(
+        task=a, intervals=[day(0), day(1)], lock_type=locking.EXCLUSIVE
+    )
+    assert (
+        services.locks_try_acquire(task=b, intervals=[day(1), day(0)], lock_type=locking.EXCLUSIVE)
+        is None
+    )
+    waiting = Task.objects.get(id=b.id)
+    assert waiting.status == TaskStatus.WAITING
+    assert {blocker["task"] for blocker in waiting.waiting_on} == {a.id}
+    assert not TaskLock.objects.filter(task=b).exists()  # DAY2 was not taken meanwhile
+    services.task_finish(task_id=a.id, status=TaskStatus.SUCCESS)
+    locks = services.locks_try_acquire(
+        task=b, intervals=[day(1), day(0)], lock_type=locking.EXCLUSIVE
+    )
+    assert [lk.interval for lk in locks] == [day(1), day(0)]
+    assert Task.objects.get(id=b.id).status == TaskStatus.RUNNING
+    services.task_finish(task_id=b.id, status=TaskStatus.SUCCESS)
+    assert not TaskLock.objects.exists()
+
+
+def _lock_both_days_then_end(
+    task_id: str, intervals: list[Interval], start: threading.Barrier, ended: dict
+) -> None:
+    """One racer: lock both days (waiting as long as the default timeout allows),
+    hold them a moment, end; record how it ended."""
+    try:
+        task = Task.objects.get(id=task_id)
+        start.wait(timeout=30)
+        locks = services.locks_acquire(task=task, intervals=intervals, lock_type=locking.EXCLUSIVE)
+        assert [lk.interval for lk in locks] == intervals
+        time.sleep(0.05)
+        services.task_finish(task_id=task_id, status=TaskStatus.SUCCESS)
+        ended[task_id] = "SUCCESS"
+    except Exception as exc:  # reported by the test's assertion
+        ended[task_id] = repr(exc)
+    finally:
+        connection.close()  # the thread's own connection
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_tasks_racing_for_the_same_days_in_opposite_order_both_finish_at_once():
+    """The same race in two threads, each task waiting with the default
+    taskLockTimeout (300 s): every round both tasks get both days in turn and
+    finish within seconds, not after one times out."""
+    for _ in range(5):
+        tasks = {running().id: [day(0), day(1)], running().id: [day(1), day(0)]}
+        start = threading.Barrier(len(tasks))
+        ended: dict[str, str] = {}
+        threads = [
+            threading.Thread(target=_lock_both_days_then_end, args=(task_id, ivs, start, ended))
+            for task_id, ivs in tasks.items()
+        ]
+        began = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert ended == {task_id: "SUCCESS" for task_id in tasks}
+        assert time.monotonic() - began < 60  # far below the 300 s lock timeout
+    assert not TaskLock.objects.exists()
 
 
 def test_append_committing_into_a_later_interval_is_read_or_carried_never_lost():

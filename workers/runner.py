@@ -648,11 +648,28 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     report["phases"] = {**report.get("phases", {}), **timings}
     report["segmentsPublished"] = len(new_segments)
     report["commit"] = entry.seq if entry else None
+    if entry is None:
+        # A SUCCESS that changed nothing says so (Druid #18099): with dropExisting
+        # every chunk of the intervals gets rows or a tombstone, so this is an
+        # append, or a replace without dropExisting, that had no row to write.
+        report["nothingPublished"] = _nothing_published(spec)
     if not spec.append_to_existing or rereads_itself:
         report["readAsOf"] = read_as_of_report(read_as_of)
     if druid is not None:
         report["sourceSegments"] = len({p.location for p in pieces})
     return report
+
+
+def _nothing_published(spec: IngestionSpec) -> str:
+    """Why an ingestion that succeeded published nothing, for its report."""
+    if spec.append_to_existing:
+        return "no row to append (see rowStats): nothing was published"
+    where = ", ".join(str(iv) for iv in spec.intervals) if spec.intervals else "its intervals"
+    return (
+        "no row to write (see rowStats): nothing was published, and as dropExisting is "
+        f"false the segments already in {where} stay visible; with dropExisting true "
+        "they would be dropped (tombstones)"
+    )
 
 
 # How many times an append splits its rows again because a replace or compaction

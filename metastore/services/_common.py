@@ -53,13 +53,22 @@ class TaskNotClaimed(ServiceError):
     """The task is PENDING: no worker claimed it (`task_claim`), so it may not act yet."""
 
 
-def _refuse_inactive(task_id: str, status: str) -> None:
-    """SPEC §5: only an active task (RUNNING or WAITING) may take a lock, allocate
-    or publish. A PENDING task has no worker yet: a lock it took would be held by
-    nobody (and the janitor, which watches heartbeats of claimed tasks, would not
-    free it). A task the janitor failed while its worker still ran must not leave
-    a lock behind (the janitor never looks at it again) nor publish rows under a
-    FAILED task."""
+def _chunks_text(chunks: list[Interval]) -> str:
+    """A few chunks named, for an error message."""
+    shown = ", ".join(str(c) for c in chunks[:3])
+    return shown + (f" and {len(chunks) - 3} more" if len(chunks) > 3 else "")
+
+
+def _refuse_inactive(task_id: str, status: str, cancel_requested: bool) -> None:
+    """SPEC §5: only an active task (RUNNING or WAITING) may take a lock, allocate,
+    publish or kill. A PENDING task has no worker yet: a lock it took would be held
+    by nobody (and the janitor, which watches heartbeats of claimed tasks, would not
+    free it). A task the janitor failed while its worker still ran must not leave a
+    lock behind (the janitor never looks at it again) nor publish rows under a
+    FAILED task; a task asked to cancel is stopping, and must not start anything
+    new either."""
+    if cancel_requested:
+        raise TaskCanceled(f"task {task_id} was canceled")
     if status in WORKING_STATUSES:
         return
     if status == TaskStatus.PENDING:

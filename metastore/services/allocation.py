@@ -240,7 +240,7 @@ def _allocation_reads(
         reads = lockbox_sql.allocation_reads(**args)
     if not reads.task_exists:
         raise ServiceError(f"there is no task {task.id}")
-    _refuse_inactive(task.id, reads.task_status)
+    _refuse_inactive(task.id, reads.task_status, reads.task_cancel_requested)
     if reads.task_revoked:
         raise LockRevoked(_revoked_reason(task.id))
     return reads.datasource, reads.locks, reads.chunks
@@ -314,7 +314,8 @@ def segments_allocate_overwrite(
     The task must hold segment locks on every input."""
     with transaction.atomic():
         _datasource_for_update(task.datasource)
-        _refuse_inactive(task.id, Task.objects.select_for_update().get(id=task.id).status)
+        row = Task.objects.select_for_update().get(id=task.id)
+        _refuse_inactive(task.id, row.status, row.cancel_requested)
         reason = _revoked_reason(task.id)
         if reason:
             raise LockRevoked(reason)

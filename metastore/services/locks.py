@@ -20,7 +20,6 @@ from metastore.services._common import (
     LockRevoked,
     LockTimeout,
     ServiceError,
-    TaskCanceled,
     _blocker,
     _datasource_for_update,
     _lock_request,
@@ -156,9 +155,7 @@ def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLo
         task = reads.task
         if task is None:
             raise ServiceError(f"there is no task {task_id}")
-        if task.cancel_requested:
-            raise TaskCanceled(f"task {task_id} was canceled")
-        _refuse_inactive(task_id, task.status)
+        _refuse_inactive(task_id, task.status, task.cancel_requested)
         if any(lock.task_id == task_id and lock.revoked for lock in reads.locks):
             raise LockRevoked(_revoked_reason(task_id))
         decided = []  # (request, [(spec, lock)], decision, queued)

@@ -22,11 +22,12 @@ from metastore.models import (
 from metastore.services._common import (
     LockRevoked,
     PublishError,
-    TaskCanceled,
+    _chunks_text,
     _datasource_for_update,
     _refuse_inactive,
     _revoked_reason,
 )
+from metastore.specs import drop_existing_chunks
 from metastore.timeline import SegmentRef, Timeline
 
 # --- publish ------------------------------------------------------------------
@@ -60,8 +61,10 @@ def segments_publish(
 
     One transaction: every lock of the task must be held and unrevoked and
     every segment must be covered by the task's locks at a version it was
-    given; the segments are inserted, one commit-log entry records them, and
-    the task's locks are released. Any failure publishes nothing.
+    given (and a replace with dropExisting must give every time chunk of its
+    intervals rows or a tombstone); the segments are inserted, one commit-log
+    entry records them, and the task's locks are released. Any failure
+    publishes nothing.
 
     Concurrent append and replace (SPEC §5): a REPLACE publish also copies
     every segment appended into its intervals after its lock was granted onto
@@ -76,10 +79,17 @@ def segments_publish(
         if reason:
             raise LockRevoked(f"cannot publish: {reason}")
         task = Task.objects.select_for_update().get(id=task.id)
-        if task.cancel_requested:
-            raise TaskCanceled(f"task {task.id} was canceled")
-        _refuse_inactive(task.id, task.status)
+        _refuse_inactive(task.id, task.status, task.cancel_requested)
         locks = list(TaskLock.objects.filter(task=task, revoked=False))
+        left_out = allocation_rules.chunks_left_out(
+            drop_existing_chunks(task.spec), [seg.interval for seg in segments]
+        )
+        if left_out:
+            raise PublishError(
+                f"cannot publish: task {task.id} replaces its intervals with dropExisting, "
+                "so every time chunk of them gets new rows or a tombstone; "
+                f"{_chunks_text(left_out)} would keep showing the rows it was asked to drop"
+            )
         allocated = {
             (Interval(start, end), version, partition)
             for start, end, version, partition in PendingSegment.objects.filter(

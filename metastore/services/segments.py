@@ -74,7 +74,8 @@ def segments_kill(*, task: Task, interval: Interval) -> tuple[CommitLogEntry | N
     more. The task must hold a time-chunk lock covering the interval."""
     with transaction.atomic():
         ds = _datasource_for_update(task.datasource)
-        _refuse_inactive(task.id, Task.objects.select_for_update().get(id=task.id).status)
+        row = Task.objects.select_for_update().get(id=task.id)
+        _refuse_inactive(task.id, row.status, row.cancel_requested)
         reason = _revoked_reason(task.id)
         if reason:
             raise LockRevoked(reason)

@@ -14,6 +14,8 @@ from metastore import locking
 from metastore.models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
+    CommitKind,
+    CommitLogEntry,
     DataSource,
     Task,
     TaskLock,
@@ -21,10 +23,17 @@ from metastore.models import (
 )
 from metastore.services._common import (
     ServiceError,
+    _chunks_text,
     _revoked_reason,
     new_task_id,
 )
-from metastore.specs import SpecError, TaskSpec, validate_task_id, validate_task_spec
+from metastore.specs import (
+    SpecError,
+    TaskSpec,
+    drop_existing_chunks,
+    validate_task_id,
+    validate_task_spec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -178,11 +187,16 @@ def task_report_update(*, task_id: str, report: dict) -> None:
 
 
 def task_finish(*, task_id: str, status: str, error: str = "", report: dict | None = None) -> Task:
-    """End a task: record its status and reason, and release every lock it holds."""
+    """End a task: record its status and reason, and release every lock it holds.
+
+    SUCCESS is refused (`ServiceError`, nothing changes) for a replace with
+    dropExisting that never published: its old rows would stay visible."""
     if status not in FINAL_STATUSES:
         raise ValueError(f"{status} is not a final status")
     with transaction.atomic():
         task = Task.objects.select_for_update().get(id=task_id)
+        if status == TaskStatus.SUCCESS and task.status not in FINAL_STATUSES:
+            _refuse_success_without_publish(task)
         TaskLock.objects.filter(task=task).delete()
         if task.status not in FINAL_STATUSES:
             task.status = status
@@ -197,6 +211,20 @@ def task_finish(*, task_id: str, status: str, error: str = "", report: dict | No
                 task.report = report
             task.save()
     return task
+
+
+def _refuse_success_without_publish(task: Task) -> None:
+    """A replace with dropExisting that ends SUCCESS has published rows or a
+    tombstone into every chunk of its intervals (each publish is checked for it):
+    one that never published would leave visible every row it was asked to drop
+    (Druid #18099), so it cannot end SUCCESS."""
+    chunks = drop_existing_chunks(task.spec)
+    if chunks and not CommitLogEntry.objects.filter(task=task, kind=CommitKind.PUBLISH).exists():
+        raise ServiceError(
+            f"task {task.id} cannot end SUCCESS: it replaces {_chunks_text(chunks)} with "
+            "dropExisting but published nothing there (neither rows nor tombstones), which "
+            "would leave the rows it was asked to drop visible"
+        )
 
 
 def task_cancel(*, task_id: str, user=None) -> Task:
