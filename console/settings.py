@@ -292,13 +292,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "workers.tasks.intermediary_janitor",
         "schedule": 60.0,
     },
-    # Fails tasks whose worker died within seconds (issue 15); a message that
-    # waited behind a running task is dropped rather than run late.
-    "task-reaper": {
-        "task": "workers.tasks.task_reaper",
-        "schedule": STRATA_REAPER_SECONDS,
-        "options": {"expires": max(STRATA_REAPER_SECONDS * 2, 10)},
-    },
+    # The task reaper (failing tasks whose worker died) is not scheduled here: it
+    # must run when no worker is alive, so the beat process runs it in a thread
+    # of its own (workers.tasks._Reaper).
 }
 
 LOGGING = {

@@ -158,9 +158,15 @@ def own_worker_and_beat(request, transactional_db, redis_url, strata_dirs, tmp_p
             log.close()
 
 
+@pytest.mark.parametrize(
+    "own_worker_and_beat", [("prefork", 1), ("threads", 2)], indirect=True, ids=str
+)
 def test_a_sigkilled_worker_costs_seconds(
     own_worker_and_beat, strata_dirs, tmp_path_factory, monkeypatch
 ):
+    """SIGKILL to the process running the task: a prefork pool child, or, with
+    the thread pool `make run` and docker-compose use, the worker itself (its
+    Spark driver goes with it)."""
     from console.celery import app
 
     csv_path = flights_january(strata_dirs, tmp_path_factory)

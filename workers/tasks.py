@@ -17,6 +17,7 @@ from pathlib import Path
 
 from celery import shared_task
 from celery.signals import (
+    beat_init,
     worker_init,
     worker_process_init,
     worker_ready,
@@ -190,12 +191,42 @@ def _forward_sigterm_to_pool(sig=None, how=None, **_kwargs) -> None:
                 os.kill(pid, signal.SIGTERM)
 
 
+class _Reaper:
+    """Runs `task_reaper` every STRATA_REAPER_SECONDS in a thread of the beat
+    process. Not as a queued Celery task: the reaper exists for dead workers, and
+    a message queued for it would wait for a live worker -- with the only worker
+    dead (SIGKILL of a thread-pool worker, as `make run` and docker-compose run
+    it) nobody would ever fail its tasks or free their locks."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="strata-reaper", daemon=True)
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        while not self.stop.wait(settings.STRATA_REAPER_SECONDS):
+            try:
+                task_reaper()
+            except Exception:  # the database or broker is away: the next round retries
+                log.exception("task reaper round failed")
+                connection.close()
+
+
+@beat_init.connect
+def _start_reaper(sender=None, **_kwargs) -> None:
+    if "reaper" not in _pool_holder:
+        reaper = _pool_holder["reaper"] = _Reaper()
+        reaper.thread.start()
+
+
 @shared_task(name="workers.tasks.task_reaper", ignore_result=True)
 def task_reaper() -> list[str]:
     """Fail every RUNNING/WAITING task whose heartbeat is older than
     STRATA_HEARTBEAT_TIMEOUT (its worker died: SIGKILL, OOM, a lost machine),
     releasing its locks and removing its intermediary data and the deep-storage
-    files it never published, at once. Runs every STRATA_REAPER_SECONDS."""
+    files it never published, at once. The beat process runs it every
+    STRATA_REAPER_SECONDS (`_Reaper`); a worker runs it only if asked to."""
     timeout = max(settings.STRATA_HEARTBEAT_TIMEOUT, 5 * settings.STRATA_HEARTBEAT_SECONDS)
     reaped, _ = reap_dead_tasks(older_than=timezone.now() - timedelta(seconds=timeout))
     requeue_lost_tasks(
