@@ -17,7 +17,12 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from console import openapi
 from console.openapi import responses
-from console.pagination import CommitCursorPagination, ListCursorPagination, TaskCursorPagination
+from console.pagination import (
+    CommitCursorPagination,
+    ListCursorPagination,
+    LockCursorPagination,
+    TaskCursorPagination,
+)
 from console.security import JSONRefused, PayloadTooLarge
 from metastore import selectors, services
 from metastore.intervals import Interval
@@ -378,13 +383,19 @@ class TaskViewSet(viewsets.ViewSet):
 
 
 class LockListView(APIView):
+    """The locks tasks hold, revoked ones included, in the order they were
+    granted: oldest first."""
+
     @extend_schema(
-        parameters=[OpenApiParameter("datasource", openapi.TEXT)],
-        responses=responses({200: LockOutput(many=True)}),
+        operation_id="api_v1_locks_list",  # a list, though its page is an object
+        parameters=[OpenApiParameter("datasource", openapi.TEXT), *_PAGE_PARAMS],
+        responses=responses({200: openapi.paginated(LockOutput)}, 400, 404),
     )
     def get(self, request):
         locks = selectors.locks_list(datasource=request.query_params.get("datasource"))
-        return Response(LockOutput(locks, many=True).data)
+        paginator = LockCursorPagination()
+        page = paginator.paginate_queryset(locks, request, view=self)
+        return paginator.get_paginated_response(LockOutput(page, many=True).data)
 
 
 class SlotTaskOutput(serializers.Serializer):
@@ -496,9 +507,19 @@ class DataSourceViewSet(viewsets.ViewSet):
             raise Http404(f"no dataSource {name}")
         return ds
 
-    @extend_schema(responses=responses({200: DataSourceOutput(many=True)}))
+    @extend_schema(
+        parameters=_PAGE_PARAMS,
+        responses=responses({200: openapi.paginated(DataSourceOutput)}, 400, 404),
+    )
     def list(self, request):
-        return Response(
+        """Every dataSource with the totals of its used segments, by name (in code
+        point order)."""
+        paginator = ListCursorPagination(lambda s: (s.name,))
+        # Sorted here, as the cursor compares names, not by the database, whose
+        # collation (en_US on PostgreSQL) may order them otherwise.
+        summaries = sorted(selectors.datasources_list(), key=lambda s: s.name)
+        page = paginator.paginate(summaries, request)
+        return paginator.get_paginated_response(
             [
                 {
                     "name": s.name,
@@ -508,7 +529,7 @@ class DataSourceViewSet(viewsets.ViewSet):
                     "interval": str(Interval(s.start, s.end)) if s.start else None,
                     "active_tasks": s.active_tasks,
                 }
-                for s in selectors.datasources_list()
+                for s in page
             ]
         )
 

@@ -1,4 +1,4 @@
-"""Cursor pagination of the API's lists (tasks, segments, commits).
+"""Cursor pagination of the API's lists (tasks, locks, dataSources, segments, commits).
 
 Every page is `{"next": url | null, "previous": url | null, "results": [...]}`;
 follow `next` until it is null. A cursor is opaque; `limit` sets the page size
@@ -12,6 +12,7 @@ import binascii
 import json
 from urllib.parse import urlencode
 
+from django.core.exceptions import ValidationError
 from rest_framework import pagination
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
@@ -52,17 +53,35 @@ class TaskCursorPagination(_CheckedLimit, pagination.CursorPagination):
     page_size_query_param = "limit"
     max_page_size = MAX_PAGE_SIZE
 
+    def paginate_queryset(self, queryset, request, view=None):
+        self.position_field = queryset.model._meta.get_field(self.ordering[0].lstrip("-"))
+        return super().paginate_queryset(queryset, request, view)
+
     def decode_cursor(self, request):
         try:
-            return super().decode_cursor(request)
+            cursor = super().decode_cursor(request)
         except NotFound:
             raise InvalidCursor() from None
+        if cursor is not None and cursor.position is not None:
+            # A forged cursor's position that is no value of the ordering field
+            # would fail in the query (a 500).
+            try:
+                self.position_field.to_python(cursor.position)
+            except ValidationError:
+                raise InvalidCursor() from None
+        return cursor
 
 
 class CommitCursorPagination(TaskCursorPagination):
     """Newest commit first."""
 
     ordering = ("-seq",)
+
+
+class LockCursorPagination(TaskCursorPagination):
+    """In the order the locks were granted, oldest first (ties by id)."""
+
+    ordering = ("created_at", "id")
 
 
 class ListCursorPagination:

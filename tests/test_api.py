@@ -5,7 +5,9 @@ transaction never commits) or claimed by the test itself."""
 
 from __future__ import annotations
 
+import base64
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 import pytest
 from conftest import all_pages
@@ -14,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from metastore import selectors, services
 from metastore.intervals import Interval
-from metastore.models import CommitLogEntry, Segment, Task, TaskStatus
+from metastore.models import CommitLogEntry, Segment, Task, TaskLock, TaskStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -147,14 +149,37 @@ def test_task_list_pages_by_cursor_newest_first(api_client, four_tasks):
     ]
 
 
-def test_a_bad_cursor_is_a_404_naming_it(api_client, four_tasks):
-    response = api_client.get("/api/v1/tasks?cursor=not-a-cursor")
+LISTS = ["/api/v1/tasks", "/api/v1/locks", "/api/v1/datasources"]
+
+
+@pytest.mark.parametrize("path", LISTS)
+def test_a_bad_cursor_is_a_404_naming_it(api_client, four_tasks, path):
+    response = api_client.get(f"{path}?cursor=not-a-cursor")
     assert response.status_code == 404 and response.json()["field"] == "cursor"
 
 
+@pytest.mark.parametrize(
+    "path", ["/api/v1/tasks", "/api/v1/locks", "/api/v1/datasources/wiki/commits"]
+)
+@pytest.mark.parametrize("position", ["yesterday", "2024-13-45", "1e3", "9" * 30])
+def test_a_forged_cursor_position_is_a_404_or_a_page(api_client, claimed_task, path, position):
+    """A cursor that decodes but whose position is no value of the ordering field
+    (a time, a commit sequence) is a 404 naming it, not a 500; a value however
+    far off gives a page."""
+    services.lock_acquire(
+        task=claimed_task("wiki"), interval=Interval.parse("2024-01-01/2024-01-02")
+    )
+    cursor = base64.b64encode(urlencode({"p": position}).encode()).decode()
+    response = api_client.get(f"{path}?{urlencode({'cursor': cursor})}")
+    assert response.status_code in (200, 404), response.content
+    if response.status_code == 404:
+        assert response.json()["field"] == "cursor"
+
+
+@pytest.mark.parametrize("path", LISTS)
 @pytest.mark.parametrize("limit", ["abc", "-1", "0", "9999"])
-def test_a_bad_task_list_limit_is_a_400(api_client, limit):
-    response = api_client.get(f"/api/v1/tasks?limit={limit}")
+def test_a_bad_list_limit_is_a_400(api_client, path, limit):
+    response = api_client.get(f"{path}?limit={limit}")
     assert response.status_code == 400 and response.json()["field"] == "limit"
 
 
@@ -268,20 +293,38 @@ def test_locks_list(api_client, claimed_task):
         out.update(changes)
         return out
 
-    everything = api_client.get("/api/v1/locks").json()
-    assert everything == [
+    page = api_client.get("/api/v1/locks").json()
+    assert (page["next"], page["previous"]) == (None, None)
+    everything = page["results"]
+    assert everything == [  # in the order they were granted
+        expected(low_lock, low, revoked=True, revoked_by=high.id, priority=10),
+        expected(high_lock, high),
         expected(
             other_lock,
             other,
             type="SHARED",
             interval="2024-02-01T00:00:00.000Z/2024-02-02T00:00:00.000Z",
         ),
-        expected(low_lock, low, revoked=True, revoked_by=high.id, priority=10),
-        expected(high_lock, high),
     ]
     assert high_lock.version > low_lock.version
-    assert api_client.get("/api/v1/locks?datasource=other").json() == [everything[0]]
-    assert api_client.get("/api/v1/locks?datasource=nothing").json() == []
+    assert all_pages(api_client, "/api/v1/locks?limit=1") == everything
+    assert api_client.get("/api/v1/locks?datasource=other").json()["results"] == [everything[2]]
+    assert api_client.get("/api/v1/locks?datasource=nothing").json()["results"] == []
+
+
+def test_locks_granted_at_the_same_instant_page_by_id(api_client, claimed_task):
+    task = claimed_task("wiki", context={"priority": 10})
+    for day in range(1, 6):
+        services.lock_acquire(
+            task=task, interval=Interval.parse(f"2024-01-0{day}/2024-01-0{day + 1}")
+        )
+    TaskLock.objects.update(created_at=datetime(2024, 1, 1, tzinfo=UTC))
+
+    first = api_client.get("/api/v1/locks?limit=2").json()
+    assert len(first["results"]) == 2 and first["next"]
+    assert [x["id"] for x in all_pages(api_client, "/api/v1/locks?limit=2")] == sorted(
+        TaskLock.objects.values_list("id", flat=True)
+    )
 
 
 # --- dataSources, segments, timeline, commits ----------------------------------------------
@@ -531,16 +574,38 @@ def test_commits(api_client, wiki):
 
 def test_datasources(api_client, wiki, claimed_task):
     claimed_task("wiki")  # an active task of wiki
-    assert api_client.get("/api/v1/datasources").json() == [
-        {
-            "name": "wiki",
-            "segments": 5,  # used segments, overshadowed ones included
-            "rows": 10 + 10 + 10 + 3 + 7,
-            "size_bytes": 1000 * 3 + 300 + 700,
-            "interval": "2024-01-01T00:00:00.000Z/2024-01-03T00:00:00.000Z",
-            "active_tasks": 1,
-        }
-    ]
+    assert api_client.get("/api/v1/datasources").json() == {
+        "next": None,
+        "previous": None,
+        "results": [
+            {
+                "name": "wiki",
+                "segments": 5,  # used segments, overshadowed ones included
+                "rows": 10 + 10 + 10 + 3 + 7,
+                "size_bytes": 1000 * 3 + 300 + 700,
+                "interval": "2024-01-01T00:00:00.000Z/2024-01-03T00:00:00.000Z",
+                "active_tasks": 1,
+            }
+        ],
+    }
+
+
+def test_datasources_page_by_name_in_code_point_order(api_client, claimed_task):
+    # Names a collation such as PostgreSQL's en_US (case and punctuation count
+    # last) orders otherwise: pages follow code point order, as the cursor does.
+    names = ["wikia", "wiki_a", "Wiki", "wiki-b"]
+    for name in names:
+        services.lock_acquire(
+            task=claimed_task(name), interval=Interval.parse("2024-01-01/2024-01-02")
+        )
+
+    first = api_client.get("/api/v1/datasources?limit=3").json()
+    assert [x["name"] for x in first["results"]] == ["Wiki", "wiki-b", "wiki_a"]
+    assert [x["name"] for x in all_pages(api_client, first["next"])] == ["wikia"]
+    assert [x["name"] for x in all_pages(api_client, "/api/v1/datasources?limit=1")] == sorted(
+        names
+    )
+    assert all(x["segments"] == 0 and x["interval"] is None for x in first["results"])
 
 
 def test_mark_unused_and_used(api_client, wiki):
@@ -692,3 +757,25 @@ def test_openapi_schema(api_client):
     assert {"get", "post"} <= set(tasks)
     params = {p["name"] for p in tasks["get"].get("parameters", [])}
     assert {"status", "datasource", "type"} <= params
+
+
+def test_every_api_list_is_documented_as_a_cursor_page(api_client):
+    doc = api_client.get("/api/schema/?format=json").json()
+    pages = set()
+    for path, item in doc["paths"].items():
+        if not path.startswith("/api/v1/") or "get" not in item:
+            continue
+        get = item["get"]
+        ok = get["responses"]["200"]["content"]["application/json"]["schema"]
+        assert ok.get("type") != "array", f"{path} is a bare list"
+        if ok.get("$ref", "").split("/")[-1].startswith("Paginated"):
+            pages.add(path)
+            assert {"cursor", "limit"} <= {p["name"] for p in get["parameters"]}, path
+            assert {"400", "404"} <= set(get["responses"]), path
+    assert pages == {
+        "/api/v1/tasks",
+        "/api/v1/locks",
+        "/api/v1/datasources",
+        "/api/v1/datasources/{name}/segments",
+        "/api/v1/datasources/{name}/commits",
+    }
