@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from console import timeline_svg
-from console.security import JSONRefused, parse_json_text, parse_natural, role_required
+from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
 from metastore import selectors, services
 from metastore.intervals import Interval
 from metastore.models import (
@@ -157,7 +157,7 @@ def _submit_context(text: str, kind: str, datasource: str, interval: str, error=
     }
 
 
-@role_required()
+@role_required(OPERATOR)
 def task_new(request):
     kind = request.GET.get("template") or "ingest"
     if kind not in TEMPLATES:
