@@ -23,7 +23,7 @@ from console.pagination import (
     LockCursorPagination,
     TaskCursorPagination,
 )
-from console.security import JSONRefused, PayloadTooLarge
+from console.security import MAX_LIST_ITEMS, JSONRefused, PayloadTooLarge, parse_natural
 from metastore import selectors, services
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, DataSource, Task, TaskLock, TaskStatus
@@ -246,7 +246,9 @@ class CommitOutput(serializers.ModelSerializer):
 
 class MarkInput(serializers.Serializer):
     interval = serializers.CharField(required=False)
-    segment_ids = serializers.ListField(child=serializers.CharField(), required=False)
+    segment_ids = serializers.ListField(
+        child=serializers.CharField(), required=False, max_length=MAX_LIST_ITEMS
+    )
 
     def validate(self, attrs):
         if not attrs.get("interval") and not attrs.get("segment_ids"):
@@ -578,11 +580,10 @@ class DataSourceViewSet(viewsets.ViewSet):
     @action(detail=True, methods=["get"])
     def timeline(self, request, name=None):
         self._get(name)
-        as_of = request.query_params.get("as_of")
-        if as_of is not None:
-            if not as_of.isdigit() or len(as_of) > 18:
-                raise SpecError("as_of", "must be a commit sequence number")
-            as_of = int(as_of)
+        as_of_text = request.query_params.get("as_of")
+        as_of = parse_natural(as_of_text)
+        if as_of_text is not None and as_of is None:
+            raise SpecError("as_of", "must be a commit sequence number")
         timeline = selectors.timeline_for(datasource=name, as_of=as_of)
         interval = _interval_param(request) or Interval.parse("0001-01-01/9999-12-31")
         pieces = timeline.lookup_pieces(interval, include_incomplete=False)

@@ -26,7 +26,9 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from console import druid_schema as ds_schema
+from console.api import error_body
 from console.druid_schema import druid_responses
+from console.security import MAX_LIST_ITEMS, parse_natural
 from metastore import selectors, services
 from metastore.intervals import Interval, format_ts
 from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
@@ -190,8 +192,20 @@ def segment_json(seg: Segment) -> dict:
     return out
 
 
-def _druid_error(message: str, http_status: int = status.HTTP_400_BAD_REQUEST) -> Response:
-    return Response({"error": message}, status=http_status)
+def _druid_error(
+    message: str, http_status: int = status.HTTP_400_BAD_REQUEST, *, field: str | None = None
+) -> Response:
+    """Druid's `{"error": "..."}`, with the API's `field` and `message` beside it."""
+    return Response(error_body(message, field), status=http_status)
+
+
+def _id_list(value, field: str, what: str) -> list[str]:
+    """A JSON array of at most MAX_LIST_ITEMS strings (ids or versions)."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise SpecError(field, f"must be an array of {what}")
+    if len(value) > MAX_LIST_ITEMS:
+        raise SpecError(field, f"{len(value)} {what}; at most {MAX_LIST_ITEMS} in one request")
+    return value
 
 
 # --- views ---------------------------------------------------------------------------
@@ -208,9 +222,7 @@ class DruidView(APIView):
     def handle_exception(self, exc):
         # Druid answers bad requests with {"error": "..."}; keep the field it names.
         if isinstance(exc, SpecError):
-            return Response(
-                {"error": str(exc), "field": exc.field}, status=status.HTTP_400_BAD_REQUEST
-            )
+            return _druid_error(exc.message, field=exc.field)
         if isinstance(exc, services.ServiceError):
             return _druid_error(str(exc))
         if isinstance(exc, Http404):
@@ -234,7 +246,7 @@ class TaskSubmit(DruidView):
     )
     def post(self, request):
         if not isinstance(request.data, dict):
-            return _druid_error("the request body must be a JSON object (a task spec)")
+            raise SpecError("(body)", "the request body must be a JSON object (a task spec)")
         task = services.task_submit(spec=request.data, user=request.user)
         return Response({"task": task.id})
 
@@ -308,6 +320,9 @@ def _created_interval(request) -> Interval | None:
         raise SpecError("createdTimeInterval", f"malformed interval {value!r}: {exc}") from None
 
 
+_MAX_TASKS_LISTED = 5000
+
+
 class TaskList(DruidView):
     """GET /druid/indexer/v1/tasks?state=&datasource=&type=&max=&createdTimeInterval=
     (and the runningTasks, pendingTasks, waitingTasks, completeTasks shortcuts)."""
@@ -335,11 +350,12 @@ class TaskList(DruidView):
             tasks = tasks.filter(created_at__gte=created.start, created_at__lt=created.end)
         max_param = request.query_params.get("max")
         if max_param is not None:
-            if not max_param.isdigit():
+            most = parse_natural(max_param)
+            if most is None:
                 raise SpecError("max", "must be a non-negative integer")
             if state == "complete":
-                tasks = tasks[: int(max_param)]
-        return Response([task_status_json(t) for t in tasks[:5000]])
+                tasks = tasks[: min(most, _MAX_TASKS_LISTED)]
+        return Response([task_status_json(t) for t in tasks[:_MAX_TASKS_LISTED]])
 
 
 class TaskListByState(TaskList):
@@ -368,9 +384,7 @@ class TaskStatusBulk(DruidView):
         ),
     )
     def post(self, request):
-        ids = request.data
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            return _druid_error("the request body must be a JSON array of task ids")
+        ids = _id_list(request.data, "(body)", "task ids")
         tasks = Task.objects.defer("spec", "report").filter(id__in=ids)
         return Response(
             {
@@ -389,7 +403,9 @@ class TaskStatusBulk(DruidView):
 def _lock_filters(data) -> list[dict]:
     """Druid's LockFilterPolicy list: [{"datasource", "priority"?, "intervals"?, "context"?}]."""
     if not isinstance(data, list) or not data:
-        raise SpecError("body", "give a non-empty JSON array of lock filter policies")
+        raise SpecError("(body)", "give a non-empty JSON array of lock filter policies")
+    if len(data) > MAX_LIST_ITEMS:
+        raise SpecError("(body)", f"{len(data)} policies; at most {MAX_LIST_ITEMS} in one request")
     policies = []
     for i, item in enumerate(data):
         where = f"[{i}]"
@@ -431,11 +447,14 @@ def _lock_filters(data) -> list[dict]:
 
 
 def _matching_locks(policies: list[dict]) -> dict[str, list[TaskLock]]:
+    held: dict[str, list[TaskLock]] = {}
+    for lock in selectors.locks_list(datasources={p["datasource"] for p in policies}):
+        held.setdefault(lock.datasource, []).append(lock)
     out: dict[str, list[TaskLock]] = {}
     for policy in policies:
         locks = [
             lock
-            for lock in selectors.locks_list(datasource=policy["datasource"])
+            for lock in held.get(policy["datasource"], ())
             if not lock.revoked
             and lock.priority >= policy["priority"]
             and not (policy["ignore_append"] and lock.type == "APPEND")
@@ -517,7 +536,7 @@ class MarkSegments(DruidView):
             raise Http404(f"no dataSource {datasource}")
         data = request.data
         if not isinstance(data, dict):
-            raise SpecError("body", "give a JSON object with interval or segmentIds")
+            raise SpecError("(body)", "give a JSON object with interval or segmentIds")
         interval_text, ids, versions = (
             data.get("interval"),
             data.get("segmentIds"),
@@ -525,15 +544,12 @@ class MarkSegments(DruidView):
         )
         if (interval_text is None) == (ids is None):
             raise SpecError("interval", "give exactly one of interval or segmentIds")
-        if ids is not None and (
-            not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)
-        ):
-            raise SpecError("segmentIds", "must be an array of segment ids")
+        if ids is not None:
+            ids = _id_list(ids, "segmentIds", "segment ids")
         if versions is not None:
             if ids is not None:
                 raise SpecError("versions", "versions go with an interval, not with segmentIds")
-            if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
-                raise SpecError("versions", "must be an array of version strings")
+            versions = _id_list(versions, "versions", "version strings")
         interval = None
         if interval_text is not None:
             try:

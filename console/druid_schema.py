@@ -9,7 +9,9 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
 from console.openapi import TEXT, DruidSqlErrorOutput, json_object, responses
+from console.security import MAX_LIST_ITEMS
 from metastore import spec_schema
+from metastore.query import MAX_SQL_CHARS
 
 _TASK_ID = OpenApiParameter("task_id", str, OpenApiParameter.PATH, pattern=r"^[^/\x00-\x1f\x7f]+$")
 _DATASOURCE = OpenApiParameter(
@@ -152,6 +154,7 @@ LOCK_FILTERS = {
     "application/json": {
         "type": "array",
         "minItems": 1,
+        "maxItems": MAX_LIST_ITEMS,
         "description": "Druid's LockFilterPolicy list",
         "items": {
             "type": "object",
@@ -178,19 +181,30 @@ MARK_REQUEST = {
         "description": "exactly one of interval (optionally with versions) or segmentIds",
         "properties": {
             "interval": spec_schema.interval_schema(),
-            "versions": {"type": "array", "items": {"type": "string"}},
-            "segmentIds": {"type": "array", "items": {"type": "string"}},
+            "versions": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_LIST_ITEMS},
+            "segmentIds": {
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": MAX_LIST_ITEMS,
+            },
         },
     }
 }
 
-TASK_IDS = {"application/json": {"type": "array", "items": {"type": "string"}}}
+TASK_IDS = {
+    "application/json": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_LIST_ITEMS}
+}
 
 SQL_REQUEST = {
     "application/json": {
         "type": "object",
         "properties": {
-            "query": {"type": "string", "minLength": 1, "description": "one SQL query"},
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_SQL_CHARS,
+                "description": "one SQL query",
+            },
             "resultFormat": {
                 "type": "string",
                 "enum": ["object", "array", "objectLines", "arrayLines", "csv"],
@@ -202,7 +216,13 @@ SQL_REQUEST = {
                 "nullable": True,
                 "items": {
                     "type": "object",
-                    "properties": {"type": {"type": "string"}, "value": {}},
+                    "properties": {
+                        "type": {"type": "string"},
+                        "value": {
+                            "anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}],
+                            "nullable": True,
+                        },
+                    },
                     "required": ["value"],
                 },
             },

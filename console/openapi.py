@@ -46,6 +46,9 @@ class DruidSqlErrorOutput(serializers.Serializer):
     category = serializers.CharField()
     errorMessage = serializers.CharField()  # noqa: N815 - Druid's name
     context = serializers.DictField()
+    field = serializers.CharField(
+        required=False, allow_null=True, help_text="Strata's addition: the refused field."
+    )
 
 
 ERROR_TEXT = {

@@ -17,6 +17,7 @@ from rest_framework import pagination
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
+from console.security import parse_natural
 from metastore.specs import SpecError
 
 
@@ -36,9 +37,10 @@ def page_size(request) -> int:
     text = request.query_params.get("limit")
     if text is None or text == "":
         return PAGE_SIZE
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE_SIZE:
+    size = parse_natural(text)
+    if size is None or not 1 <= size <= MAX_PAGE_SIZE:
         raise SpecError("limit", f"must be an integer from 1 to {MAX_PAGE_SIZE}")
-    return int(text)
+    return size
 
 
 class _CheckedLimit:

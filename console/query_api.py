@@ -21,12 +21,31 @@ from rest_framework.views import APIView
 from console.api import error_body
 from console.druid_schema import SQL_REQUEST, SQL_RESPONSES
 from console.openapi import responses
-from metastore.query import QueryError, run_query
+from metastore.query import MAX_SEQ, MAX_SQL_CHARS, QueryError, run_query
+
+
+class SqlText(serializers.CharField):
+    """SQL text: a JSON string (DRF's CharField would also take 5 and read "5")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 class QueryInput(serializers.Serializer):
-    sql = serializers.CharField(trim_whitespace=False, min_length=1)
-    as_of = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    sql = SqlText(trim_whitespace=False, min_length=1, max_length=MAX_SQL_CHARS)
+    as_of = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_SEQ
+    )
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {unknown[0]: f"unknown field; accepted: {', '.join(self.fields)}"}
+            )
+        return attrs
 
 
 class QueryOutput(serializers.Serializer):
@@ -41,6 +60,11 @@ class QueryView(APIView):
 
     @extend_schema(request=QueryInput, responses=responses({200: QueryOutput}, 400, 413, 415))
     def post(self, request):
+        if not isinstance(request.data, dict):
+            return Response(
+                error_body('give a JSON object: {"sql": "...", "as_of": <commit>?}', "(body)"),
+                status=status.HTTP_400_BAD_REQUEST,
+            )
         data = QueryInput(data=request.data)
         if not data.is_valid():
             field, errors = next(iter(data.errors.items()))
@@ -53,18 +77,23 @@ class QueryView(APIView):
                 sql=data.validated_data["sql"], as_of=data.validated_data.get("as_of")
             )
         except QueryError as exc:
-            return Response(
-                {"error": exc.message, "field": exc.field, "message": exc.message},
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+            return Response(error_body(exc.message, exc.field), status=status.HTTP_400_BAD_REQUEST)
         return Response({"columns": result.columns, "rows": result.rows})
 
 
 _FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")
 
 
-def _druid_error(message: str) -> Response:
-    """Druid's error shape for a query it refuses."""
+class DruidSqlRefused(Exception):
+    """A request body field /druid/v2/sql refuses."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+def _druid_error(message: str, field: str | None = None) -> Response:
+    """Druid's error shape for a query it refuses, with the field at fault beside it."""
     return Response(
         {
             "error": "druidException",
@@ -73,9 +102,57 @@ def _druid_error(message: str) -> Response:
             "category": "INVALID_INPUT",
             "errorMessage": message,
             "context": {},
+            "field": field,
         },
         status=status.HTTP_400_BAD_REQUEST,
     )
+
+
+_SCALAR = (str, int, float, bool, type(None))
+_BIGINT = 2**63
+
+
+def _druid_sql_request(body) -> tuple[str, str, bool, list]:
+    """(query, resultFormat, header, parameter values) from Druid's SQL request body."""
+    if not isinstance(body, dict):
+        raise DruidSqlRefused("(body)", "give a JSON object with the SQL text in `query`")
+    query = body.get("query")
+    if not isinstance(query, str):
+        raise DruidSqlRefused("query", "give the SQL text in the field `query`")
+    # A field given as null is absent (as Jackson reads it); any other value is checked.
+    fmt = body.get("resultFormat")
+    fmt = "object" if fmt is None else fmt
+    if fmt not in _FORMATS:
+        raise DruidSqlRefused("resultFormat", f"{fmt!r} is not one of {', '.join(_FORMATS)}")
+    header = body.get("header")
+    if header is not None and not isinstance(header, bool):
+        raise DruidSqlRefused("header", "must be true or false")
+    context = body.get("context")
+    context = {} if context is None else context
+    if not isinstance(context, dict):
+        raise DruidSqlRefused("context", "must be an object")
+    zone = context.get("sqlTimeZone")
+    if zone not in (None, "UTC", "Etc/UTC", "Z"):
+        raise DruidSqlRefused("context.sqlTimeZone", f"only UTC is supported, not {zone!r}")
+    parameters = body.get("parameters")
+    parameters = [] if parameters is None else parameters
+    if not isinstance(parameters, list):
+        raise DruidSqlRefused("parameters", "must be an array of {'type': ..., 'value': ...}")
+    values = []
+    for i, p in enumerate(parameters):
+        if not isinstance(p, dict) or "value" not in p:
+            raise DruidSqlRefused(f"parameters[{i}]", "give {'type': ..., 'value': ...}")
+        if not isinstance(p.get("type"), str | None):
+            raise DruidSqlRefused(f"parameters[{i}].type", "must be a SQL type name")
+        value = p["value"]
+        if not isinstance(value, _SCALAR):
+            raise DruidSqlRefused(
+                f"parameters[{i}].value", "must be a string, a number, true, false or null"
+            )
+        if isinstance(value, int) and not -_BIGINT <= value < _BIGINT:
+            raise DruidSqlRefused(f"parameters[{i}].value", "is out of the range of a BIGINT")
+        values.append(value)
+    return query, fmt, bool(header), values
 
 
 class DruidSqlView(APIView):
@@ -88,36 +165,22 @@ class DruidSqlView(APIView):
     ]
 
     def handle_exception(self, exc):
-        # A body that is not JSON gets Druid's error shape too.
+        # A body that is not JSON, or a field refused, gets Druid's error shape too.
         if isinstance(exc, exceptions.ParseError):
             field = getattr(exc, "field", "(body)")
-            return _druid_error(f"{field}: {exc.detail}")
+            return _druid_error(f"{field}: {exc.detail}", field)
+        if isinstance(exc, DruidSqlRefused):
+            return _druid_error(str(exc), exc.field)
         return super().handle_exception(exc)
 
     @extend_schema(request=SQL_REQUEST, responses=SQL_RESPONSES)
     def post(self, request):
-        body = request.data
-        if not isinstance(body, dict) or not isinstance(body.get("query"), str):
-            return _druid_error("query: give the SQL text in the field `query`")
-        fmt = body.get("resultFormat") or "object"
-        if fmt not in _FORMATS:
-            return _druid_error(f"resultFormat: {fmt!r} is not one of {', '.join(_FORMATS)}")
-        context = body.get("context") or {}
-        if not isinstance(context, dict):
-            return _druid_error("context: must be an object")
-        zone = context.get("sqlTimeZone")
-        if zone not in (None, "UTC", "Etc/UTC", "Z"):
-            return _druid_error(f"context.sqlTimeZone: only UTC is supported, not {zone!r}")
-        params = []
-        for i, p in enumerate(body.get("parameters") or []):
-            if not isinstance(p, dict) or "value" not in p:
-                return _druid_error(f"parameters[{i}]: give {{'type': ..., 'value': ...}}")
-            params.append(p["value"])
+        sql, fmt, header, params = _druid_sql_request(request.data)
         try:
-            result = run_query(sql=body["query"], params=params or None)
+            result = run_query(sql=sql, params=params or None)
         except QueryError as exc:
-            return _druid_error(exc.message)
-        header = bool(body.get("header"))
+            field = "query" if exc.field == "sql" else exc.field
+            return _druid_error(f"{field}: {exc.message}", field)
         if fmt == "object":
             return Response([dict(zip(result.columns, row, strict=True)) for row in result.rows])
         if fmt == "array":

@@ -10,7 +10,7 @@ from datetime import datetime
 from django.shortcuts import render
 from django.urls import path
 
-from console.security import role_required
+from console.security import parse_natural, role_required
 from metastore import selectors
 from metastore.query import QueryError, run_query
 
@@ -121,9 +121,10 @@ def query_page(request):
     }
     if sql:
         try:
-            if as_of_text and not as_of_text.isdigit():
+            as_of = parse_natural(as_of_text)
+            if as_of_text and as_of is None:
                 raise QueryError("as_of must be a commit sequence number", field="as_of")
-            result = run_query(sql=sql, as_of=int(as_of_text) if as_of_text else None)
+            result = run_query(sql=sql, as_of=as_of)
         except QueryError as exc:
             context["error"] = f"{exc.field}: {exc.message}"
         else:

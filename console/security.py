@@ -7,6 +7,8 @@
   type but application/json (415, by DRF's content negotiation).
 - `parse_json_text`: the same rules for JSON that arrives inside a form field
   (the console's submit form).
+- `parse_natural`: a count or commit number from a query parameter, ASCII
+  digits only and bounded; `MAX_LIST_ITEMS`: the most ids one request may list.
 - Roles: the Django groups `viewer`, `operator` and `admin`, each with Strata's
   permissions; `StrataRolePermission` (the API's default permission class) lets
   viewers use safe methods and operators unsafe ones, unless a view declares
@@ -118,6 +120,23 @@ def parse_json_text(text: str | bytes, *, field: str = "(body)"):
     if nul_at:
         raise JSONRefused(nul_at, "contains a NUL character or a lone surrogate")
     return value
+
+
+# The most ids (task or segment ids, versions, lock filter policies) one request may
+# list: more would exceed the database's limit on query parameters (SQLite: 250,000).
+MAX_LIST_ITEMS = 10_000
+
+_ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
+
+
+def parse_natural(text: str | None) -> int | None:
+    """A non-negative integer from a query parameter or form field, or None when
+    `text` is anything else: only ASCII digits, at most 18 of them (`str.isdigit`
+    also accepts superscript digits, which `int` refuses, and any number of
+    digits, which overflow a database integer)."""
+    if text is None or not _ASCII_DIGITS.fullmatch(text):
+        return None
+    return int(text)
 
 
 class StrictJSONParser(JSONParser):

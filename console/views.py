@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from console import timeline_svg
-from console.security import JSONRefused, parse_json_text, role_required
+from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
 from metastore import selectors, services
 from metastore.intervals import Interval
 from metastore.models import (
@@ -157,7 +157,7 @@ def _submit_context(text: str, kind: str, datasource: str, interval: str, error=
     }
 
 
-@role_required()
+@role_required(OPERATOR)
 def task_new(request):
     kind = request.GET.get("template") or "ingest"
     if kind not in TEMPLATES:
@@ -481,12 +481,9 @@ def datasource_page(request, name: str):
     window = _parse_interval(request.GET.get("interval"))
     if request.GET.get("interval") and window is None:
         messages.error(request, f"interval {request.GET.get('interval')!r} is not an ISO interval")
-    as_of = None
-    if request.GET.get("as_of"):
-        try:
-            as_of = int(request.GET["as_of"])
-        except ValueError:
-            messages.error(request, "as_of must be a commit number")
+    as_of = parse_natural(request.GET.get("as_of"))
+    if request.GET.get("as_of") and as_of is None:
+        messages.error(request, "as_of must be a commit number")
     first_seq, last_seq = selectors.commit_neighbours(datasource=name)
     if as_of is not None and as_of >= last_seq:
         as_of = None

@@ -93,10 +93,18 @@ def parse_ts(s: str) -> datetime:
             raise ValueError(
                 f"{s!r} is not an ISO-8601 timestamp; expected e.g. {_TS_EXAMPLE}"
             ) from None
-        dt = datetime.fromisoformat(f"{match['date']}T00{match['zone'] or ''}") + timedelta(days=1)
+        try:
+            dt = datetime.fromisoformat(f"{match['date']}T00{match['zone'] or ''}")
+            dt += timedelta(days=1)
+        except OverflowError:
+            raise ValueError(f"{s!r} is after the year 9999") from None
     if dt.tzinfo is None:
         return dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC) if dt.tzinfo is not UTC else dt
+    try:
+        return dt.astimezone(UTC) if dt.tzinfo is not UTC else dt
+    except OverflowError:
+        # An offset that moves the time past 9999-12-31 or before 0001-01-01 in UTC.
+        raise ValueError(f"{s!r} is outside the years 1 to 9999 in UTC") from None
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -27,6 +27,12 @@ from metastore.intervals import Interval
 from metastore.models import DataSource, Segment
 
 MAX_ROWS = 100_000  # a result larger than this is refused: add a LIMIT or aggregate
+# Longer or more deeply nested SQL is refused before DuckDB parses it: parsing
+# takes seconds per megabyte, and subqueries nested ~100,000 deep crash the
+# parser (and with it the web process) instead of raising an error.
+MAX_SQL_CHARS = 100_000
+MAX_SQL_NESTING = 200
+MAX_SEQ = 10**18 - 1  # commit sequence numbers fit a database bigint
 _EVERYTHING = Interval.parse("0001-01-01/9999-12-31")
 
 
@@ -107,11 +113,34 @@ def visible_source(*, datasource: str, as_of: int | None = None) -> TableSource:
     )
 
 
+def _check_size(sql: str) -> None:
+    """Refuse SQL too long or too deeply parenthesized to hand to the parser."""
+    import duckdb
+
+    if len(sql) > MAX_SQL_CHARS:
+        raise QueryError(f"{len(sql)} characters of SQL; at most {MAX_SQL_CHARS}")
+    try:
+        tokens = duckdb.tokenize(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"cannot parse the query: {_first_line(exc)}") from None
+    depth = deepest = 0
+    for i, (pos, kind) in enumerate(tokens):
+        if kind != duckdb.token_type.operator:
+            continue  # parentheses inside strings, quoted names and comments do not nest
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+        for char in sql[pos:end]:
+            depth += (char == "(") - (char == ")")
+            deepest = max(deepest, depth)
+    if deepest > MAX_SQL_NESTING:
+        raise QueryError(f"parentheses nested {deepest} deep; at most {MAX_SQL_NESTING}")
+
+
 def _statements(sql: str):
     import duckdb
 
     if not isinstance(sql, str) or not sql.strip():
         raise QueryError("give the SQL text of a query")
+    _check_size(sql)
     try:
         return duckdb.extract_statements(sql)
     except duckdb.Error as exc:
@@ -328,7 +357,9 @@ def run_query(*, sql: str, as_of: int | None = None, params: list | None = None)
     """SQL over the visible rows of the dataSources it names, on DuckDB."""
     from django.conf import settings
 
-    if as_of is not None and (isinstance(as_of, bool) or not isinstance(as_of, int) or as_of < 0):
+    if as_of is not None and (
+        isinstance(as_of, bool) or not isinstance(as_of, int) or not 0 <= as_of <= MAX_SEQ
+    ):
         raise QueryError("as_of must be a commit sequence number", field="as_of")
     check_read_only(sql)
     sql, names = prepare(sql)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from datetime import UTC, datetime, timedelta
@@ -435,10 +436,15 @@ def segment_views(
     return out
 
 
-def locks_list(*, datasource: str | None = None) -> QuerySet[TaskLock]:
+def locks_list(
+    *, datasource: str | None = None, datasources: Collection[str] | None = None
+) -> QuerySet[TaskLock]:
+    """The locks held, of one dataSource, of several (`datasources`), or of all."""
     qs = TaskLock.objects.select_related("task", "revoked_by")
     if datasource:
         qs = qs.filter(datasource=datasource)
+    if datasources is not None:
+        qs = qs.filter(datasource__in=datasources)
     return qs.order_by("datasource", "start", "created_at")
 
 

@@ -66,6 +66,21 @@ def test_parse_ts_rejects_bad_input_with_a_message_showing_what_is_accepted(text
         parse_ts(text)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9999-12-31T23:00-05:00",  # 10000-01-01T04:00 in UTC
+        "0001-01-01T00:00+01:00",  # 0000-12-31T23:00 in UTC
+        "9999-12-31T24:00",
+    ],
+)
+def test_parse_ts_refuses_times_outside_years_1_to_9999_in_utc_as_a_value_error(text):
+    # A ValueError, like any other bad timestamp (not datetime's OverflowError),
+    # so that every caller answers a 400 naming the field.
+    with pytest.raises(ValueError, match="year"):
+        parse_ts(text)
+
+
 def test_parse_ts_rejects_non_strings():
     with pytest.raises(ValueError, match="string"):
         parse_ts(20130101)  # type: ignore[arg-type]

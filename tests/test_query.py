@@ -241,12 +241,25 @@ def test_a_dataSource_with_only_tombstones_is_an_empty_table(inline_spec):
         ("SELECT 1; DROP VIEW wiki", "one query at a time"),
         ("", "give the SQL text"),
         ("SELEC 1", "cannot parse"),
+        pytest.param(
+            "SELECT 1 " + "UNION ALL SELECT 1 " * 6000, "characters of SQL; at most", id="long"
+        ),
+        # Nested 100,000 deep, subqueries crash DuckDB's parser: refused before it.
+        pytest.param(
+            "SELECT * FROM (" * 5000 + "SELECT 1" + ")" * 5000, "nested 5000 deep", id="deep"
+        ),
     ],
 )
 def test_anything_but_a_query_is_refused(history, sql, says):
     with pytest.raises(query.QueryError) as err:
         query.run_query(sql=sql)
     assert says in str(err.value)
+
+
+def test_parentheses_in_strings_names_and_comments_do_not_count_as_nesting():
+    many = "(" * (query.MAX_SQL_NESTING + 1)
+    result = query.run_query(sql=f"SELECT '{many}' AS \"{many}\" -- {many}")
+    assert result.columns == [many] and result.rows == [[many]]
 
 
 def test_a_query_cannot_read_other_files(history, tmp_path):

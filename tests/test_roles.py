@@ -1,17 +1,21 @@
 """Roles (issue 15): viewer reads everything, operator also acts (submit, cancel,
-mark used/unused), admin also administers (Django admin, users). Enforced per
-endpoint in the REST API, in the console (buttons hidden and refused) and for
-any DRF view by the default permission class (the Druid shim's `strata_role`).
-Users and tokens are made with the management commands."""
+mark used/unused, kill, compact), admin also administers (Django admin, users).
+Enforced per endpoint, by real requests per role: the REST API, the Druid shim
+(Overlord and Coordinator APIs, with token or HTTP Basic authentication), both
+SQL endpoints (a query is a read: viewers may run it), and the console (buttons
+hidden and refused, a refused action changing nothing). Users and tokens are
+made with the management commands."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
 
 import pytest
 from django.contrib.auth.models import Group
+from django.core.cache import cache
 from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.response import Response
@@ -19,7 +23,7 @@ from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
 
 from metastore import services
-from metastore.models import Segment, Task, TaskStatus
+from metastore.models import CommitLogEntry, Segment, Task, TaskStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -108,15 +112,6 @@ def test_api_endpoint_per_role(role, index, world, inline_spec, django_user_mode
         assert "operator" in response.json()["detail"]
 
 
-class ReadOnlyQuery(APIView):
-    """Like the Druid shim's SQL endpoint: a POST that only reads."""
-
-    strata_role = "viewer"
-
-    def post(self, request):
-        return Response({"rows": []})
-
-
 class AdminOnly(APIView):
     strata_role = "admin"
 
@@ -125,21 +120,186 @@ class AdminOnly(APIView):
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_a_view_declares_its_role_with_strata_role(role, django_user_model):
+def test_a_view_may_require_more_than_its_method_with_strata_role(role, django_user_model):
     user = make_user(django_user_model, role)
-    factory = APIRequestFactory()
-
-    request = factory.post("/druid/v2/sql", {"query": "SELECT 1"}, format="json")
-    if user is not None:
-        force_authenticate(request, user=user)
-    response = ReadOnlyQuery.as_view()(request)
-    assert (response.status_code == 200) == (RANK[role] >= 1), response.status_code
-
-    request = factory.get("/admin-only")
+    request = APIRequestFactory().get("/admin-only")
     if user is not None:
         force_authenticate(request, user=user)
     response = AdminOnly.as_view()(request)
     assert (response.status_code == 200) == (RANK[role] >= 3), response.status_code
+
+
+# --- the Druid shim and SQL -----------------------------------------------------------------
+
+
+@pytest.fixture
+def druid_world(world, publish):
+    """`world`, plus an unused segment on 2024-01-02 for the markUsed endpoints. The
+    anonymous request throttle counts per process: it starts from zero."""
+    cache.clear()
+    unused = publish("wiki", "2024-01-02/2024-01-03", {"2024-01-02/2024-01-03": 1})
+    services.segments_mark_used(datasource="wiki", used=False, segment_ids=unused.segment_ids)
+    return {**world, "used": world["published"].segment_ids[0], "unused": unused.segment_ids[0]}
+
+
+def metastore_state() -> dict:
+    return {
+        "tasks": Task.objects.count(),
+        "segments": list(Segment.objects.order_by("id").values_list("id", "used")),
+        "canceling": list(Task.objects.filter(cancel_requested=True).values_list("id", flat=True)),
+        "commits": CommitLogEntry.objects.count(),
+    }
+
+
+def is_used(segment_id: str) -> bool:
+    return Segment.objects.get(id=segment_id).used
+
+
+IDX, COORD = "/druid/indexer/v1", "/druid/coordinator/v1"
+
+# name -> (method, path, body, the least role, what an allowed write did); paths and
+# bodies name the world's objects as {running}, {used}, {unused}, {spec}.
+DRUID_AND_SQL = {
+    "druid-tasks": ("get", f"{IDX}/tasks", None, "viewer", None),
+    "druid-runningTasks": ("get", f"{IDX}/runningTasks", None, "viewer", None),
+    "druid-completeTasks": ("get", f"{IDX}/completeTasks?max=10", None, "viewer", None),
+    "druid-task-payload": ("get", f"{IDX}/task/{{running}}", None, "viewer", None),
+    "druid-task-status": ("get", f"{IDX}/task/{{running}}/status", None, "viewer", None),
+    "druid-task-reports": ("get", f"{IDX}/task/{{running}}/reports", None, "viewer", None),
+    "druid-taskStatus": ("post", f"{IDX}/taskStatus", ["{running}"], "viewer", None),
+    "druid-activeLocks": ("post", f"{IDX}/activeLocks", [{"datasource": "wiki"}], "viewer", None),
+    "druid-lockedIntervals": (
+        "post",
+        f"{IDX}/lockedIntervals/v2",
+        [{"datasource": "wiki"}],
+        "viewer",
+        None,
+    ),
+    "coordinator-datasources": ("get", f"{COORD}/metadata/datasources?full", None, "viewer", None),
+    "coordinator-segments-of": (
+        "get",
+        f"{COORD}/metadata/datasources/wiki/segments?full",
+        None,
+        "viewer",
+        None,
+    ),
+    "coordinator-segments": (
+        "get",
+        f"{COORD}/metadata/segments?includeOvershadowedStatus",
+        None,
+        "viewer",
+        None,
+    ),
+    "api-query": ("post", "/api/v1/query", {"sql": "SELECT 1 AS one"}, "viewer", None),
+    "druid-sql": ("post", "/druid/v2/sql", {"query": "SELECT 1 AS one"}, "viewer", None),
+    "druid-submit": (
+        "post",
+        f"{IDX}/task",
+        "{spec}",
+        "operator",
+        lambda w, before: Task.objects.count() == before["tasks"] + 1,
+    ),
+    "druid-shutdown": (
+        "post",
+        f"{IDX}/task/{{running}}/shutdown",
+        None,
+        "operator",
+        lambda w, before: Task.objects.get(id=w["running"].id).cancel_requested,
+    ),
+    "druid-markUnused-ids": (
+        "post",
+        f"{IDX}/datasources/wiki/markUnused",
+        {"segmentIds": ["{used}"]},
+        "operator",
+        lambda w, before: not is_used(w["used"]),
+    ),
+    "druid-markUsed-interval": (
+        "post",
+        f"{IDX}/datasources/wiki/markUsed",
+        {"interval": "2024-01-02/2024-01-03"},
+        "operator",
+        lambda w, before: is_used(w["unused"]),
+    ),
+    "coordinator-markUnused-interval": (
+        "post",
+        f"{COORD}/datasources/wiki/markUnused",
+        {"interval": "2024-01-01/2024-01-02"},
+        "operator",
+        lambda w, before: not is_used(w["used"]),
+    ),
+    "coordinator-markUsed-ids": (
+        "post",
+        f"{COORD}/datasources/wiki/markUsed",
+        {"segmentIds": ["{unused}"]},
+        "operator",
+        lambda w, before: is_used(w["unused"]),
+    ),
+}
+
+
+def _fill(value, w: dict, spec: dict):
+    """The endpoint's path or body with the world's ids in place of {running}, ..."""
+    if value == "{spec}":
+        return spec
+    if isinstance(value, str):
+        return value.format(running=w["running"].id, used=w["used"], unused=w["unused"])
+    if isinstance(value, list):
+        return [_fill(v, w, spec) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, w, spec) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("name", list(DRUID_AND_SQL))
+def test_druid_shim_and_sql_per_role(role, name, druid_world, inline_spec, django_user_model):
+    method, path, body, needed, did = DRUID_AND_SQL[name]
+    path, body = _fill(path, druid_world, {}), _fill(body, druid_world, inline_spec("fresh"))
+    client = client_for(make_user(django_user_model, role))
+    before = metastore_state()
+    response = client.get(path) if method == "get" else client.post(path, body, format="json")
+    allowed = RANK[role] >= RANK[needed]
+    if allowed:
+        assert response.status_code == 200, (response.status_code, response.content[:500])
+        if did is None:
+            assert metastore_state() == before  # a read, even sent as POST, changes nothing
+        else:
+            assert did(druid_world, before), metastore_state()
+    else:
+        assert response.status_code in (401, 403), (response.status_code, response.content)
+        payload = response.json()
+        assert payload["error"] and "detail" in payload, payload
+        assert metastore_state() == before
+    if role == "viewer" and not allowed:
+        assert "operator" in response.json()["error"]
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator"])
+def test_druid_clients_basic_auth_carries_the_role(role, druid_world, inline_spec, client):
+    from django.contrib.auth import get_user_model
+
+    user = make_user(get_user_model(), role)
+    user.set_password("pw-for-basic")
+    user.save()
+    auth = "Basic " + base64.b64encode(f"{role}:pw-for-basic".encode()).decode()
+    before = metastore_state()
+
+    def post(path, body):
+        return client.post(
+            path, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=auth
+        )
+
+    assert client.get(f"{IDX}/tasks", HTTP_AUTHORIZATION=auth).status_code == 200
+    assert post("/druid/v2/sql", {"query": "SELECT 1"}).status_code == 200
+    submit = post(f"{IDX}/task", inline_spec("basic"))
+    mark = post(f"{IDX}/datasources/wiki/markUnused", {"segmentIds": [druid_world["used"]]})
+    if role == "viewer":
+        assert (submit.status_code, mark.status_code) == (403, 403)
+        assert metastore_state() == before
+    else:
+        assert (submit.status_code, mark.status_code) == (200, 200)
+        assert Task.objects.filter(id=submit.json()["task"]).exists()
+        assert not is_used(druid_world["used"])
 
 
 # --- the console ---------------------------------------------------------------------------
@@ -262,3 +422,54 @@ def test_ended_tasks_are_untouched_by_a_refused_cancel(world, django_user_model)
     response = client.post(f"/api/v1/tasks/{world['running'].id}/cancel")
     assert response.status_code == 403
     assert Task.objects.get(id=world["running"].id).status == TaskStatus.RUNNING
+
+
+@pytest.mark.parametrize("role", ["norole", "viewer", "operator", "admin"])
+def test_console_datasource_actions_per_role(role, druid_world, client, django_user_model):
+    """Mark used/unused, kill and compact: the form and its buttons are shown to
+    operators only, and a POST by anyone else is a 403 that changes nothing."""
+    client.force_login(make_user(django_user_model, role))
+    can_operate = RANK[role] >= 2
+    used, unused = druid_world["used"], druid_world["unused"]
+
+    page = client.get("/datasources/wiki")
+    if role == "norole":
+        assert page.status_code == 403
+    else:
+        html = page.content.decode()
+        for action in ("mark_unused", "mark_used", "kill", "compact"):
+            assert (f'value="{action}"' in html) == can_operate, action
+        assert ('type="checkbox" name="segment"' in html) == can_operate
+        query = client.get("/query", {"sql": "SELECT 42 AS answer"})
+        assert query.status_code == 200 and "answer" in query.content.decode()
+    assert client.get("/tasks/new").status_code == (200 if can_operate else 403)
+
+    action = "/datasources/wiki/actions"
+    before = metastore_state()
+    confirm = client.post(action, {"action": "mark_unused", "segment": used})
+    kill = client.post(
+        action, {"action": "kill", "interval": "2024-01-02/2024-01-03", "confirm": "yes"}
+    )
+    if not can_operate:
+        assert confirm.status_code == 403 and kill.status_code == 403
+        for data in (
+            {"action": "mark_unused", "segment": used, "confirm": "yes"},
+            {"action": "mark_unused", "interval": "2024-01-01/2024-01-02", "confirm": "yes"},
+            {"action": "mark_used", "segment": unused, "confirm": "yes"},
+            {"action": "compact", "interval": "2024-01-01/2024-01-02"},
+        ):
+            assert client.post(action, data).status_code == 403, data
+        assert metastore_state() == before
+        return
+
+    assert confirm.status_code == 200 and "Confirm" in confirm.content.decode()
+    assert kill.status_code == 302
+    assert Task.objects.filter(type="kill", datasource="wiki").count() == 1
+    marked = client.post(
+        action, {"action": "mark_used", "interval": "2024-01-02/2024-01-03", "confirm": "yes"}
+    )
+    assert marked.status_code == 302 and is_used(unused)
+    marked = client.post(action, {"action": "mark_unused", "segment": used, "confirm": "yes"})
+    assert marked.status_code == 302 and not is_used(used)
+    compact = client.post(action, {"action": "compact", "interval": "2024-01-01/2024-01-02"})
+    assert compact.status_code == 302 and "template=compact" in compact["Location"]
