@@ -244,9 +244,18 @@ class CommitOutput(serializers.ModelSerializer):
         ]
 
 
+class StrictCharField(serializers.CharField):
+    """A JSON string and only that: DRF's CharField would take the number 5 as "5"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class MarkInput(serializers.Serializer):
-    interval = serializers.CharField(required=False)
-    segment_ids = serializers.ListField(child=serializers.CharField(), required=False)
+    interval = StrictCharField(required=False)
+    segment_ids = serializers.ListField(child=StrictCharField(), required=False)
 
     def validate(self, attrs):
         if not attrs.get("interval") and not attrs.get("segment_ids"):
@@ -286,7 +295,10 @@ _PAGE_PARAMS = [
     ),
 ]
 _INTERVAL = OpenApiParameter(
-    "interval", str, description="ISO-8601 interval start/end", pattern=r"^[^/]+/[^/]+$"
+    "interval",
+    str,
+    description="ISO-8601 interval start/end; empty, as absent, is all time",
+    pattern=r"^$|^[^/]+/[^/]+$",
 )
 
 

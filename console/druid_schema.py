@@ -8,7 +8,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from console.openapi import TEXT, DruidSqlErrorOutput, json_object, responses
+from console.openapi import JSON_TEXT, TEXT, DruidSqlErrorOutput, json_object, responses
 from metastore import spec_schema
 
 _TASK_ID = OpenApiParameter("task_id", str, OpenApiParameter.PATH, pattern=r"^[^/\x00-\x1f\x7f]+$")
@@ -158,7 +158,7 @@ LOCK_FILTERS = {
             "properties": {
                 # Druid matches the name as given: an unknown or odd name only
                 # matches no lock, so the filter does not constrain its form.
-                "datasource": {"type": "string"},
+                "datasource": JSON_TEXT,
                 "priority": {"type": "integer", "nullable": True},
                 "intervals": {
                     "type": "array",
@@ -175,16 +175,17 @@ LOCK_FILTERS = {
 MARK_REQUEST = {
     "application/json": {
         "type": "object",
-        "description": "exactly one of interval (optionally with versions) or segmentIds",
+        "description": "exactly one of interval (optionally with versions) or segmentIds; "
+        "a null field is an absent one, as Jackson reads Druid's payload",
         "properties": {
-            "interval": spec_schema.interval_schema(),
-            "versions": {"type": "array", "items": {"type": "string"}},
-            "segmentIds": {"type": "array", "items": {"type": "string"}},
+            "interval": spec_schema.interval_schema(nullable=True),
+            "versions": {"type": "array", "items": JSON_TEXT, "nullable": True},
+            "segmentIds": {"type": "array", "items": JSON_TEXT, "nullable": True},
         },
     }
 }
 
-TASK_IDS = {"application/json": {"type": "array", "items": {"type": "string"}}}
+TASK_IDS = {"application/json": {"type": "array", "items": JSON_TEXT}}
 
 SQL_REQUEST = {
     "application/json": {
