@@ -244,10 +244,19 @@ class CommitOutput(serializers.ModelSerializer):
         ]
 
 
+class StrictCharField(serializers.CharField):
+    """A JSON string and only that: DRF's CharField would take the number 5 as "5"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class MarkInput(serializers.Serializer):
-    interval = serializers.CharField(required=False)
+    interval = StrictCharField(required=False)
     segment_ids = serializers.ListField(
-        child=serializers.CharField(), required=False, max_length=MAX_LIST_ITEMS
+        child=StrictCharField(), required=False, max_length=MAX_LIST_ITEMS
     )
 
     def validate(self, attrs):
@@ -288,7 +297,10 @@ _PAGE_PARAMS = [
     ),
 ]
 _INTERVAL = OpenApiParameter(
-    "interval", str, description="ISO-8601 interval start/end", pattern=r"^[^/]+/[^/]+$"
+    "interval",
+    str,
+    description="ISO-8601 interval start/end; empty, as absent, is all time",
+    pattern=r"^$|^[^/]+/[^/]+$",
 )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
-from console.openapi import TEXT, DruidSqlErrorOutput, json_object, responses
+from console.openapi import JSON_TEXT, TEXT, DruidSqlErrorOutput, json_object, responses
 from console.security import MAX_LIST_ITEMS
 from metastore import spec_schema
 from metastore.query import MAX_SQL_CHARS
@@ -161,7 +161,7 @@ LOCK_FILTERS = {
             "properties": {
                 # Druid matches the name as given: an unknown or odd name only
                 # matches no lock, so the filter does not constrain its form.
-                "datasource": {"type": "string"},
+                "datasource": JSON_TEXT,
                 "priority": {"type": "integer", "nullable": True},
                 "intervals": {
                     "type": "array",
@@ -178,22 +178,27 @@ LOCK_FILTERS = {
 MARK_REQUEST = {
     "application/json": {
         "type": "object",
-        "description": "exactly one of interval (optionally with versions) or segmentIds",
+        "description": "exactly one of interval (optionally with versions) or segmentIds; "
+        "a null field is an absent one, as Jackson reads Druid's payload",
         "properties": {
-            "interval": spec_schema.interval_schema(),
-            "versions": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_LIST_ITEMS},
+            "interval": spec_schema.interval_schema(nullable=True),
+            "versions": {
+                "type": "array",
+                "items": JSON_TEXT,
+                "maxItems": MAX_LIST_ITEMS,
+                "nullable": True,
+            },
             "segmentIds": {
                 "type": "array",
-                "items": {"type": "string"},
+                "items": JSON_TEXT,
                 "maxItems": MAX_LIST_ITEMS,
+                "nullable": True,
             },
         },
     }
 }
 
-TASK_IDS = {
-    "application/json": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_LIST_ITEMS}
-}
+TASK_IDS = {"application/json": {"type": "array", "items": JSON_TEXT, "maxItems": MAX_LIST_ITEMS}}
 
 SQL_REQUEST = {
     "application/json": {

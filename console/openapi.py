@@ -84,6 +84,10 @@ def responses(ok: dict, *codes: int, druid: bool = False) -> dict:
 # before any view runs (400).
 TEXT = {"type": "string", "pattern": "^[^\\u0000-\\u001f\\u007f]*$"}
 
+# A free string in a JSON body: anything but NUL, which the JSON parser refuses
+# (console.security.parse_json_text: PostgreSQL cannot store it).
+JSON_TEXT = {"type": "string", "pattern": "^[^\\u0000]*$"}
+
 # --- pagination --------------------------------------------------------------------------
 
 _PAGES: dict[str, type] = {}
@@ -124,14 +128,18 @@ def json_object(description: str = "") -> dict:
 
 
 def postprocess(result, generator, request, public):
-    """Paths as SPEC §7 writes them (no trailing slash; both are served), the task
-    spec components, and security schemes as the server checks them."""
+    """Paths as SPEC §7 writes them (no trailing slash; both are served), request
+    bodies required, the task spec components, and security schemes as the server
+    checks them."""
     paths = {}
     for path, item in result.get("paths", {}).items():
         paths[path.rstrip("/") or "/"] = item
     result["paths"] = paths
     for item in paths.values():
         for operation in item.values():
+            if "requestBody" in operation:
+                # No view takes its POST without a body: each answers 400 to none.
+                operation["requestBody"]["required"] = True
             ok = operation.get("responses", {}).get("200", {})
             for media in ok.get("content", {}).values():
                 schema = media.get("schema", {})

@@ -8,6 +8,17 @@ PostgreSQL database. Tasks that generated specs submit are recorded PENDING but
 never queued (`services.tasks._enqueue` is a no-op here), so no Spark work
 starts and nothing outlives the test.
 
+The database holds one dataSource in every state the console draws
+(tests/console_states.py: visible, overshadowed, partial, tombstoned, unused
+segments; finished, running and waiting tasks; held locks), published through
+the services, and every `{name}` / `{datasource}` path parameter is that
+dataSource's name: otherwise the per-dataSource operations (segments, timeline,
+commits, markUsed / markUnused, the Coordinator's metadata) only ever answer 404
+and their shapes go unchecked. About half of the generated task ids, segment ids
+and intervals are its own (schemathesis dictionaries), so cancel, shutdown,
+reports and marking reach real objects too. The run's requests change that
+dataSource and its tasks as they go, as a client's would.
+
 STRATA_CONTRACT_EXAMPLES (default 5) bounds the examples per operation; raise it
 by hand for a longer run, e.g. STRATA_CONTRACT_EXAMPLES=100. The coverage phase
 (boundary values of every field) of `POST /druid/indexer/v1/task` repeats that of
@@ -19,15 +30,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from metastore import services
+from tests import console_states
 
 EXAMPLES = int(os.environ.get("STRATA_CONTRACT_EXAMPLES", "5"))
 FULL = os.environ.get("STRATA_CONTRACT_FULL", "") not in ("", "0")
@@ -67,10 +81,35 @@ def _toml_list(values) -> str:
     return "[" + ", ".join(f'"{v}"' for v in values) + "]"
 
 
-def _config(token: str) -> str:
+def _config(token: str, seeded: Seeded) -> str:
     lines = [
         "[auth.openapi.tokenAuth]",
         f'api_key = "Token {token}"',
+        "",
+        # What the seeded database holds, for generated requests to name: the
+        # dataSource in every path that names one; its segments, tasks and days
+        # in about half of the requests that may name them.
+        "[dictionaries.segments]",
+        f"values = {_toml_list(seeded.segment_ids)}",
+        "[dictionaries.tasks]",
+        f"values = {_toml_list(seeded.task_ids)}",
+        "[dictionaries.intervals]",
+        f"values = {_toml_list(seeded.intervals)}",
+        "",
+        "[parameters]",
+        f'"path.name" = "{seeded.datasource}"',
+        f'"path.datasource" = "{seeded.datasource}"',
+        *(
+            f'"{key}" = {{ dictionary = "{name}", probability = 0.5 }}'
+            for key, name in (
+                ("path.id", "tasks"),
+                ("path.task_id", "tasks"),
+                ("query.interval", "intervals"),
+                ("body.interval", "intervals"),
+                ("body.segment_ids[*]", "segments"),
+                ("body.segmentIds[*]", "segments"),
+            )
+        ),
         "",
     ]
     # One entry per setting: an entry's filters are alternatives (any matches).
@@ -104,8 +143,31 @@ def no_queue(monkeypatch):
     monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
 
 
+@dataclass
+class Seeded:
+    datasource: str
+    segment_ids: list[str]
+    task_ids: list[str]
+    intervals: list[str]
+
+
+@pytest.fixture
+def seeded(user, inline_spec, no_queue) -> Seeded:
+    from metastore.models import Task
+
+    states = console_states.build(inline_spec, user=user)
+    return Seeded(
+        datasource=console_states.DS,
+        segment_ids=sorted({sid for ids in states.ids.values() for sid in ids}),
+        task_ids=sorted(
+            Task.objects.filter(datasource=console_states.DS).values_list("id", flat=True)
+        ),
+        intervals=["2024-03-01/2024-04-01", "2024-03-03/2024-03-04", "2024-03-08/2024-03-09"],
+    )
+
+
 def test_schemathesis_finds_no_failure_over_the_whole_schema(
-    live_server, operator_token, no_queue, tmp_path
+    live_server, operator_token, seeded, tmp_path
 ):
     config = tmp_path / "schemathesis.toml"
     with urllib.request.urlopen(f"{live_server.url}/api/schema/?format=json", timeout=60) as r:
@@ -113,7 +175,7 @@ def test_schemathesis_finds_no_failure_over_the_whole_schema(
     operations = {op["operationId"] for item in paths for op in item.values()}
     stale = {*SEMANTIC_400, "druid_indexer_v1_task_create"} - operations
     assert not stale, f"exemptions for operations the schema no longer has: {stale}"
-    config.write_text(_config(operator_token))
+    config.write_text(_config(operator_token, seeded))
     binary = Path(sys.executable).parent / "schemathesis"
     argv = [
         str(binary),
@@ -147,6 +209,8 @@ def test_schemathesis_finds_no_failure_over_the_whole_schema(
     print(f"schemathesis took {took:.1f} s")
     assert "Operations:" in output, output[-4000:]
     assert run.returncode == 0, f"schemathesis reported failures:\n{output[-20000:]}"
+    # The seeded dataSource is what the per-dataSource operations find.
+    assert "Missing test data" not in output, output[-4000:]
 
 
 def test_a_spec_whose_input_source_type_is_an_object_is_a_400(api_client, inline_spec):
@@ -169,3 +233,81 @@ def test_a_taken_task_id_is_a_409(api_client, inline_spec, no_queue):
     again = api_client.post("/api/v1/tasks", spec, format="json")
     assert again.status_code == 409
     assert again.json()["field"] == "id" and "taken" in again.json()["message"]
+
+
+def test_every_request_body_is_required_and_a_post_without_one_is_a_400(
+    api_client, publish, no_queue
+):
+    """Found by the contract test: the schema left request bodies optional, while
+    every view refuses a POST without one."""
+    publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
+    schema = api_client.get("/api/schema/?format=json").json()
+    bodies = {
+        path.replace("{name}", "wiki").replace("{datasource}", "wiki"): operation["requestBody"]
+        for path, item in schema["paths"].items()
+        for operation in item.values()
+        if "requestBody" in operation
+    }
+    assert len(bodies) >= 10
+    for path, body in bodies.items():
+        assert body.get("required") is True, path
+        response = api_client.post(path)
+        assert response.status_code == 400, (path, response.content)
+
+
+def test_segment_ids_that_are_not_strings_are_a_400(api_client, publish):
+    """Found by the contract test: DRF's CharField took the number 5 as "5"."""
+    published = publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
+    for body in ({"segment_ids": [5]}, {"segment_ids": [published.segment_ids[0], True]}):
+        response = api_client.post("/api/v1/datasources/wiki/mark-unused", body, format="json")
+        assert response.status_code == 400, response.content
+        assert response.json()["field"].startswith("segment_ids")
+    assert (
+        api_client.post(
+            "/api/v1/datasources/wiki/mark-unused", {"interval": 20240101}, format="json"
+        ).json()["field"]
+        == "interval"
+    )
+
+
+def test_druid_mark_reads_a_null_field_as_an_absent_one(api_client, publish):
+    """Found by the contract test: the schema did not allow the nulls that Druid's
+    payload (read by Jackson) and Strata both take as absent."""
+    published = publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
+    url = "/druid/indexer/v1/datasources/wiki/markUnused"
+    body = {"interval": None, "versions": None, "segmentIds": published.segment_ids}
+    response = api_client.post(url, body, format="json")
+    assert response.json() == {"numChangedSegments": 1}
+    schema = api_client.get("/api/schema/?format=json").json()
+    fields = schema["paths"][url.replace("wiki", "{datasource}")]["post"]["requestBody"]["content"][
+        "application/json"
+    ]["schema"]["properties"]
+    assert all(field.get("nullable") for field in fields.values())
+
+
+def test_an_empty_interval_parameter_is_all_time_as_the_schema_says(api_client, publish):
+    """Found by the contract test: `?interval=` was read as absent while the
+    schema's pattern refused it."""
+    publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
+    schema = api_client.get("/api/schema/?format=json").json()
+    for endpoint in ("segments", "timeline"):
+        url = f"/api/v1/datasources/wiki/{endpoint}"
+        (param,) = [
+            p
+            for p in schema["paths"][url.replace("wiki", "{name}")]["get"]["parameters"]
+            if p["name"] == "interval"
+        ]
+        assert re.search(param["schema"]["pattern"], "")
+        assert api_client.get(f"{url}?interval=").json() == api_client.get(url).json()
+
+
+def test_a_druid_task_status_id_with_a_nul_is_a_400_as_the_schema_says(api_client):
+    """Found by the contract test: the schema allowed any string, but no JSON body
+    may hold a NUL (PostgreSQL cannot store it)."""
+    schema = api_client.get("/api/schema/?format=json").json()
+    body = schema["paths"]["/druid/indexer/v1/taskStatus"]["post"]["requestBody"]
+    pattern = body["content"]["application/json"]["schema"]["items"]["pattern"]
+    assert re.search(pattern, "a task") and not re.search(pattern, "a\x00task")
+    response = api_client.post("/druid/indexer/v1/taskStatus", ["a\x00task"], format="json")
+    assert response.status_code == 400
+    assert api_client.post("/druid/indexer/v1/taskStatus", ["a task"], format="json").json() == {}
