@@ -84,6 +84,24 @@ def running_with_lock(task_id: str):
     return task if task.status == TaskStatus.RUNNING and has_lock and phase_started else None
 
 
+def run_on_own_worker(own_worker_and_beat, monkeypatch, spec: dict) -> tuple[Task, Task]:
+    """Submit `spec` routed to the test's own worker's queue; return the task and
+    its row once it runs holding its lock."""
+    from console.celery import app
+
+    queue = own_worker_and_beat["queue"]
+    monkeypatch.setattr(
+        services.tasks,
+        "_enqueue",
+        lambda task_id: app.send_task(services.tasks.RUN_TASK, args=[task_id], queue=queue),
+    )
+    task = services.task_submit(spec=spec)
+    seen = wait_until(
+        lambda: running_with_lock(task.id), PHASE_TIMEOUT_S, "the task to lock and run"
+    )
+    return task, seen
+
+
 def runs_on(worker, task_id: str) -> bool:
     """Whether the worker is still executing the Celery task that runs `task_id`."""
     from console.celery import app
@@ -167,20 +185,10 @@ def test_a_sigkilled_worker_costs_seconds(
     """SIGKILL to the process running the task: a prefork pool child, or, with
     the thread pool `make run` and docker-compose use, the worker itself (its
     Spark driver goes with it)."""
-    from console.celery import app
-
-    csv_path = flights_january(strata_dirs, tmp_path_factory)
-    queue = own_worker_and_beat["queue"]
-    # Route this submission to the test's own worker.
-    monkeypatch.setattr(
-        services.tasks,
-        "_enqueue",
-        lambda task_id: app.send_task(services.tasks.RUN_TASK, args=[task_id], queue=queue),
-    )
-    task = services.task_submit(spec=slow_spec(csv_path, "loss"))
-
-    seen = wait_until(
-        lambda: running_with_lock(task.id), PHASE_TIMEOUT_S, "the task to lock and run"
+    task, seen = run_on_own_worker(
+        own_worker_and_beat,
+        monkeypatch,
+        slow_spec(flights_january(strata_dirs, tmp_path_factory), "loss"),
     )
     host, pid = seen.worker.rsplit(":", 1)
     assert host == socket.gethostname()
@@ -273,18 +281,10 @@ def test_sigterm_to_the_worker_process_fails_its_running_task(
     supervisor or `make run`'s Ctrl-C sends): the running ingestion is failed
     deliberately and the worker exits, instead of the shutdown waiting for the
     whole ingestion (or leaving it RUNNING when the supervisor's patience ends)."""
-    from console.celery import app
-
-    csv_path = flights_january(strata_dirs, tmp_path_factory)
-    queue = own_worker_and_beat["queue"]
-    monkeypatch.setattr(
-        services.tasks,
-        "_enqueue",
-        lambda task_id: app.send_task(services.tasks.RUN_TASK, args=[task_id], queue=queue),
-    )
-    task = services.task_submit(spec=slow_spec(csv_path, "warm"))
-    seen = wait_until(
-        lambda: running_with_lock(task.id), PHASE_TIMEOUT_S, "the task to lock and run"
+    task, seen = run_on_own_worker(
+        own_worker_and_beat,
+        monkeypatch,
+        slow_spec(flights_january(strata_dirs, tmp_path_factory), "warm"),
     )
     main = own_worker_and_beat["procs"]["worker"]
     main.send_signal(signal.SIGTERM)
