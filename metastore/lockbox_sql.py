@@ -136,7 +136,9 @@ def _json(value):
 _ADVISORY_CLASS = 0x5354
 
 
-def _locked(name: str, *queries: Query, lock: bool = True) -> tuple[DataSource | None, list]:
+def _locked(
+    name: str, *queries: Query, lock: bool = True, generic_plans: bool = False
+) -> tuple[DataSource | None, list]:
     """Take the dataSource's lock, then run `queries`: (its row, their results).
 
     On PostgreSQL the lock is a transaction-level advisory lock on the
@@ -146,21 +148,30 @@ def _locked(name: str, *queries: Query, lock: bool = True) -> tuple[DataSource |
     slowest 1% of decisions ten times slower than the median. Every statement
     after the lock sees everything committed before it was granted. SQLite's
     IMMEDIATE transactions already serialize writers. `lock=False` runs the same
-    reads without the lock, for a caller that only looks.
+    reads without the lock, for a caller that only looks. `generic_plans`
+    plans the prepared statements that follow once, whatever their values
+    (PostgreSQL's plan_cache_mode, for this transaction).
     """
     read = Query(
         "SELECT id, name, created_at, last_version FROM metastore_datasource WHERE name = %s",
         [name],
     )
     advisory = []
-    if lock and connection.vendor == "postgresql":
-        advisory = [
-            Query(
-                "SELECT pg_advisory_xact_lock(%s, CAST(MOD(id, 2147483647) AS integer)) "
-                "FROM metastore_datasource WHERE name = %s",
-                [_ADVISORY_CLASS, name],
-            )
-        ]
+    if connection.vendor == "postgresql":
+        # The setting goes with the lock, in one statement: it holds for the
+        # statements after it in the same round trip.
+        plans = "set_config('plan_cache_mode', 'force_generic_plan', true)"
+        if lock:
+            advisory = [
+                Query(
+                    "SELECT pg_advisory_xact_lock(%s, CAST(MOD(id, 2147483647) AS integer))"
+                    + (f", {plans}" if generic_plans else "")
+                    + " FROM metastore_datasource WHERE name = %s",
+                    [_ADVISORY_CLASS, name],
+                )
+            ]
+        elif generic_plans:
+            advisory = [Query(f"SELECT {plans}")]
     results = run(*advisory, read, *queries)
     return _datasource(results[len(advisory)]), results[len(advisory) + 1 :]
 
@@ -175,7 +186,8 @@ def _lock_task(task_id: str) -> Query:
 
 def _last_commit_seq(datasource: str) -> Query:
     return Query(
-        "SELECT COALESCE(MAX(seq), 0) FROM metastore_commitlogentry WHERE datasource = %s",
+        "SELECT COALESCE((SELECT seq FROM metastore_commitlogentry WHERE datasource = %s "
+        "ORDER BY seq DESC LIMIT 1), 0)",
         [datasource],
     )
 
@@ -339,12 +351,22 @@ def _chunk_params(ds: DataSource | str, interval: Interval) -> dict:
         "end": _db_dt(interval.end),
         "top": NON_ROOT_PARTITION_START,
     }
-    params.update({f"active{i}": status.value for i, status in enumerate(ACTIVE_STATUSES)})
     return params
 
 
 _DS_ID = "(SELECT id FROM metastore_datasource WHERE name = %(name)s)"
-_ACTIVE = ", ".join(f"%(active{i})s" for i in range(len(ACTIVE_STATUSES)))
+_ACTIVE = ", ".join(f"'{status.value}'" for status in ACTIVE_STATUSES)
+# A dataSource's active tasks, one (dataSource, status) probe per status: with
+# `status IN (...)` a plan made without statistics read every task the
+# dataSource ever had and filtered them.
+_ACTIVE_TASKS = (
+    "("
+    + " UNION ALL ".join(
+        f"SELECT id FROM metastore_task WHERE datasource = %(name)s AND status = '{status.value}'"
+        for status in ACTIVE_STATUSES
+    )
+    + ")"
+)
 _OVERLAPS = 'start < %(end)s AND "end" > %(start)s'
 
 
@@ -410,18 +432,31 @@ _APPEND_CHUNKS = (
     'WHERE p.datasource = %(name)s AND p.start < %(end)s AND p."end" > %(start)s '
     'GROUP BY p.start, p."end", p.version'
 )
+# The longest chunk and a chunk's highest partition are written as ORDER BY ...
+# DESC LIMIT 1, not MAX(): both forms can use the index, but without planner
+# statistics (a table that has not been analyzed yet, as every table is on a
+# server running without autovacuum) MAX() was planned as an aggregate over
+# every row of the dataSource, and the plan, prepared once, stayed so as the
+# table grew. Only an index in that order serves ORDER BY ... LIMIT 1 without
+# a sort, so it is chosen whatever the statistics say.
 _SEGMENT_AFTER = (
-    'start > CAST(%(start)s AS timestamp with time zone) - (SELECT MAX(q."end" - q.start) '
-    f"FROM metastore_segment q WHERE q.datasource_id = {_DS_ID})"
+    'start > CAST(%(start)s AS timestamp with time zone) - (SELECT q."end" - q.start '
+    f"FROM metastore_segment q WHERE q.datasource_id = {_DS_ID} "
+    'ORDER BY q."end" - q.start DESC LIMIT 1)'
 )
 _PENDING_AFTER = (
-    'p.start > CAST(%(start)s AS timestamp with time zone) - (SELECT MAX(q."end" - q.start) '
-    "FROM metastore_pendingsegment q WHERE q.datasource = %(name)s)"
+    'p.start > CAST(%(start)s AS timestamp with time zone) - (SELECT q."end" - q.start '
+    "FROM metastore_pendingsegment q WHERE q.datasource = %(name)s "
+    'ORDER BY q."end" - q.start DESC LIMIT 1)'
 )
 _PENDING_CHUNK = (
     'p.datasource = %(name)s AND p.start = c.start AND p."end" = c."end" AND p.version = c.version'
 )
-_APPEND_SEGMENTS_PG = f"{_APPEND_SEGMENTS} AND {_SEGMENT_AFTER}"
+# In the identity index's order: without statistics every index on the
+# dataSource looks as cheap as another, and only this one needs no sort.
+_APPEND_SEGMENTS_PG = (
+    f'{_APPEND_SEGMENTS} AND {_SEGMENT_AFTER} ORDER BY start, "end", version, partition'
+)
 _APPEND_CHUNKS_PG = (
     "WITH RECURSIVE chunk AS ("
     '(SELECT p.start, p."end", p.version FROM metastore_pendingsegment p '
@@ -431,15 +466,26 @@ _APPEND_CHUNKS_PG = (
     'SELECT p.start, p."end", p.version FROM metastore_pendingsegment p '
     "WHERE p.datasource = %(name)s AND p.start < %(end)s "
     'AND (p.start, p."end", p.version) > (c.start, c."end", c.version) '
+    'ORDER BY p.start, p."end", p.version LIMIT 1) n)), '
+    # The chunks appends still running were given, skipping through each active
+    # task's append allocations chunk by chunk (one probe per active task and
+    # chunk it wrote in the interval, however many ids it holds there).
+    f'running AS ((SELECT t.id, f.start, f."end", f.version FROM {_ACTIVE_TASKS} t '
+    'CROSS JOIN LATERAL (SELECT p.start, p."end", p.version FROM metastore_pendingsegment p '
+    "WHERE p.task_id = t.id AND p.append AND p.datasource = %(name)s "
+    f"AND p.start < %(end)s AND {_PENDING_AFTER} "
+    'ORDER BY p.start, p."end", p.version LIMIT 1) f) '
+    'UNION ALL (SELECT r.id, n.start, n."end", n.version FROM running r CROSS JOIN LATERAL ('
+    'SELECT p.start, p."end", p.version FROM metastore_pendingsegment p '
+    "WHERE p.task_id = r.id AND p.append AND p.datasource = %(name)s AND p.start < %(end)s "
+    'AND (p.start, p."end", p.version) > (r.start, r."end", r.version) '
     'ORDER BY p.start, p."end", p.version LIMIT 1) n)) '
     + _SEGMENT_CHUNKS.replace(" GROUP BY", f" AND {_SEGMENT_AFTER} GROUP BY")
     + ' UNION ALL SELECT c.start, c."end", c.version, 0, '
-    "(SELECT MAX(p.partition) FROM metastore_pendingsegment p "
-    f"WHERE {_PENDING_CHUNK} AND p.partition < %(top)s), "
-    "CASE WHEN EXISTS (SELECT 1 FROM metastore_task t CROSS JOIN LATERAL "
-    "(SELECT 1 FROM metastore_pendingsegment p WHERE p.task_id = t.id AND p.append "
-    f"AND {_PENDING_CHUNK} LIMIT 1) a "
-    f"WHERE t.datasource = %(name)s AND t.status IN ({_ACTIVE})) THEN 1 ELSE 0 END "
+    "(SELECT p.partition FROM metastore_pendingsegment p "
+    f"WHERE {_PENDING_CHUNK} AND p.partition < %(top)s ORDER BY p.partition DESC LIMIT 1), "
+    "CASE WHEN EXISTS (SELECT 1 FROM running r WHERE r.start = c.start "
+    'AND r."end" = c."end" AND r.version = c.version) THEN 1 ELSE 0 END '
     'FROM chunk c WHERE c."end" > %(start)s'
 )
 _RUNNING_LOCK_VERSIONS = (
@@ -532,13 +578,7 @@ def allocation_reads(
     """Take the dataSource's lock (and the task's row) and read what allocating for
     each (interval, sequence name) needs, in one round trip; None when the
     dataSource has no row yet. `lock=False` only looks (no lock taken)."""
-    queries = []
-    if append and connection.vendor == "postgresql":
-        # The append reads are prepared statements whose plans do not depend on
-        # their values (index probes and bounded ranges); planning them afresh
-        # each time cost more than running them (0.5 ms of a 0.7 ms read).
-        queries.append(Query("SET LOCAL plan_cache_mode = force_generic_plan"))
-    queries += [
+    queries = [
         Query(
             "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked), "
             "status, cancel_requested FROM metastore_task WHERE id = %s" + _for_update(),
@@ -553,20 +593,23 @@ def allocation_reads(
     # What each sequence already got for its rows (an append's chunk may be
     # wider), for all requests at once.
     names = sorted({name for _, name in requests})
-    if connection.vendor == "postgresql":
+    if len(names) == 1:
+        by_name, name_params = "sequence_name = %s", names
+    elif connection.vendor == "postgresql":
         by_name, name_params = "sequence_name = ANY(%s)", [names]
     else:
         by_name, name_params = f"sequence_name IN ({', '.join(['%s'] * len(names))})", names
-    # (A row holding a request's rows starts no later and ends no earlier than it.)
+    # (A row holding a request's rows starts no later and ends no earlier than it.
+    # No dataSource term: a task has one, and with it the planner could take an
+    # index on the dataSource and read every allocation it ever had.)
     queries.append(
         Query(
             'SELECT sequence_name, start, "end", version, partition FROM '
-            f"metastore_pendingsegment WHERE task_id = %s AND {by_name} AND datasource = %s "
+            f"metastore_pendingsegment WHERE task_id = %s AND {by_name} "
             'AND start <= %s AND "end" >= %s ORDER BY partition',
             [
                 task_id,
                 *name_params,
-                datasource,
                 _db_dt(max(interval.start for interval, _ in requests)),
                 _db_dt(min(interval.end for interval, _ in requests)),
             ],
@@ -577,11 +620,12 @@ def allocation_reads(
     intervals = list(dict.fromkeys(interval for interval, _ in requests)) if append else []
     for interval in intervals:
         queries += _append_queries(_chunk_params(datasource, interval))
-    ds, results = _locked(datasource, *queries, lock=lock)
+    # The append reads are prepared statements whose plans do not depend on
+    # their values (index probes and bounded ranges); planning them afresh each
+    # time cost more than running them (0.5 ms of a 0.7 ms read).
+    ds, results = _locked(datasource, *queries, lock=lock, generic_plans=append)
     if ds is None:
         return None
-    if append and connection.vendor == "postgresql":
-        results = results[1:]
     task_rows, lock_rows, existing_rows = results[0], results[1], results[2]
     facts = {
         interval: _append_facts(*results[3 + 3 * i : 6 + 3 * i])

@@ -61,7 +61,10 @@ class TaskType(models.TextChoices):
 class Task(models.Model):
     id = models.CharField(primary_key=True, max_length=255)
     type = models.CharField(max_length=32, choices=TaskType.choices)
-    datasource = models.CharField(max_length=255, db_index=True)
+    # Indexed as the first column of (datasource, status), not on its own: the
+    # lock box's reads of a dataSource's active tasks then probe by status
+    # instead of reading every task the dataSource ever had.
+    datasource = models.CharField(max_length=255)
     spec = models.JSONField()
     status = models.CharField(
         max_length=16, choices=TaskStatus.choices, default=TaskStatus.PENDING, db_index=True
@@ -120,7 +123,10 @@ class Segment(models.Model):
     """One immutable Parquet file covering an interval, at a version and partition."""
 
     id = models.CharField(primary_key=True, max_length=512)
-    datasource = models.ForeignKey(DataSource, on_delete=models.PROTECT, related_name="segments")
+    # Indexed as the first column of segment_identity, not on its own.
+    datasource = models.ForeignKey(
+        DataSource, on_delete=models.PROTECT, related_name="segments", db_index=False
+    )
     start = models.DateTimeField()
     end = models.DateTimeField()
     version = models.CharField(max_length=32)
@@ -227,7 +233,8 @@ class PendingSegment(models.Model):
     end = models.DateTimeField()
     version = models.CharField(max_length=32)
     partition = models.IntegerField()
-    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL)
+    # Indexed by (task, sequence_name, start, end) below, not on its own.
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL, db_index=False)
     sequence_name = models.CharField(max_length=255, blank=True, default="")
     # Allocated for an append (else for an overwrite): appends racing into a chunk
     # where nothing is used yet must all get the version the first one got.
@@ -241,8 +248,12 @@ class PendingSegment(models.Model):
                 name="pending_segment_identity",
             )
         ]
+        # No index on (datasource, start, end): the identity constraint's index
+        # has that prefix and also orders each chunk by version and partition,
+        # which allocation's probes need (a chunk's highest partition is one
+        # backward step). With both, a planner without statistics picked the
+        # short one and aggregated every allocation of a chunk instead.
         indexes = [
-            models.Index(fields=["datasource", "start", "end"]),
             # Allocation looks up what a task's sequence already got in a chunk.
             models.Index(fields=["task", "sequence_name", "start", "end"]),
         ]
@@ -263,7 +274,7 @@ class CommitLogEntry(models.Model):
     """One change set: what a publish, mark-used/unused, kill or admin edit did."""
 
     seq = models.BigAutoField(primary_key=True)
-    datasource = models.CharField(max_length=255, db_index=True)
+    datasource = models.CharField(max_length=255)
     created_at = models.DateTimeField(auto_now_add=True)
     task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL)
     user = models.ForeignKey(
@@ -277,6 +288,8 @@ class CommitLogEntry(models.Model):
     class Meta:
         ordering = ["seq"]
         verbose_name_plural = "commit log entries"
+        # Every lock grant reads a dataSource's newest entry: one index probe.
+        indexes = [models.Index(fields=["datasource", "seq"])]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.kind} {self.datasource}"

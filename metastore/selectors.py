@@ -130,7 +130,15 @@ def _segment_refs(datasource: str, ids: set[str] | None = None) -> list[SegmentR
 
 
 def last_commit_seq(*, datasource: str) -> int:
-    return CommitLogEntry.objects.filter(datasource=datasource).aggregate(m=Max("seq"))["m"] or 0
+    # The newest entry, not MAX(seq): one probe of the (dataSource, seq) index
+    # whether or not the planner has statistics (see lockbox_sql).
+    newest = (
+        CommitLogEntry.objects.filter(datasource=datasource)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    return newest or 0
 
 
 def used_ids_as_of(*, datasource: str, as_of: int) -> set[str]:
