@@ -13,8 +13,12 @@ _lock = threading.Lock()
 _session = None
 
 
-def get_spark(*, master: str | None = None, shuffle_partitions: int | None = None,
-              driver_memory: str | None = None):
+def get_spark(
+    *,
+    master: str | None = None,
+    shuffle_partitions: int | None = None,
+    driver_memory: str | None = None,
+):
     """The process's SparkSession (settings from `console.settings` when Django is set up)."""
     global _session
     with _lock:
