@@ -72,12 +72,32 @@ class Query:
     params: Sequence | Mapping = ()
 
 
-def run(*queries: Query) -> list[list[tuple] | int]:
+_COMMIT = "COMMIT"
+
+
+def commits_with_last_write() -> bool:
+    """Whether the caller, about to open a transaction, may end it by sending
+    COMMIT with its last writes (`run(..., commit=True)`): only on PostgreSQL
+    and only for a transaction of its own (not inside another atomic block).
+    A critical section then ends on the server with its writes, one round
+    trip sooner than Django's commit after them (which then finds nothing to
+    commit)."""
+    return (
+        connection.vendor == "postgresql"
+        and not connection.in_atomic_block
+        and connection.get_autocommit()
+    )
+
+
+def run(*queries: Query, commit: bool = False) -> list[list[tuple] | int]:
     """Run `queries` in order in the current transaction: the rows of each one
     that returns rows, else its row count.
 
     On PostgreSQL they go to the server together (one round trip) and are
     prepared once per connection; elsewhere they run one after the other.
+    `commit` (PostgreSQL, see `commits_with_last_write`) sends COMMIT after
+    them in the same round trip; if one of them fails, the COMMIT is not run
+    and the transaction is rolled back as usual.
     """
     if connection.vendor != "postgresql":
         out = []
@@ -91,7 +111,7 @@ def run(*queries: Query) -> list[list[tuple] | int]:
     connection.ensure_connection()
     raw = connection.connection
     # A pipeline only pays off for several statements.
-    batch = raw.pipeline() if len(queries) > 1 else contextlib.nullcontext()
+    batch = raw.pipeline() if len(queries) > 1 or commit else contextlib.nullcontext()
     cursors = []
     # Errors surface as Django's exception classes, as they would through the ORM.
     with connection.wrap_database_errors, batch:
@@ -99,6 +119,8 @@ def run(*queries: Query) -> list[list[tuple] | int]:
             cursor = psycopg.Cursor(raw)  # server-side binding, so it can be prepared
             cursor.execute(query.sql, query.params)
             cursors.append(cursor)
+        if commit:
+            psycopg.Cursor(raw).execute(_COMMIT, prepare=False)
     return [_result(c) for c in cursors]
 
 
@@ -284,10 +306,12 @@ def grant_writes(
     datasource_version: tuple[int, str] | None = None,
     new_locks: Sequence[dict] = (),
     resume_task: str | None = None,
+    commit: bool = False,
 ) -> list[TaskLock]:
     """Carry out a granted decision in one round trip: revoke the victims' locks,
     record the dataSource's new last version, insert the locks (`new_locks`: the
-    TaskLock fields but id) and clear the task's waiting state."""
+    TaskLock fields but id) and clear the task's waiting state; with `commit`,
+    the transaction's last writes (see `run`)."""
     queries = []
     if revoke:
         queries.append(
@@ -323,7 +347,7 @@ def grant_writes(
                 [_db_dt(v) if isinstance(v, datetime) else v for v in values],
             )
         )
-    results = run(*queries) if queries else []
+    results = run(*queries, commit=commit) if queries or commit else []
     ids = [r[0][0] for r in results[len(results) - len(inserted) :]] if inserted else []
     return [
         TaskLock.from_db(connection.alias, _LOCK_FIELDS, [lock_id, *values])
@@ -657,9 +681,11 @@ def pending_insert(
     datasource: str,
     allocations: Iterable[tuple[Interval, str, Iterable[int], str]],
     append: bool,
+    commit: bool = False,
 ) -> None:
     """Record allocated segment ids, given as (interval, version, partitions,
-    sequence name), in one round trip."""
+    sequence name), in one round trip; with `commit`, the transaction's last
+    (see `run`)."""
     now = _db_dt(timezone.now())
     rows = [
         [
@@ -687,5 +713,5 @@ def pending_insert(
                 [v for row in chunk for v in row],
             )
         )
-    if queries:
-        run(*queries)
+    if queries or commit:
+        run(*queries, commit=commit)

@@ -121,6 +121,7 @@ def segments_allocate_many(
     requests = list(requests)
     if not requests:
         return []
+    commit = lockbox_sql.commits_with_last_write()
     with transaction.atomic():
         ds, locks, chunks = _allocation_reads(task, requests, append=append)
         out: list[Allocation] = []
@@ -175,6 +176,7 @@ def segments_allocate_many(
                 datasource=task.datasource,
                 allocations=new_rows,
                 append=append,
+                commit=commit,
             )
         except IntegrityError as exc:
             # Only an overwrite can collide: its core set starts at partition 0.

@@ -139,10 +139,12 @@ def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLo
 
     Returns the granted locks (in the order of `requests`), or a description
     of what blocks them. This is the lock box's hot path: one round trip reads
-    (`decision_reads`), one writes (`grant_writes`), then the commit.
+    (`decision_reads`), one writes (`grant_writes`) and, in a transaction of
+    its own on PostgreSQL, commits.
     """
     datasource = requests[0].datasource
     intervals = [r.interval for r in requests]
+    commit = lockbox_sql.commits_with_last_write()
     with transaction.atomic():
         reads = lockbox_sql.decision_reads(
             datasource=datasource, task_id=task_id, intervals=intervals
@@ -244,6 +246,7 @@ def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLo
                     if task.status == TaskStatus.WAITING or task.has_waiting_request
                     else None
                 ),
+                commit=commit,
             )
         )
         return [reused[i] if i in reused else next(granted) for i in range(len(requests))]
