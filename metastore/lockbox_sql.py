@@ -434,8 +434,11 @@ def chunk_partitions(ds: DataSource, interval: Interval, version: str) -> tuple[
 # - the allocations of a chunk are not aggregated row by row (a busy chunk
 #   holds thousands): its distinct chunks are enumerated by skipping through
 #   the identity index (one probe per chunk), its highest root partition is a
-#   backward probe, and "an append still running was given ids here" probes
-#   the partial index of append allocations once per active task.
+#   backward probe, and "an append still running was given ids here" skips
+#   through each active task's append allocations (one probe per active task
+#   and chunk it wrote in the interval);
+# - the plans must be right without statistics (see `_SEGMENT_AFTER`):
+#   tests/test_lockbox_plans.py counts what these reads read, young and old.
 # SQLite (development and tests) runs the plain forms.
 _APPEND_SEGMENTS = (
     'SELECT id, start, "end", version, partition, minor_version, root_partitions, '
