@@ -26,11 +26,19 @@ DS = "commits"
 DAY = Interval.parse("2024-01-01/2024-01-02")
 
 
-def claimed_task_with_lock(lock_type: str = locking.EXCLUSIVE) -> Task:
+def claimed_task(priority: int = 50) -> Task:
     t = services.task_create(
-        spec={"context": {"priority": 50}}, task_type="index_parallel", datasource=DS, enqueue=False
+        spec={"context": {"priority": priority}},
+        task_type="index_parallel",
+        datasource=DS,
+        enqueue=False,
     )
     assert services.task_claim(task_id=t.id, worker=TEST_WORKER)
+    return t
+
+
+def claimed_task_with_lock(lock_type: str = locking.EXCLUSIVE) -> Task:
+    t = claimed_task()
     assert services.lock_try_acquire(task=t, interval=DAY, lock_type=lock_type)
     return t
 
@@ -91,10 +99,7 @@ def test_a_failed_allocation_commits_nothing_and_holds_nothing():
     idle_and_holding_nothing()
     assert committed_rows(t.id) == [("a", 0), ("a", 1)]
     # Another task's decision on the dataSource is not kept waiting.
-    other = services.task_create(
-        spec={"context": {"priority": 50}}, task_type="index_parallel", datasource=DS, enqueue=False
-    )
-    assert services.task_claim(task_id=other.id, worker=TEST_WORKER)
+    other = claimed_task()
     assert services.lock_try_acquire(task=other, interval=Interval.parse("2024-01-02/2024-01-03"))
 
 
@@ -114,10 +119,7 @@ def test_inside_a_callers_transaction_the_caller_commits_or_rolls_back():
 
 def test_a_lock_grant_of_its_own_commits_the_grant_and_the_revocation_it_made():
     low = claimed_task_with_lock()
-    high = services.task_create(
-        spec={"context": {"priority": 90}}, task_type="index_parallel", datasource=DS, enqueue=False
-    )
-    assert services.task_claim(task_id=high.id, worker=TEST_WORKER)
+    high = claimed_task(priority=90)
     lock = services.lock_try_acquire(task=high, interval=DAY)
     assert lock is not None
     idle_and_holding_nothing()
