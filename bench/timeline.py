@@ -323,6 +323,24 @@ def bench_shape(name: str, per: int, days: int, ops: int, memory: bool, rng: ran
         f"({pieces // ops} pieces)"
     )
 
+    # What the read side does per commit (issue 24): copy the timeline readers hold,
+    # apply the commit to the copy, read it; against a rebuild, in the same run.
+    nxt = shape_segments(step, 1, per, first=count)
+    copies = 20 if len(segments) <= 200_000 else 3
+
+    def snapshot(held: Timeline = timeline) -> Timeline:
+        moved = held.copy()
+        for seg in nxt:
+            moved.add(seg)
+        moved.lookup(nxt[0].interval)
+        return moved
+
+    snap_s, _ = best_of(copies, snapshot)
+    print(
+        f"  snapshot: copy + commit + read {snap_s * 1e3:7.2f} ms  "
+        f"({snap_s / build_s:.3f}x a rebuild)"
+    )
+
     # The next interval's chunk, at the end, chunk after chunk (a streaming dataSource).
     adds = min(ops, 2000)
     new = shape_segments(step, adds, per, first=count)

@@ -299,9 +299,10 @@ def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
     return timeline
 
 
-def _apply_commits(datasource: str, timeline: Timeline, after: int, upto: int) -> Timeline | None:
-    """Bring `timeline` (as of seq `after`) to seq `upto` in place; None when
-    rebuilding is cheaper or the entries do not fit (then nothing was changed)."""
+def _apply_commits(datasource: str, base: Timeline, after: int, upto: int) -> Timeline | None:
+    """A copy of `base` (as of seq `after`) brought to seq `upto`; None when
+    rebuilding is cheaper or the entries do not fit. `base` never changes: it may
+    be in the hands of readers in other threads."""
     added: dict[str, None] = {}
     removed: set[str] = set()
     for _, add, rem in CommitLogEntry.objects.filter(
@@ -328,6 +329,7 @@ def _apply_commits(datasource: str, timeline: Timeline, after: int, upto: int) -
     )
     spans: list[tuple[datetime, datetime]] = []
     came: list[SegmentRef] = []
+    timeline = base.copy()
     try:
         for sid in removed:
             ref = timeline.get(sid)
@@ -345,11 +347,12 @@ def _apply_commits(datasource: str, timeline: Timeline, after: int, upto: int) -
         return None
     # The console's state of this timeline can follow the same change.
     state = _state_cache.get(datasource)
-    if state is not None and state.timeline is timeline:
+    if state is not None and state.latest_timeline is base:
         if (state.pending_seq is None and state.seq == after) or state.pending_seq == after:
             state.pending_spans.extend(spans)
             state.pending_added.extend(came)
             state.pending_seq = upto
+            state.pending_timeline = timeline
         else:
             _state_cache.pop(datasource, None)
     return timeline
@@ -556,9 +559,15 @@ class TimelineState:
     pending_seq: int | None = None  # the timeline moved on to this seq ...
     pending_spans: list[tuple[datetime, datetime]] = dc_field(default_factory=list)  # ... here
     pending_added: list[SegmentRef] = dc_field(default_factory=list)  # ... with these added
+    pending_timeline: Timeline | None = None  # ... into this timeline (a copy of `timeline`)
     # (start, end, version) -> (rows, bytes) of the whole dataSource, read once per state
     rows: dict[tuple, tuple[int, int]] | None = None
     _counts: dict[str, int] | None = None
+
+    @property
+    def latest_timeline(self) -> Timeline:
+        """The timeline the pending changes lead to (or this state's own)."""
+        return self.timeline if self.pending_timeline is None else self.pending_timeline
 
     @property
     def counts(self) -> dict[str, int]:
@@ -654,7 +663,7 @@ def _state_of(timeline: Timeline, seq: int | None) -> TimelineState:
 def _state_moved(old: TimelineState, seq: int, datasource: str | None = None) -> TimelineState:
     """`old` brought to `seq`: only chunks overlapping the changed spans are redone
     (visibility elsewhere cannot have changed)."""
-    timeline = old.timeline
+    timeline = old.latest_timeline
     spans = old.pending_spans
 
     def touched(start: datetime, end: datetime) -> bool:
@@ -721,8 +730,8 @@ def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineStat
         entry = _timeline_cache.get(datasource)
         seq = entry[0] if entry is not None and entry[1] is timeline else None
         found = _state_cache.get(datasource)
-        if found is not None and found.timeline is timeline:
-            if found.seq == seq:
+        if found is not None and found.latest_timeline is timeline:
+            if found.timeline is timeline and found.seq == seq:
                 return found
             if seq is not None and found.pending_seq == seq:
                 state = _state_moved(found, seq, datasource)

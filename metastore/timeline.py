@@ -32,10 +32,14 @@ the affected chunks, and the stretches of time whose visible chunk may have
 changed, are recomputed on the next read. The result always equals
 ``Timeline.build`` over the same segments.
 
-Threads: reads of a timeline that nobody changes are safe (its lazily built
-caches are published only once complete, and rebuilding one twice is
-harmless); ``add`` and ``remove`` need the caller's lock against every other
-call.
+Threads: reads of a timeline that nobody changes are safe, from any number of
+threads: the refresh after changes runs under the timeline's own lock, and
+the chunks' lazily built caches are published only once complete (building
+one twice is harmless). ``add`` and ``remove`` need the caller's lock against
+every other call. To change a timeline others are reading, change a ``copy``:
+the copy shares its chunks with the original and clones each one the first
+time it changes it, so a copy costs a few flat list and dict copies, and the
+original never changes.
 """
 
 from __future__ import annotations
@@ -146,6 +150,7 @@ _partition_of = attrgetter("partition")
 _start_of = attrgetter("start")
 _NO_GROUPS: dict = MappingProxyType({})  # type: ignore[assignment]
 _NO_OWNERS: dict = MappingProxyType({})  # type: ignore[assignment]
+_UNSET = object()  # a slot not set yet
 
 
 def _is_simple(seg: SegmentRef) -> bool:
@@ -176,6 +181,13 @@ class _Group:
         self.roots = _EMPTY
         self.hidden = False
         self.stale = True
+
+    def clone(self) -> _Group:
+        group = _Group(self.aug)
+        group.members = dict(self.members)
+        group.present, group.minor, group.roots = self.present, self.minor, self.roots
+        group.hidden, group.stale = self.hidden, self.stale
+        return group
 
     def refresh(self) -> None:
         members = iter(self.members.values())
@@ -247,6 +259,24 @@ class _Chunk:
 
     def __len__(self) -> int:
         return len(self.simple) + len(self.owner)
+
+    def clone(self) -> _Chunk:
+        """A chunk equal to this one that can change without changing it."""
+        chunk = object.__new__(_Chunk)
+        for name in _Chunk.__slots__:
+            value = getattr(self, name, _UNSET)
+            if value is not _UNSET:
+                setattr(chunk, name, value)
+        chunk.simple = dict(self.simple)
+        if self.groups is not _NO_GROUPS:
+            chunk.groups = {key: group.clone() for key, group in self.groups.items()}
+            chunk.owner = dict(self.owner)
+        # The caches that show_added and hide_removed change in place.
+        for name in ("_visible", "_pieces", "_visible_ids"):
+            value = getattr(self, name, None)
+            if value is not None:
+                setattr(chunk, name, value.copy())
+        return chunk
 
     @property
     def rank(self) -> tuple[str, datetime, datetime]:
@@ -523,6 +553,25 @@ class _Blocks:
         for block in self.blocks:
             yield from block
 
+    def copy(self):
+        new = object.__new__(type(self))
+        new.blocks = [block[:] for block in self.blocks]
+        new.starts = [starts[:] for starts in self.starts]
+        new.firsts = self.firsts[:]
+        return new
+
+    def replace(self, item, by) -> None:
+        """Put ``by`` where ``item`` (by identity, present) is; both start at the same instant."""
+        blocks = self.blocks
+        b, k = self.at_or_after(item.start)
+        while True:
+            if k == len(blocks[b]):
+                b, k = b + 1, 0
+            if blocks[b][k] is item:
+                blocks[b][k] = by
+                return
+            k += 1
+
     def after(self, t: datetime) -> tuple[int, int]:
         """The position ``(block, index)`` of the first item starting after ``t``."""
         b = bisect_right(self.firsts, t) - 1
@@ -631,6 +680,23 @@ class _Runs(_Blocks):
     def overlapping(self, start: datetime, end: datetime) -> Iterator[_Chunk | _Run]:
         b, k = self.first_overlapping(start)
         return self.items_from(b, k, end)
+
+    def replace_chunk(self, chunk: _Chunk, by: _Chunk) -> None:
+        """Show ``by`` wherever ``chunk`` is shown (the same interval, version and visibility)."""
+        blocks = self.blocks
+        b, k = self.first_overlapping(chunk.start)
+        while b < len(blocks):
+            block = blocks[b]
+            while k < len(block):
+                item = block[k]
+                if not item.start < chunk.end:
+                    return
+                if item is chunk:
+                    block[k] = by
+                elif type(item) is _Run and item.chunk is chunk:
+                    block[k] = _Run(item.start, item.end, by)
+                k += 1
+            b, k = b + 1, 0
 
     def repaint(self, start: datetime, end: datetime, candidates: list[_Chunk]) -> None:
         """Recompute the runs inside ``[start, end)`` from ``candidates`` (the eligible chunks overlapping it)."""
@@ -786,6 +852,14 @@ class _ChunkIndex:
         else:
             seq.insert(chunk)
 
+    def copy(self) -> _ChunkIndex:
+        new = _ChunkIndex()
+        new.classes = {c: seq.copy() for c, seq in self.classes.items()}
+        return new
+
+    def replace(self, chunk: _Chunk, by: _Chunk) -> None:
+        self.classes[_length_class(chunk)].replace(chunk, by)
+
     def remove(self, chunk: _Chunk) -> None:
         c = _length_class(chunk)
         seq = self.classes[c]
@@ -858,6 +932,8 @@ class Timeline:
         "_dirty_chunks",
         "_dirty_complete",
         "_dirty_all",
+        "_lock",
+        "_owned",
     )
 
     def __init__(self) -> None:
@@ -870,8 +946,44 @@ class Timeline:
         self._dirty_chunks: dict[_Chunk, None] = {}
         self._dirty_complete: list[tuple[datetime, datetime]] = []
         self._dirty_all: list[tuple[datetime, datetime]] = []
+        self._lock = threading.Lock()  # held by the refresh that a read may run
+        # The chunks this timeline may change in place: None for all of them,
+        # else (after ``copy``) only those it made or cloned; the others are
+        # shared with another timeline.
+        self._owned: set[_Chunk] | None = None
 
     # ----------------------------------------------------------------- changes
+
+    def copy(self) -> Timeline:
+        """A timeline equal to this one; changing either never changes the other."""
+        with self._lock:
+            if self._dirty:
+                self._refresh()
+            new = Timeline()
+            new._by_id = dict(self._by_id)
+            new._chunks = dict(self._chunks)
+            new._index = self._index.copy()
+            new._complete_runs = self._complete_runs.copy()
+            if self._all_runs is not None:
+                new._all_runs = self._all_runs.copy()
+            # From now on both share every chunk: each clones one before changing it.
+            self._owned = set()
+            new._owned = set()
+        return new
+
+    def _writable(self, chunk: _Chunk) -> _Chunk:
+        """``chunk``, or a clone put in its place if it is shared with another timeline."""
+        owned = self._owned
+        if owned is None or chunk in owned:
+            return chunk
+        clone = chunk.clone()
+        self._chunks[(chunk.start, chunk.end, chunk.version)] = clone
+        self._index.replace(chunk, clone)
+        self._complete_runs.replace_chunk(chunk, clone)
+        if self._all_runs is not None:
+            self._all_runs.replace_chunk(chunk, clone)
+        owned.add(clone)
+        return clone
 
     @classmethod
     def build(cls, segments: Iterable[SegmentRef]) -> Timeline:
@@ -930,7 +1042,11 @@ class Timeline:
             chunk = self._chunks.get(key)
         if chunk is None:
             chunk = self._chunks[key] = _Chunk(interval, seg.version)
+            if self._owned is not None:
+                self._owned.add(chunk)
             self._index_chunk(chunk)
+        else:
+            chunk = self._writable(chunk)
         fast = chunk.can_absorb_add(seg)
         chunk.insert(seg)
         self._by_id[seg.id] = seg
@@ -948,7 +1064,7 @@ class Timeline:
             raise KeyError(f"segment {seg_id} is not in the timeline")
         interval = seg.interval
         key = (interval.start, interval.end, seg.version)
-        chunk = self._chunks[key]
+        chunk = self._writable(self._chunks[key])
         fast = chunk.can_absorb_remove(seg)
         chunk.delete(seg)
         if len(chunk):
@@ -961,6 +1077,8 @@ class Timeline:
             return
         del self._chunks[key]
         self._dirty_chunks.pop(chunk, None)
+        if self._owned is not None:
+            self._owned.discard(chunk)
         self._unindex_chunk(chunk)
         if chunk.complete:
             self._dirty_complete.append((chunk.start, chunk.end))
@@ -979,7 +1097,14 @@ class Timeline:
             self._dirty = True
 
     def _refresh(self) -> None:
-        """Bring cached visibility up to date after add/remove."""
+        """Bring cached visibility up to date after add/remove (readers may call it at once)."""
+        if not self._dirty:
+            return
+        with self._lock:
+            if self._dirty:  # another reader may have done it while this one waited
+                self._refresh_locked()
+
+    def _refresh_locked(self) -> None:
         if self._dirty_chunks:
             for chunk in self._dirty_chunks:
                 was_complete = chunk.complete
@@ -1006,10 +1131,13 @@ class Timeline:
             return self._complete_runs
         runs = self._all_runs
         if runs is None:
-            ordered = sorted(self._chunks.values(), key=_start_of)
-            runs = _Runs(_runs_of(ordered))
-            self._dirty_all.clear()
-            self._all_runs = runs  # published once complete: see the module docstring
+            with self._lock:
+                runs = self._all_runs
+                if runs is None:
+                    ordered = sorted(self._chunks.values(), key=_start_of)
+                    runs = _Runs(_runs_of(ordered))
+                    self._dirty_all.clear()
+                    self._all_runs = runs  # published once complete
         return runs
 
     # ------------------------------------------------------------------- reads

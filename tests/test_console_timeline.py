@@ -349,8 +349,12 @@ def test_timeline_follows_the_commit_log_incrementally(states, publish):
     assert sum(state.counts.values()) == len(state.status)  # counted now, followed later
     added = publish(DS, "2024-03-01/2024-03-02", {"2024-03-01/2024-03-02": 2})
     services.segments_mark_used(datasource=DS, used=True, segment_ids=states.ids["unused"])
+    before = len(cached)
     now = selectors.timeline_for(datasource=DS)
-    assert now is cached  # updated in place, not rebuilt
+    # A copy of the cached timeline with the commits applied, not a rebuild: the
+    # chunks no commit touched are shared; the cached one, in readers' hands, stays.
+    assert now is not cached and len(cached) == before
+    assert len(set(map(id, now._chunks.values())) & set(map(id, cached._chunks.values()))) > 0
     fresh = selectors.Timeline.build(selectors._segment_refs(DS))
     assert {s.id for s in now.segments()} == {s.id for s in fresh.segments()}
     assert all(now.status(s) == fresh.status(s) for s in added.segment_ids + states.ids["visible"])
