@@ -1,8 +1,8 @@
 """A deterministic, service-level harness for SPEC §8: tasks that append, compact
 and replace one DAY or several (at DAY or HOUR granularity), interleaved step by
 step through the real lock box services and the runner's own lock, read and
-allocation steps (`workers.runner.lock_plan`, `_read_points`, `_source_pieces`,
-`append_pieces`, `_allocate`).
+allocation steps (`workers.steps.lock_plan`, `read_points` and `append_pieces`,
+`workers.runner.source_pieces` and `allocate_segments`).
 
 Rows have ids and hours; a "file" is a list of rows held in memory under a
 segment's location, so reads follow the real timeline (partial overshadowing,
@@ -21,7 +21,7 @@ from conftest import TEST_WORKER
 from metastore import locking, selectors, services
 from metastore.intervals import Interval
 from metastore.models import Segment, Task, TaskStatus
-from workers import runner
+from workers import runner, steps
 
 DS = "wiki"
 DAY = Interval.parse("2024-01-01/2024-01-02")
@@ -217,7 +217,7 @@ class Actor:
         lock_type, granularity = self._lock_type()
         # The runner's own plan: intervals widened to the granularity, and for an
         # append the chunks its rows go into, all decided at once.
-        plan = runner.lock_plan(DS, self._wanted(), self._granularity(), self.kind == "append")
+        plan = steps.lock_plan(DS, self._wanted(), self._granularity(), self.kind == "append")
         locks = services.locks_try_acquire(
             task=self.task, intervals=plan, lock_type=lock_type, granularity=granularity
         )
@@ -229,7 +229,7 @@ class Actor:
             self.model_input = Counter(r for iv in self._wanted() for r in self.world_rows_in(iv))
         if self.kind == "compact":
             self.inputs = self._input_segments(
-                runner._read_points(locks) if self.mode == CONC else None
+                steps.read_points(locks) if self.mode == CONC else None
             )
         return True
 
@@ -269,7 +269,7 @@ class Actor:
         spec = _DruidInput(
             DS, Interval(min(iv.start for iv in wanted), max(iv.end for iv in wanted))
         )
-        pieces = runner._source_pieces(spec, read_points=points)
+        pieces = runner.source_pieces(spec, read_points=points)
         by_location = {p.location for p in pieces}
         segs = Segment.objects.filter(location__in=by_location, used=True)
         ids = {
@@ -320,7 +320,7 @@ class Actor:
         if self.kind == "append":
             # The runner's steps: split the rows by the chunk each goes into, then
             # allocate every piece (segment-locked appends lock what they allocate).
-            pieces = runner.append_pieces(DS, self._wanted())
+            pieces = steps.append_pieces(DS, self._wanted())
             parts = []
             for bucket in self._wanted():
                 for piece in pieces[bucket]:
@@ -328,7 +328,7 @@ class Actor:
                     if content:
                         parts.append((piece, content))
             try:
-                allocations = runner._allocate(
+                allocations = runner.allocate_segments(
                     task, [p for p, _ in parts], [1] * len(parts), True, self.mode == SEG, 0
                 )
             except services.LockTimeout:

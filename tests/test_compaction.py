@@ -21,7 +21,7 @@ from metastore import selectors, services
 from metastore.intervals import Granularity, Interval
 from metastore.models import PendingSegment, Segment, Task, TaskLock, TaskStatus
 from metastore.specs import SpecError
-from workers import runner
+from workers import paths, runner
 
 pytestmark = pytest.mark.spark
 
@@ -162,7 +162,7 @@ def assert_nothing_left_behind(task: Task, strata_dirs) -> None:
     assert not (strata_dirs.intermediary / task.id).exists()
     published = {Path(s.location) for s in Segment.objects.filter(created_by=task)}
     for pending in PendingSegment.objects.filter(task=task):
-        where = runner.deep_storage_dir(
+        where = paths.deep_storage_dir(
             task.datasource,
             Interval(pending.start, pending.end),
             pending.version,

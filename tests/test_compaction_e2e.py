@@ -19,7 +19,7 @@ from metastore import selectors, services
 from metastore.demo import extract_flights, flights_spec
 from metastore.intervals import Interval
 from metastore.models import Segment, Task, TaskLock, TaskStatus
-from workers.runner import intermediary_dir
+from workers.paths import intermediary_dir
 from workers.runner import run_task as run_in_process
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.django_db(transaction=True)]

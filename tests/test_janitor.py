@@ -134,7 +134,7 @@ DAY = Interval.parse("2024-01-01/2024-01-02")
 def written(task: Task, count: int) -> list[Path]:
     """Lock DAY, allocate `count` segments and write their files into deep storage,
     as the runner does just before it publishes."""
-    from workers.runner import deep_storage_dir
+    from workers.paths import deep_storage_dir
 
     services.lock_acquire(task=task, interval=DAY)
     alloc = services.segments_allocate(task=task, interval=DAY, count=count, append=False)

@@ -11,7 +11,7 @@ import pytest
 from metastore import services
 from metastore.demo import extract_flights, flights_spec
 from metastore.models import Segment, TaskLock, TaskStatus
-from workers.runner import intermediary_dir
+from workers.paths import intermediary_dir
 from workers.runner import run_task as run_in_process
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]

@@ -60,7 +60,7 @@ def test_duckdb_and_spark_return_the_same_rows(history, spark, as_of_commit):  #
 
 def test_reingesting_a_file_shared_with_a_copy_reads_only_the_copys_interval(inline_spec, spark):
     """The Spark reader of druid inputs and compaction (`read_segments`, fed by the
-    runner's `_source_pieces`) sees exactly the rows DuckDB sees: of a DAY file
+    runner's `source_pieces`) sees exactly the rows DuckDB sees: of a DAY file
     visible only through an HOUR copy, that hour."""
     from dataclasses import dataclass
 
@@ -69,10 +69,10 @@ def test_reingesting_a_file_shared_with_a_copy_reads_only_the_copys_interval(inl
     from metastore.intervals import Interval
     from workers.jobs.parsing import read_segments
     from workers.query import spark_query
-    from workers.runner import _source_pieces
+    from workers.runner import source_pieces
 
     @dataclass
-    class DruidInput:  # what `_source_pieces` reads of an ingestion spec
+    class DruidInput:  # what `source_pieces` reads of an ingestion spec
         datasource: str
         interval: Interval
 
@@ -86,7 +86,7 @@ def test_reingesting_a_file_shared_with_a_copy_reads_only_the_copys_interval(inl
 
     carried_copy_alone_visible(inline_spec, "copies")
     day = Interval.parse("2024-01-01/2024-01-02")
-    pieces = _source_pieces(DruidInput("copies", day))
+    pieces = source_pieces(DruidInput("copies", day))
     df, _, _ = read_segments(spark, pieces, day)
 
     assert sorted(r["page"] for r in df.select("page").collect()) == ["j0", "late", "r0"]

@@ -44,18 +44,16 @@ from metastore.timeline import SegmentRef, Timeline
 from workers.jobs.compact import Plan, compaction_plan, file_schema, run_compaction_job
 from workers.jobs.ingest import SourcePiece
 from workers.jobs.parsing import file_extent
-from workers.runner import (
-    _TWO_PHASE_SPANS,
-    Monitor,
-    _lock_intervals,
-    _publish_once,
-    _shard_spec,
-    _TaskProgress,
-    deep_storage_dir,
-    intermediary_dir,
-    read_as_of_report,
-)
+from workers.monitor import Monitor, TaskProgress
+from workers.paths import deep_storage_dir, intermediary_dir
 from workers.spark import get_spark
+from workers.steps import (
+    TWO_PHASE_SPANS,
+    lock_intervals,
+    publish_once,
+    read_as_of_report,
+    shard_spec,
+)
 
 _SINGLE_PASS_SPANS = {"phase 1": (0.05, 0.8)}
 
@@ -230,7 +228,7 @@ def _time_chunk_locked(
     gran = Granularity.from_name(granularity)
     t = time.monotonic()
     monitor.set_phase("locking", 0.02, 0.0)
-    locks = _lock_time_chunks(task, _lock_intervals([target], granularity), lock_type, timeout_ms)
+    locks = _lock_time_chunks(task, lock_intervals([target], granularity), lock_type, timeout_ms)
     timings["lock"] = round(time.monotonic() - t, 3)
     monitor.check()
 
@@ -306,7 +304,7 @@ def _time_chunk_locked(
                     alloc.version,
                     partition,
                     alloc.core_partitions,
-                    _shard_spec(template, partition, alloc.core_partitions),
+                    shard_spec(template, partition, alloc.core_partitions),
                     moved,
                 )
             )
@@ -321,14 +319,14 @@ def _time_chunk_locked(
                     location=source.location,
                     num_rows=source.num_rows,
                     size_bytes=source.size_bytes,
-                    shard_spec=_shard_spec({"type": "numbered"}, partition, alloc.core_partitions),
+                    shard_spec=shard_spec({"type": "numbered"}, partition, alloc.core_partitions),
                     upgraded_from=source.upgraded_from or source.id,
                     schema=source.schema,
                     compaction_state=source.compaction_state,
                 )
             )
     monitor.check()
-    entry = _publish_once(task, new_segments, note="compaction")
+    entry = publish_once(task, new_segments, note="compaction")
     moved.clear()  # published: the files belong to their segments now
     timings["publish"] = round(time.monotonic() - t, 3)
     report = _report(
@@ -528,7 +526,7 @@ def _segment_locked(
                 )
             )
     monitor.check()
-    entry = _publish_once(task, new_segments, note="compaction") if new_segments else None
+    entry = publish_once(task, new_segments, note="compaction") if new_segments else None
     moved.clear()
     timings["publish"] = round(time.monotonic() - t, 3)
     report = _report(
@@ -604,14 +602,14 @@ def _run_job(task, spec, monitor, plan: Plan, pieces, inputs, work_dir: Path):
         for piece, ref in pieces
         if inputs[ref.id].location
     ]
-    spans = _TWO_PHASE_SPANS if plan.ingestion.two_phase else _SINGLE_PASS_SPANS
+    spans = TWO_PHASE_SPANS if plan.ingestion.two_phase else _SINGLE_PASS_SPANS
     return run_compaction_job(
         get_spark(),
         plan,
         pieces=source,
         work_dir=work_dir,
         job_group=task.id,
-        progress=_TaskProgress(monitor, spans),
+        progress=TaskProgress(monitor, spans),
     )
 
 

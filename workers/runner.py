@@ -9,273 +9,54 @@ files it moved into deep storage but did not publish are deleted.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections, connection
+from django.db import close_old_connections
 
 from metastore import locking, selectors, services
 from metastore.intervals import Granularity, Interval
 from metastore.models import (
-    CommitKind,
-    CommitLogEntry,
     DataSource,
     Segment,
     Task,
     TaskLock,
     TaskStatus,
+    TaskType,
 )
 from metastore.specs import IngestionSpec, SpecError
+from workers.compaction import run_compaction
 from workers.jobs.compact import file_schema
 from workers.jobs.ingest import (
     MergeFailed,
     ParseExceptionsExceeded,
-    Progress,
     SourcePiece,
     StagedSegment,
-    interval_dirname,
     run_ingest,
 )
 from workers.jobs.parsing import file_extent
 from workers.kill import run_kill
+from workers.monitor import Monitor, TaskProgress, TaskStopped, clean_up
+from workers.paths import deep_storage_dir, intermediary_dir, remove_unpublished
 from workers.spark import get_spark
+from workers.steps import (
+    SINGLE_PASS_SPANS,
+    TWO_PHASE_SPANS,
+    append_pieces,
+    lock_plan,
+    publish_once,
+    read_as_of_report,
+    read_points,
+    retrying_db,
+    shard_spec,
+)
 
 log = logging.getLogger(__name__)
-
-
-class TaskStopped(Exception):
-    """The task was canceled or preempted while running."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-def _confined(root: Path, *parts: str) -> Path:
-    """`root/parts...`, refusing any part that could leave `root` (separators,
-    '.'/'..', NUL, absolute paths): task ids and dataSource names become paths."""
-    for part in parts:
-        if (
-            not part
-            or part in (".", "..")
-            or "/" in part
-            or "\\" in part
-            or "\x00" in part
-            or len(os.fsencode(part)) > 255
-        ):
-            raise ValueError(f"{part[:80]!r} cannot be a directory name under {root}")
-    path = Path(root).joinpath(*parts)
-    resolved_root = Path(root).resolve()
-    if resolved_root not in path.resolve().parents:
-        raise ValueError(f"{path} escapes {root}")
-    return path
-
-
-def intermediary_dir(task_id: str) -> Path:
-    return _confined(settings.STRATA_INTERMEDIARY_DIR, task_id)
-
-
-def deep_storage_dir(datasource: str, interval: Interval, version: str, partition: int) -> Path:
-    """`<data>/deep/<dataSource>/<start>_<end>/<version>/<partition>/`."""
-    return _confined(
-        settings.STRATA_DEEP_STORAGE,
-        datasource,
-        interval_dirname(interval),
-        # Deep-storage paths avoid ':' so Hadoop-style readers accept them.
-        version.replace(":", "").replace("-", ""),
-        str(partition),
-    )
-
-
-@dataclass(eq=False)  # hashable by identity: kept in _MONITORS
-class Monitor:
-    """Heartbeats the task and watches for cancel/revocation from a side thread.
-
-    On either it cancels the task's Spark jobs (by job group) so the main thread
-    stops within about one heartbeat. A phase change is recorded at once; the
-    progress inside a phase is the fraction the job reports, or else the share
-    of finished tasks among the Spark jobs the phase started.
-    """
-
-    task_id: str
-    interval_s: float = 1.0
-    phase: str = "starting"
-    base_progress: float = 0.0
-    span: float = 0.0
-    stop_status: str | None = None
-    stop_reason: str = ""
-    _fraction: float | None = None
-    _jobs_before: frozenset[int] = frozenset()
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _wake: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def terminate(self, reason: str) -> None:
-        """Stop the task from outside (SIGTERM): fail it, stop its Spark jobs."""
-        if not self.stop_status:
-            self.stop_status = TaskStatus.FAILED
-            self.stop_reason = reason
-        self._wake.set()
-
-    @property
-    def interruptible(self) -> bool:
-        """False once publishing began: the publish must run or not, never half."""
-        return self.phase != "publishing"
-
-    def start(self) -> None:
-        _MONITORS.add(self)
-        self._thread = threading.Thread(
-            target=self._run, name=f"monitor-{self.task_id}", daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop beating, after recording the last phase and progress."""
-        _MONITORS.discard(self)
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        try:
-            services.task_heartbeat(
-                task_id=self.task_id, phase=self.phase, progress=self.progress()
-            )
-        except Exception:  # the task's end is recorded next; this is best effort
-            log.exception("last heartbeat of %s failed", self.task_id)
-
-    def set_phase(self, phase: str, base: float, span: float) -> None:
-        self.phase, self.base_progress, self.span = phase, base, span
-        self._fraction = None
-        self._jobs_before = frozenset(self._group_jobs())
-        self._wake.set()  # record the new phase now, not at the next beat
-        self.check()
-
-    def set_fraction(self, fraction: float) -> None:
-        self._fraction = max(0.0, min(1.0, fraction))
-        self.check()
-
-    def check(self) -> None:
-        if self.stop_status:
-            raise TaskStopped(self.stop_status, self.stop_reason)
-
-    def progress(self) -> float:
-        fraction = self._fraction if self._fraction is not None else self._spark_fraction()
-        return self.base_progress + self.span * fraction
-
-    def _group_jobs(self) -> list[int]:
-        try:
-            return _group_job_ids(self.task_id)
-        except Exception:  # progress is best effort
-            return []
-
-    def _spark_fraction(self) -> float:
-        try:
-            from workers import spark as spark_mod
-
-            session = spark_mod._session
-            if session is None:
-                return 0.0
-            tracker = session.sparkContext.statusTracker()
-            done = total = 0
-            for job_id in self._group_jobs():
-                if job_id in self._jobs_before:
-                    continue
-                job = tracker.getJobInfo(job_id)
-                if job is None:
-                    continue
-                for stage_id in job.stageIds:
-                    stage = tracker.getStageInfo(stage_id)
-                    if stage is not None:
-                        done += stage.numCompletedTasks
-                        total += stage.numTasks
-            return done / total if total else 0.0
-        except Exception:  # progress is best effort; never let it kill the task
-            return 0.0
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self._wake.clear()
-                try:
-                    signals = services.task_heartbeat(
-                        task_id=self.task_id, phase=self.phase, progress=self.progress()
-                    )
-                except Exception:
-                    log.exception("heartbeat of %s failed", self.task_id)
-                    signals = services.TaskSignals()
-                if not self.stop_status:
-                    if signals.ended_reason:
-                        # Failed elsewhere (the reaper, while this worker was
-                        # unreachable): stop Spark, publish nothing, keep its reason.
-                        self.stop_status = TaskStatus.FAILED
-                        self.stop_reason = signals.ended_reason
-                    elif signals.revoked_reason:
-                        self.stop_status = TaskStatus.FAILED
-                        self.stop_reason = f"preempted: {signals.revoked_reason}"
-                    elif signals.cancel_requested:
-                        self.stop_status = TaskStatus.CANCELED
-                        self.stop_reason = "canceled on request"
-                if self.stop_status:
-                    # Every heartbeat, not once: a job started after the first
-                    # cancel (e.g. while the JVM was still booting) is stopped too.
-                    _cancel_spark(self.task_id)
-                self._wake.wait(self.interval_s)
-        finally:
-            connection.close()
-
-
-# The monitors of the tasks running in this process (one, in a prefork child).
-_MONITORS: set[Monitor] = set()
-
-
-def terminate_running_tasks(reason: str) -> bool:
-    """Fail every task running in this process (called on SIGTERM). True if the
-    caller may interrupt the main thread (no task is publishing)."""
-    monitors = list(_MONITORS)
-    for monitor in monitors:
-        monitor.terminate(reason)
-        try:
-            _cancel_spark(monitor.task_id)
-        except Exception:  # the monitor thread retries at its next beat
-            log.exception("could not cancel the Spark jobs of %s", monitor.task_id)
-    return bool(monitors) and all(m.interruptible for m in monitors)
-
-
-def running_task_ids() -> list[str]:
-    return [m.task_id for m in _MONITORS]
-
-
-class _TaskProgress(Progress):
-    """The job's progress reports, mapped onto the task's phase and progress."""
-
-    def __init__(self, monitor: Monitor, spans: dict[str, tuple[float, float]]) -> None:
-        self.monitor = monitor
-        self.spans = spans
-
-    def phase(self, name: str) -> None:
-        base, span = self.spans[name]
-        self.monitor.set_phase(name, base, span)
-
-    def fraction(self, done: float) -> None:
-        self.monitor.set_fraction(done)
-
-
-def _cancel_spark(group: str) -> None:
-    from workers import spark as spark_mod
-
-    if spark_mod._session is not None:
-        sc = spark_mod._session.sparkContext
-        sc.cancelJobGroup(group)
-        sc.cancelJobsWithTag(group)
 
 
 def run_task(task_id: str) -> None:
@@ -287,27 +68,22 @@ def run_task(task_id: str) -> None:
     report: dict = {"phases": {}}
     started = time.monotonic()
     try:
-        if task.type == "index_parallel":
-            report = _run_index(task, monitor, moved)
-        elif task.type == "compact":
-            report = _run_compaction(task, monitor, moved)
-        elif task.type == "kill":
-            monitor.set_phase("killing", 0.1, 0.0)
-            report = run_kill(task)
-        else:
+        run = _RUNNERS.get(task.type)
+        if run is None:
             raise SpecError("type", f"{task.type} tasks cannot run yet")
+        report = run(task, monitor, moved)
         report["ingest/task/time"] = round(time.monotonic() - started, 3)
         monitor.stop()
-        _clean_up(task_id)
-        _retrying_db(
+        clean_up(task_id)
+        retrying_db(
             lambda: services.task_finish(task_id=task_id, status=TaskStatus.SUCCESS, report=report)
         )
     except BaseException as exc:  # noqa: BLE001 - every failure must end the task
         monitor.stop()
         status, reason = _failure(exc, monitor)
         # Nothing of the task may remain once its final status is visible.
-        _clean_up(task_id)
-        _remove(moved)
+        clean_up(task_id)
+        remove_unpublished(moved)
         report = dict(report)
         if isinstance(exc, ParseExceptionsExceeded):
             report["rowStats"] = exc.row_stats
@@ -315,7 +91,7 @@ def run_task(task_id: str) -> None:
         report["ingest/task/time"] = round(time.monotonic() - started, 3)
         try:
             close_old_connections()
-            _retrying_db(
+            retrying_db(
                 lambda: services.task_finish(
                     task_id=task_id, status=status, error=reason, report=report
                 )
@@ -326,84 +102,6 @@ def run_task(task_id: str) -> None:
             raise
     finally:
         shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)
-
-
-def _run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
-    from workers.compaction import run_compaction  # it builds on this module's helpers
-
-    return run_compaction(task, monitor, moved)
-
-
-# How long the runner waits for the database to come back (a restart, a failover)
-# to record a task's end or learn whether its publish committed.
-DB_RECOVERY_S = 60.0
-
-
-def _retrying_db(call, timeout_s: float = DB_RECOVERY_S):
-    """`call()`, retried while the database is unreachable (OperationalError,
-    InterfaceError), with a fresh connection each time."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return call()
-        except (OperationalError, InterfaceError):
-            if time.monotonic() > deadline:
-                raise
-            log.warning("database unreachable; retrying", exc_info=True)
-            connection.close()
-            time.sleep(0.5)
-
-
-def _publish_once(task: Task, new_segments: list, note: str = "") -> CommitLogEntry:
-    """Publish; if the connection drops during it (e.g. PostgreSQL restarts at
-    COMMIT), find out once the database is back whether the commit happened: a
-    committed publish is a success whose files must stay, an uncommitted one a
-    failure whose files go. Never publish twice."""
-    try:
-        return services.segments_publish(task=task, segments=new_segments, note=note)
-    except (OperationalError, InterfaceError):
-        log.warning("connection lost while %s published; checking whether it committed", task.id)
-        connection.close()
-        committed = _retrying_db(
-            lambda: CommitLogEntry.objects.filter(task_id=task.id, kind=CommitKind.PUBLISH).first()
-        )
-        if committed is None:
-            raise
-        log.warning("the publish of %s had committed (commit %s)", task.id, committed.seq)
-        return committed
-
-
-def _group_job_ids(group: str) -> list[int]:
-    """Ids of the Spark jobs run under a task's job group (none without a session)."""
-    from workers import spark as spark_mod
-
-    session = spark_mod._session
-    if session is None:
-        return []
-    return list(session.sparkContext.statusTracker().getJobIdsForGroup(group))
-
-
-def _clean_up(task_id: str, timeout_s: float = 60.0) -> None:
-    """Stop the task's Spark jobs, wait until none is running (a cancelled job's
-    tasks may still be writing), then remove its intermediary directory."""
-    from workers import spark as spark_mod
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job_ids = _group_job_ids(task_id)
-        if not job_ids:
-            break
-        tracker = spark_mod._session.sparkContext.statusTracker()
-        running = [
-            job_id
-            for job_id in job_ids
-            if (info := tracker.getJobInfo(job_id)) is not None and info.status == "RUNNING"
-        ]
-        if not running:
-            break
-        _cancel_spark(task_id)
-        time.sleep(0.2)
-    shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)
 
 
 def _failure(exc: BaseException, monitor: Monitor) -> tuple[str, str]:
@@ -424,86 +122,6 @@ def _failure(exc: BaseException, monitor: Monitor) -> tuple[str, str]:
     log.exception("task failed")
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return TaskStatus.FAILED, f"{type(exc).__name__}: {first_line}"[:2000]
-
-
-def _remove(paths: list[Path]) -> None:
-    for path in paths:
-        shutil.rmtree(path, ignore_errors=True)
-        # prune empty parents up to the dataSource directory
-        for parent in list(path.parents)[:3]:
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-
-
-def _lock_intervals(intervals: list[Interval], granularity: str) -> list[Interval]:
-    """Intervals widened to segment-granularity boundaries and merged when they touch."""
-    gran = Granularity.from_name(granularity)
-    widened = []
-    for iv in intervals:
-        buckets = list(gran.iter_buckets(iv))
-        widened.append(Interval(buckets[0].start, buckets[-1].end))
-    return _merge(widened)
-
-
-def lock_plan(
-    datasource: str, intervals: list[Interval], granularity: str, append: bool
-) -> list[Interval]:
-    """The intervals a task locks, all at once: its intervals widened to its
-    segment granularity; an append also covers the chunks its rows go into
-    now (`services.append_layout`), which may be wider (SPEC §5)."""
-    wanted = _lock_intervals(intervals, granularity)
-    if append:
-        layout = services.append_layout(datasource=datasource, intervals=wanted)
-        wanted = _merge(wanted + [chunk for _, chunk in layout])
-    return wanted
-
-
-def append_pieces(datasource: str, buckets: list[Interval]) -> dict[Interval, list[Interval]]:
-    """For each of an append's buckets, the pieces its rows split into: one per
-    chunk they go into (`services.append_layout`); a bucket inside one chunk is
-    one piece, itself."""
-    return {
-        bucket: [
-            piece for piece, _ in services.append_layout(datasource=datasource, intervals=[bucket])
-        ]
-        for bucket in buckets
-    }
-
-
-def _read_points(locks: list[TaskLock]) -> list[tuple[Interval, int]]:
-    """(locked interval, commit seq) pairs: a task reads each interval it
-    rewrites as of its own lock's grant (SPEC §5)."""
-    return [(lk.interval, lk.granted_seq) for lk in locks if lk.granularity == locking.TIME_CHUNK]
-
-
-def read_as_of_report(points: list[tuple[Interval, int]]) -> list[dict]:
-    """The report's `readAsOf`: for each interval a replace or compaction
-    rewrites, the commit seq as of which it took its input (its lock's grant).
-    What committed there up to that seq is what it replaces; what commits
-    there later (appends under concurrent locks) is carried onto its version,
-    not read. SPEC §8's serial replay needs exactly this."""
-    seen: dict[tuple[str, int], dict] = {}
-    for interval, seq in sorted(points, key=lambda p: (p[0].start, p[0].end, p[1])):
-        seen.setdefault((str(interval), seq), {"interval": str(interval), "seq": seq})
-    return list(seen.values())
-
-
-def _merge(intervals: list[Interval]) -> list[Interval]:
-    """Intervals merged where they touch or overlap, in time order."""
-    merged: list[Interval] = []
-    for iv in sorted(intervals, key=lambda iv: iv.start):
-        if merged and iv.start <= merged[-1].end:
-            merged[-1] = Interval(merged[-1].start, max(merged[-1].end, iv.end))
-        else:
-            merged.append(iv)
-    return merged
-
-
-# Where each phase's progress lies in the task's 0..1 progress.
-_SINGLE_PASS_SPANS = {"phase 1": (0.02, 0.83)}
-_TWO_PHASE_SPANS = {"phase 1": (0.02, 0.5), "phase 2": (0.52, 0.35)}
 
 
 def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
@@ -540,7 +158,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
             timeout_ms=timeout,
         )
         timings["lock"] = round(timings.get("lock", 0.0) + time.monotonic() - t, 3)
-        read_as_of.extend(_read_points(locks))
+        read_as_of.extend(read_points(locks))
         return locks
 
     # Lock before reading when the intervals are known, and always before reading
@@ -551,22 +169,22 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     if not up_front and rereads_itself:
         up_front = [druid.interval]
     locks = lock(up_front) if up_front else []
-    read_points = None
+    points = None
     if rereads_itself and locks:
         # A task rewriting its own dataSource reads each interval as of its own
         # lock's grant (SPEC §5): what committed there before is its input, and
         # appends committing after are carried onto its version at publish.
-        read_points = _read_points(locks)
-    pieces = _source_pieces(spec, read_points=read_points) if druid is not None else []
+        points = read_points(locks)
+    pieces = source_pieces(spec, read_points=points) if druid is not None else []
 
-    spans = _TWO_PHASE_SPANS if spec.two_phase else _SINGLE_PASS_SPANS
+    spans = TWO_PHASE_SPANS if spec.two_phase else SINGLE_PASS_SPANS
     result = run_ingest(
         get_spark(),
         spec,
         work_dir=intermediary_dir(task.id),
         job_group=task.id,
         source_pieces=pieces,
-        progress=_TaskProgress(monitor, spans),
+        progress=TaskProgress(monitor, spans),
     )
     monitor.check()
     if not up_front and result.chunks_with_rows:
@@ -586,7 +204,7 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         chunks = sorted(by_chunk, key=lambda iv: iv.start)
         counts = [len(by_chunk[chunk]) for chunk in chunks]
         try:
-            allocations = _allocate(
+            allocations = allocate_segments(
                 task, chunks, counts, spec.append_to_existing, segment_locked, timeout
             )
             break
@@ -633,14 +251,14 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
                     location=str(target),
                     num_rows=seg.num_rows,
                     size_bytes=seg.size_bytes,
-                    shard_spec=_shard_spec(seg.shard_spec, partition, alloc.core_partitions),
+                    shard_spec=shard_spec(seg.shard_spec, partition, alloc.core_partitions),
                     schema=schema,
                 )
             )
     if spec.drop_existing:
         new_segments += _tombstones(task, spec, set(by_chunk))
     monitor.check()
-    entry = _publish_once(task, new_segments) if new_segments else None
+    entry = publish_once(task, new_segments) if new_segments else None
     moved.clear()  # published: the files belong to their segments now
     timings["publish"] = round(time.monotonic() - t3, 3)
 
@@ -728,7 +346,7 @@ def _split_by_layout(
     return out
 
 
-def _allocate(
+def allocate_segments(
     task: Task,
     chunks: list[Interval],
     counts: list[int],
@@ -770,17 +388,7 @@ def _allocate(
     return out
 
 
-def _shard_spec(template: dict, partition: int, core_partitions: int) -> dict:
-    """A staged segment's shard spec completed with its allocated partition number."""
-    shard = {"partitionNum": partition, **template}
-    if shard["type"] == "numbered":
-        shard["partitions"] = core_partitions
-    else:
-        shard["numCorePartitions"] = core_partitions
-    return shard
-
-
-def _source_pieces(
+def source_pieces(
     spec: IngestionSpec, read_points: list[tuple[Interval, int]] | None = None
 ) -> list[SourcePiece]:
     """The visible parts of the druid input's segments, from its timeline (SPEC §3):
@@ -846,3 +454,16 @@ def _tombstones(task: Task, spec, chunks_with_rows: set[Interval]) -> list[servi
         )
         for alloc in allocations
     ]
+
+
+def _run_kill(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
+    monitor.set_phase("killing", 0.1, 0.0)
+    return run_kill(task)
+
+
+# The one table of which code runs a task of each type (`TaskType`).
+_RUNNERS = {
+    TaskType.INDEX_PARALLEL: _run_index,
+    TaskType.COMPACT: run_compaction,
+    TaskType.KILL: _run_kill,
+}

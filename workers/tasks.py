@@ -57,7 +57,7 @@ def _worker_name() -> str:
 def _on_sigterm(signum, frame) -> None:
     """In a pool process: fail the running task (stopping its Spark jobs) and
     unwind it now, unless it is publishing (then it finishes or fails whole)."""
-    from workers.runner import TaskStopped, running_task_ids, terminate_running_tasks
+    from workers.monitor import TaskStopped, running_task_ids, terminate_running_tasks
 
     ids = running_task_ids()
     if not ids:  # idle: stop as the default action would
@@ -177,7 +177,7 @@ def _forward_sigterm_to_pool(sig=None, how=None, **_kwargs) -> None:
         # A threads (or solo) pool, as `make run` starts: the tasks run in this
         # process; fail them now, and the warm shutdown waits only for them to
         # unwind (a task that is publishing finishes or fails whole).
-        from workers.runner import terminate_running_tasks
+        from workers.monitor import terminate_running_tasks
 
         terminate_running_tasks(
             f"worker {_worker_name()} received {sig or 'a warm shutdown'} while the task "
@@ -302,7 +302,7 @@ def _run_task_argument(raw: bytes) -> str | None:
 def reap_dead_tasks(*, older_than) -> tuple[list[str], list[str]]:
     """Fail the tasks silent since before `older_than`; return their ids and the
     ids whose intermediary directory was removed."""
-    from workers.runner import deep_storage_dir, intermediary_dir
+    from workers.paths import deep_storage_dir, intermediary_dir
 
     reaped, removed_dirs = [], []
     started = timezone.now() - timedelta(seconds=1)
@@ -391,7 +391,7 @@ def _remove_unpublished_files(*, ended_before) -> list[str]:
     deep storage and publishing it leaves the file behind. Partition numbers are
     never reused, so such a folder belongs to nobody else; a folder a segment's
     location still points into is kept all the same."""
-    from workers.runner import deep_storage_dir
+    from workers.paths import deep_storage_dir
 
     deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
     removed = []
