@@ -29,7 +29,7 @@ from console import druid_schema as ds_schema
 from console.api import error_body
 from console.druid_schema import druid_responses
 from console.security import MAX_LIST_ITEMS, parse_natural
-from metastore import selectors, services
+from metastore import locking, selectors, services
 from metastore.intervals import Interval, format_ts
 from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
 from metastore.specs import SpecError
@@ -432,9 +432,7 @@ def _lock_filters(data) -> list[dict]:
             raise SpecError(f"{where}.context", "must be an object")
         # A task that would take a REPLACE lock (concurrent locks) is not blocked by
         # APPEND locks, so Druid leaves them out for it.
-        ignore_append = bool(context.get("useConcurrentLocks")) or (
-            context.get("taskLockType") == "REPLACE"
-        )
+        ignore_append = locking.ignores_append_locks(context)
         policies.append(
             {
                 "datasource": item["datasource"],

@@ -272,6 +272,73 @@ def decide(
     return Decision(GRANT)
 
 
+@dataclass(frozen=True)
+class LockMode:
+    """The locks a task takes: their type and granularity (SPEC §4, §5)."""
+
+    type: str
+    granularity: str
+
+
+# The task types whose locks the lock-mode rule decides.
+INDEX_TASK = "index_parallel"
+COMPACT_TASK = "compact"
+KILL_TASK = "kill"
+
+
+def lock_mode(
+    *,
+    task_type: str,
+    append: bool = False,
+    force_time_chunk_lock: bool = True,
+    use_concurrent_locks: bool = False,
+    task_lock_type: str | None = None,
+) -> LockMode:
+    """Which lock type and granularity a task takes, from its type and context
+    (Druid's rule for `useConcurrentLocks`, `taskLockType`, `forceTimeChunkLock`):
+
+    - ``useConcurrentLocks`` wins: an append takes APPEND, anything else REPLACE,
+      always time-chunk locks;
+    - else ``taskLockType`` (APPEND for an append, REPLACE or EXCLUSIVE);
+    - else EXCLUSIVE.
+
+    An EXCLUSIVE append or compaction with ``forceTimeChunkLock: false`` locks
+    segments instead of time chunks (a compaction only when its input allows:
+    the caller decides that). A kill takes EXCLUSIVE time-chunk locks, or REPLACE
+    under concurrent locks. Raises ValueError, naming the context field, for a
+    combination that has no meaning (an APPEND lock for a task that replaces).
+    """
+    if task_lock_type is not None and task_lock_type not in (APPEND, REPLACE, EXCLUSIVE):
+        if task_lock_type == SHARED:
+            raise ValueError(
+                "taskLockType: SHARED locks are not supported; for appends that run "
+                "side by side use useConcurrentLocks: true (APPEND locks)"
+            )
+        raise ValueError(
+            f"taskLockType: {task_lock_type!r} is not a lock type; accepted: APPEND, REPLACE, "
+            "EXCLUSIVE (or leave it out and set useConcurrentLocks)"
+        )
+    appends = append and task_type == INDEX_TASK
+    if use_concurrent_locks:
+        return LockMode(APPEND if appends else REPLACE, TIME_CHUNK)
+    if task_lock_type == APPEND and not appends:
+        raise ValueError(
+            "taskLockType: APPEND locks are only for appending ingestion "
+            "(ioConfig.appendToExisting true); use REPLACE or EXCLUSIVE"
+        )
+    if task_lock_type in (APPEND, REPLACE):
+        return LockMode(task_lock_type, TIME_CHUNK)
+    segments = not force_time_chunk_lock and (appends or task_type == COMPACT_TASK)
+    return LockMode(EXCLUSIVE, SEGMENT if segments else TIME_CHUNK)
+
+
+def ignores_append_locks(context: Mapping[str, Any] | None) -> bool:
+    """Whether a task with this context takes REPLACE locks whatever it does, so
+    APPEND locks never block it (Druid's lockedIntervals policies)."""
+    context = context or {}
+    return bool(context.get("useConcurrentLocks")) or context.get("taskLockType") == REPLACE
+
+
 def default_priority(task_type: str, context: Mapping[str, Any] | None = None) -> int:
     """The lock priority of a task: ``context["priority"]`` if given, else
     the default of its type (realtime 75, batch index 50, compaction 25, kill

@@ -146,6 +146,7 @@ class Context:
     task_lock_timeout_ms: int = DEFAULT_TASK_LOCK_TIMEOUT_MS
     force_time_chunk_lock: bool = True
     use_concurrent_locks: bool = False
+    task_lock_type: str | None = None  # Druid's taskLockType; see locking.lock_mode
 
 
 @dataclass(frozen=True)
@@ -546,6 +547,7 @@ def _context(raw: Any) -> Context:
         task_lock_timeout_ms=_int(ctx, "taskLockTimeout", "context", DEFAULT_TASK_LOCK_TIMEOUT_MS),
         force_time_chunk_lock=_bool(ctx, "forceTimeChunkLock", "context", True),
         use_concurrent_locks=_bool(ctx, "useConcurrentLocks", "context", False),
+        task_lock_type=_str(ctx, "taskLockType", "context", required=False),
     )
 
 

@@ -89,10 +89,10 @@ def run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         return _nothing_to_compact(f"no visible data in {target}", target, timings)
     chunk_grans = {ref.interval: _granularity_of(ref.interval) for ref in candidates}
     granularity = spec.segment_granularity or _coarsest([g or "ALL" for g in chunk_grans.values()])
-    segment_locked = (
-        not context.force_time_chunk_lock
-        and not context.use_concurrent_locks
-        and all(g is not None and g == granularity for g in chunk_grans.values())
+    mode = services.task_lock_mode(validated)
+    # Segment locks need every input chunk already at the target granularity.
+    segment_locked = mode.granularity == locking.SEGMENT and all(
+        g is not None and g == granularity for g in chunk_grans.values()
     )
     timings["plan"] = round(time.monotonic() - t0, 3)
     common = {
@@ -106,9 +106,8 @@ def run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     if segment_locked:
         report = _segment_locked(target=target, named=named, granularity=granularity, **common)
     else:
-        lock_type = locking.REPLACE if context.use_concurrent_locks else locking.EXCLUSIVE
         report = _time_chunk_locked(
-            target=target, named=named, granularity=granularity, lock_type=lock_type, **common
+            target=target, named=named, granularity=granularity, lock_type=mode.type, **common
         )
     report["phases"] = {**report.get("phases", {}), **timings}
     report["compaction"].setdefault(

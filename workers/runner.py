@@ -131,12 +131,9 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     timeout = context.task_lock_timeout_ms
     # SPEC §5: concurrent append and replace take APPEND / REPLACE locks; an append
     # with forceTimeChunkLock false locks only the segments it allocates.
-    lock_type = locking.EXCLUSIVE
-    if context.use_concurrent_locks:
-        lock_type = locking.APPEND if spec.append_to_existing else locking.REPLACE
-    segment_locked = spec.append_to_existing and not context.force_time_chunk_lock
-    if segment_locked and context.use_concurrent_locks:
-        segment_locked = False  # concurrent locks are time-chunk locks
+    mode = services.task_lock_mode(validated)
+    lock_type = mode.type
+    segment_locked = mode.granularity == locking.SEGMENT
     timings: dict[str, float] = {}
     # Where a replace (or a task re-reading its own dataSource) takes its input
     # from: each time-chunk lock's interval and grant (the report's readAsOf).

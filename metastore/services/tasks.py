@@ -65,7 +65,25 @@ def task_validate(*, spec: dict) -> TaskSpec:
             f"{validated.type} tasks are not available yet; accepted: "
             f"{', '.join(SUPPORTED_TASK_TYPES)} (alias index)",
         )
+    task_lock_mode(validated)  # a context whose locks mean nothing is refused now
     return validated
+
+
+def task_lock_mode(validated: TaskSpec) -> locking.LockMode:
+    """The lock type and granularity of a validated task (`locking.lock_mode`)."""
+    context = validated.context
+    append = validated.ingestion is not None and validated.ingestion.append_to_existing
+    try:
+        return locking.lock_mode(
+            task_type=validated.type,
+            append=append,
+            force_time_chunk_lock=context.force_time_chunk_lock,
+            use_concurrent_locks=context.use_concurrent_locks,
+            task_lock_type=context.task_lock_type,
+        )
+    except ValueError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise SpecError(f"context.{field}", message) from None
 
 
 def task_create(
