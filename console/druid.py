@@ -150,7 +150,7 @@ def task_report_json(task: Task) -> dict:
 def lock_json(lock: TaskLock) -> dict:
     """A lock as Druid's TaskLock serializes (`granularity` timeChunk | segment)."""
     out = {
-        "granularity": "segment" if lock.granularity == "SEGMENT" else "timeChunk",
+        "granularity": "segment" if lock.granularity == locking.SEGMENT else "timeChunk",
         "type": lock.type,
         "groupId": lock.group_id,
         "dataSource": lock.datasource,
@@ -159,7 +159,7 @@ def lock_json(lock: TaskLock) -> dict:
         "priority": lock.priority,
         "revoked": lock.revoked,
     }
-    if lock.granularity == "SEGMENT":
+    if lock.granularity == locking.SEGMENT:
         out["partitionId"] = lock.partition
     return out
 
@@ -455,7 +455,7 @@ def _matching_locks(policies: list[dict]) -> dict[str, list[TaskLock]]:
             for lock in held.get(policy["datasource"], ())
             if not lock.revoked
             and lock.priority >= policy["priority"]
-            and not (policy["ignore_append"] and lock.type == "APPEND")
+            and not (policy["ignore_append"] and lock.type == locking.APPEND)
             and (
                 not policy["intervals"]
                 or any(lock.interval.overlaps(iv) for iv in policy["intervals"])

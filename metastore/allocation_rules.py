@@ -35,14 +35,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from metastore.intervals import Interval
+from metastore.locking import APPEND, SEGMENT, TIME_CHUNK
 
+# The version of appends into an empty chunk (SPEC §2); the one definition.
 EPOCH_VERSION = "1970-01-01T00:00:00.000Z"
 # Root partition numbers stay below this; segment-lock overwrites use the range above.
 NON_ROOT_PARTITION_START = 32768
-
-TIME_CHUNK = "TIME_CHUNK"
-SEGMENT = "SEGMENT"
-APPEND = "APPEND"
 
 
 class AllocationRefused(Exception):

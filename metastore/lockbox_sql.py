@@ -30,11 +30,11 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from metastore import allocation_rules
+from metastore import allocation_rules, locking
+from metastore.allocation_rules import NON_ROOT_PARTITION_START
 from metastore.intervals import Interval
 from metastore.models import (
     ACTIVE_STATUSES,
-    NON_ROOT_PARTITION_START,
     DataSource,
     TaskLock,
     TaskStatus,
@@ -517,7 +517,7 @@ _APPEND_CHUNKS_PG = (
 )
 _RUNNING_LOCK_VERSIONS = (
     "SELECT DISTINCT version FROM metastore_tasklock WHERE datasource = %(name)s "
-    f"AND granularity = 'TIME_CHUNK' AND type <> 'APPEND' AND NOT revoked AND {_OVERLAPS}"
+    f"AND granularity = %(time_chunk)s AND type <> %(append)s AND NOT revoked AND {_OVERLAPS}"
 )
 
 
@@ -530,7 +530,10 @@ def _append_queries(params: dict) -> list[Query]:
     return [
         Query(segments, params),
         Query(chunks, params),
-        Query(_RUNNING_LOCK_VERSIONS, params),
+        Query(
+            _RUNNING_LOCK_VERSIONS,
+            {**params, "time_chunk": locking.TIME_CHUNK, "append": locking.APPEND},
+        ),
     ]
 
 
@@ -613,8 +616,8 @@ def allocation_reads(
         ),
         Query(
             'SELECT start, "end", version, type FROM metastore_tasklock WHERE task_id = %s '
-            "AND granularity = 'TIME_CHUNK' AND NOT revoked ORDER BY created_at, id",
-            [task_id],
+            "AND granularity = %s AND NOT revoked ORDER BY created_at, id",
+            [task_id, locking.TIME_CHUNK],
         ),
     ]
     # What each sequence already got for its rows (an append's chunk may be

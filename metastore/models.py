@@ -8,11 +8,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from metastore import locking
+from metastore.allocation_rules import EPOCH_VERSION
 from metastore.intervals import Interval, format_ts
-
-EPOCH_VERSION = "1970-01-01T00:00:00.000Z"
-# Partition numbers of segments written by a SEGMENT-lock overwrite start here.
-NON_ROOT_PARTITION_START = 32768
 
 
 class DataSource(models.Model):
@@ -178,16 +176,17 @@ class Segment(models.Model):
         return base if partition == 0 else f"{base}_{partition}"
 
 
+# The choices are the core's vocabulary (metastore.locking), not a copy of it.
 class LockGranularity(models.TextChoices):
-    TIME_CHUNK = "TIME_CHUNK"
-    SEGMENT = "SEGMENT"
+    TIME_CHUNK = locking.TIME_CHUNK
+    SEGMENT = locking.SEGMENT
 
 
 class LockType(models.TextChoices):
-    EXCLUSIVE = "EXCLUSIVE"
-    SHARED = "SHARED"
-    APPEND = "APPEND"
-    REPLACE = "REPLACE"
+    EXCLUSIVE = locking.EXCLUSIVE
+    SHARED = locking.SHARED
+    APPEND = locking.APPEND
+    REPLACE = locking.REPLACE
 
 
 class TaskLock(models.Model):

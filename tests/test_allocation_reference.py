@@ -13,9 +13,9 @@ import pytest
 from django.db.models import Max
 
 from metastore import allocation_rules, locking, selectors, services
+from metastore.allocation_rules import NON_ROOT_PARTITION_START
 from metastore.intervals import Interval
 from metastore.models import (
-    NON_ROOT_PARTITION_START,
     DataSource,
     PendingSegment,
     Segment,

@@ -92,3 +92,11 @@ def test_a_replace_asking_for_an_append_lock_is_a_400_naming_the_field(api_clien
     spec["context"] = {"taskLockType": "REPLACE"}
     response = api_client.post("/druid/indexer/v1/task", spec, format="json")
     assert response.status_code == 200, response.content
+
+
+def test_the_models_build_their_lock_choices_from_the_core_vocabulary():
+    from metastore import allocation_rules, models
+
+    assert tuple(models.LockType.values) == locking.LOCK_TYPES
+    assert tuple(models.LockGranularity.values) == locking.GRANULARITIES
+    assert models.EPOCH_VERSION is allocation_rules.EPOCH_VERSION

@@ -10,9 +10,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from metastore import allocation_rules, lockbox_sql, locking
+from metastore.allocation_rules import NON_ROOT_PARTITION_START
 from metastore.intervals import Interval
 from metastore.models import (
-    NON_ROOT_PARTITION_START,
     DataSource,
     PendingSegment,
     Segment,

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, transaction
 
 from metastore import allocation_rules, lockbox_sql, locking
+from metastore.allocation_rules import NON_ROOT_PARTITION_START
 from metastore.intervals import Interval
 from metastore.models import (
-    NON_ROOT_PARTITION_START,
     CommitKind,
     CommitLogEntry,
     DataSource,
