@@ -1146,12 +1146,9 @@ def _legacy_partitions(tuning: dict, ignored: list[str]) -> dict:
         )
     guaranteed = _bool(tuning, "forceGuaranteedRollup", path, False)
     if not ps:
-        hashed = (
-            "numShards" in legacy
-            or "partitionDimensions" in legacy
-            or (guaranteed and "targetPartitionSize" in legacy)
-        )
-        ps = {"type": "hashed" if hashed else "dynamic"}
+        # As Druid's IndexTuningConfig: the legacy fields make a hashed spec with
+        # perfect rollup, a dynamic one (numShards and partitionDimensions unused) without.
+        ps = {"type": "hashed" if guaranteed else "dynamic"}
     kind = ps.get("type", "dynamic")
     rows = legacy.get("maxRowsPerSegment", legacy.get("targetPartitionSize"))
     rows_key = "maxRowsPerSegment" if "maxRowsPerSegment" in legacy else "targetPartitionSize"
@@ -1189,6 +1186,8 @@ def _legacy_partitions(tuning: dict, ignored: list[str]) -> dict:
         if key not in used:
             ignored.append(
                 f"{path}.{key}: superseded by partitionsSpec ({kind}), which decides segment sizes"
+                if tuning.get("partitionsSpec") or kind != "dynamic"
+                else f"{path}.{key}: only used for hashed partitioning, with forceGuaranteedRollup"
             )
     return ps
 
@@ -1197,6 +1196,8 @@ def _partitions(tuning: dict, ignored: list[str] | None = None) -> PartitionsSpe
     path = "spec.tuningConfig.partitionsSpec"
     ignored = [] if ignored is None else ignored
     ps = _legacy_partitions(tuning, ignored)
+    if not ps and _bool(tuning, "forceGuaranteedRollup", "spec.tuningConfig", False):
+        ps = {"type": "hashed"}  # Druid's default partitionsSpec for perfect rollup
     kind = ps.get("type", "dynamic")
     if kind not in PARTITION_TYPES:
         raise SpecError(
@@ -1322,6 +1323,26 @@ def _partitions(tuning: dict, ignored: list[str] | None = None) -> PartitionsSpe
         max_rows_per_segment=max_rows or DEFAULT_MAX_ROWS_PER_SEGMENT,
         partition_dimensions=partition_dims,
     )
+
+
+def _check_rollup_mode(tuning: dict, partitions: PartitionsSpec, force_rollup: bool) -> None:
+    """Druid's rule (native-batch.md, partitionsSpec): hashed, range and single_dim
+    are for perfect rollup and need forceGuaranteedRollup; dynamic is for best-effort
+    rollup and cannot have it."""
+    path = "spec.tuningConfig"
+    if partitions.type != "dynamic" and not force_rollup:
+        given = (tuning.get("partitionsSpec") or {}).get("type", partitions.type)
+        raise SpecError(
+            f"{path}.forceGuaranteedRollup",
+            f"must be true with {given} partitioning, as in Druid: hashed, range and "
+            "single_dim are for perfect rollup; use dynamic partitioning for best-effort rollup",
+        )
+    if force_rollup and partitions.type == "dynamic":
+        raise SpecError(
+            f"{path}.partitionsSpec.type",
+            "dynamic partitioning cannot be used for perfect rollup (forceGuaranteedRollup): "
+            "use hashed, range or single_dim, or leave forceGuaranteedRollup false",
+        )
 
 
 # tuningConfig fields with no meaning in Strata: accepted, and reported as ignored.
@@ -1477,18 +1498,7 @@ def _ingestion(
         )
     partitions = _partitions(tuning, ignored)
     force_rollup = _bool(tuning, "forceGuaranteedRollup", tun_path, False)
-    if partitions.type != "dynamic" and not force_rollup:
-        # Hashed and range partitioning always roll up perfectly here (two phases).
-        ignored.append(
-            f"{tun_path}.forceGuaranteedRollup: {partitions.type} partitioning always runs in two "
-            "phases with perfect rollup, as if it were true"
-        )
-        force_rollup = True
-    if force_rollup and partitions.type == "dynamic":
-        raise SpecError(
-            f"{tun_path}.partitionsSpec.type",
-            "forceGuaranteedRollup requires hashed, range or single_dim partitioning",
-        )
+    _check_rollup_mode(tuning, partitions, force_rollup)
     if append and partitions.type != "dynamic":
         raise SpecError(
             f"{io_path}.appendToExisting",
@@ -1515,18 +1525,21 @@ def _ingestion(
                     f"{where}: {name!r} is a count metric, not an input field; it splits nothing "
                     "(Druid reads it as null for every row)"
                 )
-            elif name in metric_names or name in exclusions:
-                raise SpecError(where, f"{name!r} is not a dimension (a metric or excluded)")
+            elif name in metric_names:
+                raise SpecError(
+                    where,
+                    f"{name!r} is a metric, not a dimension; partition on dimensions "
+                    f"({', '.join(sorted(known)) or 'those of the input'})",
+                )
+            elif name in exclusions:
+                raise SpecError(where, f"{name!r} is excluded (dimensionExclusions)")
             elif dims and name not in known:
                 raise SpecError(where, f"{name!r} is not a dimension of this spec")
             else:
                 kept.append(name)
         if tuple(kept) != partitions.partition_dimensions:
-            if partitions.type == "range" and not kept:
-                raise SpecError(
-                    f"{tun_path}.partitionsSpec.{field_name}",
-                    "range partitioning needs at least one dimension",
-                )
+            # Range on nothing but count metrics: every row's key is null, so each
+            # time chunk is one range, as in Druid (the worker reads an empty key so).
             partitions = PartitionsSpec(
                 type=partitions.type,
                 max_rows_per_segment=partitions.max_rows_per_segment,

@@ -1,0 +1,239 @@
+"""Druid's own validation rules for task specs, as its reference documents them:
+partitionsSpec and forceGuaranteedRollup, extension aggregators outside scope,
+and the kill task's fields run through the real kill path."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from metastore.specs import SpecError, validate_task_spec
+
+pytestmark = pytest.mark.django_db
+
+ROLLUP = "spec.tuningConfig.forceGuaranteedRollup"
+
+
+@pytest.fixture
+def spec(inline_spec) -> dict:
+    return inline_spec(
+        "rules",
+        intervals=["2024-01-01/2024-01-02"],
+        dimensions=["page", {"type": "long", "name": "ns"}, {"type": "double", "name": "score"}],
+        data='{"ts": "2024-01-01T00:10:00Z", "page": "A", "ns": 3, "score": 1.5, "added": 1}\n',
+    )
+
+
+def tuned(spec: dict, **tuning) -> dict:
+    out = copy.deepcopy(spec)
+    out["spec"]["tuningConfig"] = {"type": "index_parallel", **tuning}
+    return out
+
+
+def refusal(spec: dict) -> SpecError:
+    with pytest.raises(SpecError) as caught:
+        validate_task_spec(spec, input_roots=[])
+    return caught.value
+
+
+# --- partitionsSpec and forceGuaranteedRollup ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "partitions",
+    [
+        {"type": "hashed", "numShards": 2},
+        {"type": "range", "partitionDimensions": ["page"], "targetRowsPerSegment": 10},
+        {"type": "single_dim", "partitionDimension": "page", "targetRowsPerSegment": 10},
+    ],
+    ids=["hashed", "range", "single_dim"],
+)
+@pytest.mark.parametrize("rollup", [None, False, "false"], ids=["absent", "false", "str-false"])
+def test_secondary_partitioning_without_force_guaranteed_rollup_is_refused(
+    spec, partitions, rollup
+):
+    tuning = {"partitionsSpec": partitions}
+    if rollup is not None:
+        tuning["forceGuaranteedRollup"] = rollup
+    error = refusal(tuned(spec, **tuning))
+    assert error.field == ROLLUP
+    assert "must be true" in error.message and partitions["type"] in error.message
+
+
+def test_secondary_partitioning_refusal_is_a_400_naming_the_field(api_client, spec):
+    body = tuned(spec, partitionsSpec={"type": "hashed", "numShards": 2})
+    response = api_client.post("/api/v1/tasks", body, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == ROLLUP
+
+
+def test_dynamic_partitioning_with_force_guaranteed_rollup_is_refused(spec):
+    error = refusal(tuned(spec, partitionsSpec={"type": "dynamic"}, forceGuaranteedRollup=True))
+    assert error.field == "spec.tuningConfig.partitionsSpec.type"
+    assert "perfect rollup" in error.message
+
+
+def test_force_guaranteed_rollup_without_partitions_spec_means_hashed(spec):
+    # Druid's default partitionsSpec with forceGuaranteedRollup is hashed.
+    ingestion = validate_task_spec(
+        tuned(spec, forceGuaranteedRollup=True), input_roots=[]
+    ).ingestion
+    assert ingestion.partitions.type == "hashed" and ingestion.force_guaranteed_rollup
+
+
+def test_legacy_num_shards_makes_hashed_only_with_force_guaranteed_rollup(spec):
+    best_effort = validate_task_spec(
+        tuned(spec, numShards=3, maxRowsPerSegment=100), input_roots=[]
+    )
+    assert best_effort.ingestion.partitions.type == "dynamic"
+    assert best_effort.ingestion.partitions.max_rows_per_segment == 100
+    assert any(i.startswith("spec.tuningConfig.numShards:") for i in best_effort.ignored)
+
+    perfect = validate_task_spec(
+        tuned(spec, numShards=3, forceGuaranteedRollup=True), input_roots=[]
+    ).ingestion
+    assert perfect.partitions.type == "hashed" and perfect.partitions.num_shards == 3
+
+
+@pytest.mark.parametrize("dimension", ["ns", "score"], ids=["long", "double"])
+def test_range_partitioning_on_a_numeric_dimension_is_accepted(spec, dimension):
+    # Druid's range partitioning takes any single-valued dimension (it compares
+    # their values as strings); numeric dimensions are not refused.
+    ingestion = validate_task_spec(
+        tuned(
+            spec,
+            partitionsSpec={"type": "range", "partitionDimensions": [dimension, "page"]},
+            forceGuaranteedRollup=True,
+        ),
+        input_roots=[],
+    ).ingestion
+    assert ingestion.partitions.type == "range"
+    assert ingestion.partitions.partition_dimensions == (dimension, "page")
+
+
+def test_range_partitioning_on_a_count_metric_is_accepted_and_splits_nothing(spec):
+    # Druid's qaArray range test partitions on its count metric `cnt`: Druid reads
+    # it from the input row, where it is null: one range per time chunk.
+    body = tuned(
+        spec,
+        partitionsSpec={"type": "range", "partitionDimensions": ["count"], "maxRowsPerSegment": 9},
+        forceGuaranteedRollup=True,
+    )
+    validated = validate_task_spec(body, input_roots=[])
+    assert validated.ingestion.partitions.type == "range"
+    assert validated.ingestion.partitions.partition_dimensions == ()
+    assert any("is a count metric" in i for i in validated.ignored), validated.ignored
+
+
+def test_range_partitioning_on_another_metric_names_it(spec):
+    error = refusal(
+        tuned(
+            spec,
+            partitionsSpec={"type": "range", "partitionDimensions": ["added"]},
+            forceGuaranteedRollup=True,
+        )
+    )
+    assert error.field == "spec.tuningConfig.partitionsSpec.partitionDimensions[0]"
+    assert "'added' is a metric" in error.message
+    assert "at least one dimension" not in error.message
+
+
+# --- run on Spark: the runner, as the worker calls it ----------------------------------
+
+
+@pytest.fixture
+def run_spec(transactional_db, monkeypatch, settings):
+    """`run_spec(spec)` -> the Task after the runner ran it here (Spark for ingestion)."""
+    from metastore import services
+    from metastore.models import Task
+    from workers import runner
+
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+    settings.STRATA_HEARTBEAT_SECONDS = 0.2
+
+    def run(body: dict) -> Task:
+        task = services.task_submit(spec=body)
+        assert services.task_claim(task_id=task.id, worker="pytest")
+        runner.run_task(task.id)
+        return Task.objects.get(id=task.id)
+
+    return run
+
+
+def _events(day: str, n: int) -> str:
+    return "\n".join(
+        f'{{"ts": "{day}T{i % 24:02d}:00:00Z", "page": "p{i}", "ns": {i}, "added": 1}}'
+        for i in range(n)
+    )
+
+
+@pytest.mark.spark
+def test_range_on_a_count_metric_ingests_one_range_per_chunk(run_spec, inline_spec):
+    import pyarrow.parquet as pq
+
+    from metastore.models import Segment, TaskStatus
+
+    body = inline_spec(
+        "range_cnt",
+        intervals=["2024-01-01/2024-01-03"],
+        dimensions=["page", {"type": "long", "name": "ns"}],
+        metrics=[{"type": "count", "name": "cnt"}],
+        data=_events("2024-01-01", 12) + "\n" + _events("2024-01-02", 5),
+        tuning={
+            "type": "index_parallel",
+            "partitionsSpec": {
+                "type": "range",
+                "partitionDimensions": ["cnt"],
+                "maxRowsPerSegment": 3,
+            },
+            "forceGuaranteedRollup": True,
+        },
+    )
+    task = run_spec(body)
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    segments = list(Segment.objects.filter(created_by=task).order_by("start"))
+    # A null key cannot be split: each day is one range, whatever maxRowsPerSegment says.
+    assert [s.num_rows for s in segments] == [12, 5]
+    for seg in segments:
+        assert seg.shard_spec["type"] == "range"
+        assert seg.shard_spec["start"] is None and seg.shard_spec["end"] is None
+    rows = pq.read_table(segments[0].location).to_pandas()
+    assert sorted(rows["ns"]) == list(range(12)) and set(rows["cnt"]) == {1}
+
+
+@pytest.mark.spark
+def test_range_on_a_long_dimension_splits_by_its_values(run_spec, inline_spec):
+    import pyarrow.parquet as pq
+
+    from metastore.models import Segment, TaskStatus
+
+    body = inline_spec(
+        "range_long",
+        intervals=["2024-01-01/2024-01-02"],
+        dimensions=["page", {"type": "long", "name": "ns"}],
+        data=_events("2024-01-01", 12),
+        tuning={
+            "type": "index_parallel",
+            "partitionsSpec": {
+                "type": "range",
+                "partitionDimensions": ["ns"],
+                "targetRowsPerSegment": 4,
+            },
+            "forceGuaranteedRollup": True,
+        },
+    )
+    task = run_spec(body)
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    segments = list(Segment.objects.filter(created_by=task).order_by("partition"))
+    assert len(segments) >= 2 and sum(s.num_rows for s in segments) == 12
+    seen = []
+    for seg in segments:
+        values = sorted(pq.read_table(seg.location).to_pandas()["ns"])
+        start, end = seg.shard_spec["start"], seg.shard_spec["end"]
+        assert start is None or values[0] >= start[0]
+        assert end is None or values[-1] < end[0]
+        seen += values
+    assert sorted(seen) == list(range(12))
