@@ -59,6 +59,63 @@ METRIC_TYPES = (
     *FIRST_LAST_TYPES,
     *SKETCH_TYPES,
 )
+# Aggregator types Druid documents that Strata does not implement, with where
+# they come from; a spec naming one is refused with the reason (issue 27).
+_CONTRIB = "an aggregator of the Druid contrib extension {}, which is outside Strata's scope"
+_CORE_EXT = "an aggregator of Druid's core extension {}, not implemented here"
+UNSUPPORTED_AGGREGATORS = {
+    **dict.fromkeys(
+        (
+            "compressedBigDecimal",
+            "compressedBigDecimalSum",
+            "compressedBigDecimalMax",
+            "compressedBigDecimalMin",
+        ),
+        _CONTRIB.format("druid-compressed-bigdecimal"),
+    ),
+    **dict.fromkeys(
+        ("Bitmap64ExactCountBuild", "Bitmap64ExactCountMerge"),
+        _CONTRIB.format("druid-exact-count-bitmap"),
+    ),
+    **dict.fromkeys(
+        ("spectatorHistogram", "spectatorHistogramTimer", "spectatorHistogramDistribution"),
+        _CONTRIB.format("druid-spectator-histogram"),
+    ),
+    **dict.fromkeys(("momentSketch", "momentSketchMerge"), _CONTRIB.format("druid-momentsketch")),
+    "tDigestSketch": _CONTRIB.format("druid-tdigestsketch"),
+    "ddSketch": _CONTRIB.format("druid-ddsketch"),
+    "distinctCount": _CONTRIB.format("druid-distinctcount"),
+    **dict.fromkeys(("timeMin", "timeMax"), _CONTRIB.format("druid-time-min-max")),
+    "unsigned_int": _CONTRIB.format("unsigned-int-extensions"),
+    **dict.fromkeys(
+        (
+            "KllDoublesSketch",
+            "KllFloatsSketch",
+            "KllDoublesSketchMerge",
+            "KllFloatsSketchMerge",
+            "quantilesDoublesSketchMerge",
+        ),
+        _CORE_EXT.format("druid-datasketches (KLL / merge of quantiles sketches)")
+        + "; use quantilesDoublesSketch",
+    ),
+    "arrayOfDoublesSketch": _CORE_EXT.format("druid-datasketches (tuple sketches)"),
+    **dict.fromkeys(("variance", "varianceFold"), _CORE_EXT.format("druid-stats")),
+    **dict.fromkeys(
+        ("approxHistogram", "approxHistogramFold", "fixedBucketsHistogram"),
+        _CORE_EXT.format("druid-histogram") + "; use quantilesDoublesSketch",
+    ),
+    "bloom": "a query-time aggregator of Druid's core extension druid-bloom-filter",
+    **dict.fromkeys(
+        ("longAny", "doubleAny", "floatAny", "stringAny"),
+        "not implemented here; use the matching *First or *Last aggregator",
+    ),
+    "doubleMean": "a query-time aggregator in Druid; store a doubleSum and a count",
+    "cardinality": "a query-time aggregator in Druid; use hyperUnique or HLLSketchBuild",
+    "filtered": "not implemented here; filter or compute the value in transformSpec",
+    "expression": "not implemented here; compute the value in transformSpec.transforms",
+    "javascript": "JavaScript is disabled in Druid by default and not implemented here",
+    "grouping": "a query-time aggregator in Druid",
+}
 # Sketch defaults, as in Druid's DataSketches extension.
 THETA_DEFAULT_SIZE = 16384  # nominal entries (Spark: lgNomEntries = log2(size))
 HLL_DEFAULT_LG_K = 12
@@ -1022,6 +1079,12 @@ def _metrics(schema: dict, ignored: list[str]) -> tuple[Metric, ...]:
         mpath = f"{path}[{i}]"
         m = _obj(m, mpath)
         mtype = m.get("type")
+        if isinstance(mtype, str) and mtype in UNSUPPORTED_AGGREGATORS:
+            raise SpecError(
+                f"{mpath}.type",
+                f"{mtype} is {UNSUPPORTED_AGGREGATORS[mtype]}. "
+                f"Supported aggregators: {', '.join(METRIC_TYPES)}",
+            )
         if mtype not in METRIC_TYPES:
             raise SpecError(
                 f"{mpath}.type",

@@ -237,3 +237,61 @@ def test_range_on_a_long_dimension_splits_by_its_values(run_spec, inline_spec):
         assert end is None or values[-1] < end[0]
         seen += values
     assert sorted(seen) == list(range(12))
+
+
+# --- aggregators from extensions ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("aggregator", "words"),
+    [
+        ({"type": "compressedBigDecimalSum", "scale": 9, "size": 3}, "druid-compressed-bigdecimal"),
+        ({"type": "Bitmap64ExactCountBuild"}, "druid-exact-count-bitmap"),
+        ({"type": "spectatorHistogram"}, "druid-spectator-histogram"),
+        ({"type": "momentSketch", "k": 10}, "druid-momentsketch"),
+        ({"type": "tDigestSketch", "compression": 200}, "druid-tdigestsketch"),
+    ],
+    ids=lambda v: v["type"] if isinstance(v, dict) else v,
+)
+def test_contrib_extension_aggregators_are_refused_as_out_of_scope(
+    api_client, spec, aggregator, words
+):
+    spec["spec"]["dataSchema"]["metricsSpec"].append(
+        {**aggregator, "name": "m", "fieldName": "added"}
+    )
+    response = api_client.post("/api/v1/tasks", spec, format="json")
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["field"] == "spec.dataSchema.metricsSpec[2].type"
+    assert words in body["message"] and "outside Strata's scope" in body["message"]
+    # ... and says what is supported
+    assert "Supported aggregators: count, longSum" in body["message"]
+    assert "HLLSketchBuild" in body["message"]
+
+
+@pytest.mark.parametrize("kind", ["variance", "KllDoublesSketch", "approxHistogram", "longAny"])
+def test_core_aggregators_not_implemented_are_refused_with_the_reason(spec, kind):
+    spec["spec"]["dataSchema"]["metricsSpec"].append({"type": kind, "name": "m", "fieldName": "x"})
+    error = refusal(spec)
+    assert error.field == "spec.dataSchema.metricsSpec[2].type"
+    assert "not implemented here" in error.message
+
+
+def test_core_and_bundled_extension_aggregators_stay_supported(spec):
+    supported = [
+        {"type": "count", "name": "cnt"},
+        *[
+            {"type": t, "name": f"m_{t}", "fieldName": "added"}
+            for t in ("longSum", "doubleSum", "floatSum", "longMin", "longMax", "doubleMin")
+            + ("doubleMax", "floatMin", "floatMax", "longFirst", "longLast", "doubleFirst")
+            + ("doubleLast", "floatFirst", "floatLast", "stringFirst", "stringLast")
+        ],
+        {"type": "hyperUnique", "name": "hu", "fieldName": "page"},
+        {"type": "thetaSketch", "name": "theta", "fieldName": "page"},
+        {"type": "HLLSketchBuild", "name": "hll", "fieldName": "page"},
+        {"type": "HLLSketchMerge", "name": "hllm", "fieldName": "hll_in"},
+        {"type": "quantilesDoublesSketch", "name": "q", "fieldName": "score_in"},
+    ]
+    spec["spec"]["dataSchema"]["metricsSpec"] = supported
+    metrics = validate_task_spec(spec, input_roots=[]).ingestion.metrics
+    assert [m.name for m in metrics] == [m["name"] for m in supported]
