@@ -142,7 +142,8 @@ KILL_TOP_LEVEL = {
     "limit",
     "maxUsedStatusLastUpdatedTime",
 }
-KILL_UNSUPPORTED = ("versions", "maxUsedStatusLastUpdatedTime")
+KILL_UNSUPPORTED: tuple[str, ...] = ()  # every documented kill field is honoured
+DEFAULT_KILL_BATCH_SIZE = 100  # Druid's default
 INGESTION_SPEC_FIELDS = {"dataSchema", "ioConfig", "tuningConfig"}
 DATA_SCHEMA_FIELDS = {
     "dataSource",
@@ -328,6 +329,18 @@ class IngestionSpec:
 
 
 @dataclass(frozen=True)
+class KillSpec:
+    """A kill task's selection of unused segments in its interval (Druid's fields):
+    only these versions (None: all), at most `limit` of them (None: all, oldest
+    first), only those marked unused no later than `max_used_status_last_updated`."""
+
+    versions: tuple[str, ...] | None = None
+    limit: int | None = None
+    max_used_status_last_updated: datetime | None = None
+    batch_size: int = DEFAULT_KILL_BATCH_SIZE
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     type: str  # canonical: index_parallel | compact | kill
     datasource: str
@@ -338,6 +351,7 @@ class TaskSpec:
     compaction: CompactionSpec | None = None
     raw: dict = field(default_factory=dict, compare=False)
     mark_as_unused: bool = False  # kill: mark the interval's used segments unused first
+    kill: KillSpec | None = None
     ignored: tuple[str, ...] = ()  # "field: reason" of fields accepted without effect
 
 
@@ -402,13 +416,12 @@ def _int(
         return default
     if maximum is None:
         maximum = INT_MAXIMUMS.get(key, INT_MAXIMUM)
+    where = f"{path}.{key}" if path else key
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{path}.{key}", f"must be an integer from {minimum} to {maximum}")
+        raise SpecError(where, f"must be an integer from {minimum} to {maximum}")
     if value < minimum or value > maximum:
         shown = value if abs(value) < 10**20 else f"{str(value)[:12]}... ({len(str(value))} digits)"
-        raise SpecError(
-            f"{path}.{key}", f"must be an integer from {minimum} to {maximum}, got {shown}"
-        )
+        raise SpecError(where, f"must be an integer from {minimum} to {maximum}, got {shown}")
     return value
 
 
@@ -1742,28 +1755,7 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
             ignored=ingestion.ignored,
         )
     if kind == "kill":
-        _allow(raw, "", KILL_TOP_LEVEL)
-        kill_ignored = []
-        for key in KILL_UNSUPPORTED:
-            if raw.get(key) is not None:
-                raise SpecError(
-                    key,
-                    "is not supported; a kill task deletes every unused segment of its interval",
-                )
-        for key in ("batchSize", "limit"):
-            if raw.get(key) is not None:
-                kill_ignored.append(
-                    f"{key}: a kill task deletes every unused segment of its interval in one commit"
-                )
-        return TaskSpec(
-            type="kill",
-            datasource=_datasource_name(raw.get("dataSource"), "dataSource"),
-            context=context,
-            interval=_interval(raw.get("interval"), "interval"),
-            raw=raw,
-            mark_as_unused=_bool(raw, "markAsUnused", "", False),
-            ignored=tuple(kill_ignored),
-        )
+        return _kill_task(raw, context)
     compaction = _compaction(raw)
     return TaskSpec(
         type="compact",
@@ -1774,6 +1766,60 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
         compaction=compaction,
         raw=raw,
         ignored=compaction.ignored,
+    )
+
+
+# --- kill -------------------------------------------------------------------------
+
+
+def _kill_task(raw: dict, context: Context) -> TaskSpec:
+    """Druid's kill task (data-management/delete.md): interval, versions, batchSize,
+    limit, maxUsedStatusLastUpdatedTime, and the deprecated markAsUnused."""
+    _allow(raw, "", KILL_TOP_LEVEL)
+    versions = raw.get("versions")
+    if versions is not None:
+        if not isinstance(versions, list) or not versions:
+            raise SpecError(
+                "versions", "must be a non-empty list of segment versions (or absent: all)"
+            )
+        for i, version in enumerate(versions):
+            if not isinstance(version, str) or not version:
+                raise SpecError(f"versions[{i}]", "must be a segment version string")
+        versions = tuple(dict.fromkeys(versions))
+    mark_as_unused = _bool(raw, "markAsUnused", "", False)
+    if mark_as_unused and versions is not None:
+        raise SpecError("markAsUnused", "cannot be used with versions (as in Druid)")
+    cutoff = raw.get("maxUsedStatusLastUpdatedTime")
+    if cutoff is not None:
+        try:
+            cutoff = Interval.parse(f"{cutoff}/{cutoff}").start if isinstance(cutoff, str) else None
+        except ValueError:
+            cutoff = None
+        if cutoff is None:
+            raise SpecError(
+                "maxUsedStatusLastUpdatedTime",
+                f"{raw['maxUsedStatusLastUpdatedTime']!r} is not an ISO-8601 timestamp",
+            )
+    ignored = []
+    if raw.get("batchSize") is not None:
+        ignored.append(
+            "batchSize: a kill task deletes the segments it selects in one commit "
+            "(the lock box is not held by the deletion)"
+        )
+    return TaskSpec(
+        type="kill",
+        datasource=_datasource_name(raw.get("dataSource"), "dataSource"),
+        context=context,
+        interval=_interval(raw.get("interval"), "interval"),
+        raw=raw,
+        mark_as_unused=mark_as_unused,
+        kill=KillSpec(
+            versions=versions,
+            limit=_int(raw, "limit", "", None, minimum=1),
+            max_used_status_last_updated=cutoff,
+            batch_size=_int(raw, "batchSize", "", DEFAULT_KILL_BATCH_SIZE, minimum=1),
+        ),
+        ignored=tuple(ignored),
     )
 
 

@@ -559,7 +559,8 @@ def test_kill_mark_as_unused_is_honoured_not_ignored():
     assert validated.mark_as_unused is True
     assert validated.interval == Interval.parse("2024-01-01/2024-02-01")
     assert validated.ignored == (
-        "batchSize: a kill task deletes every unused segment of its interval in one commit",
+        "batchSize: a kill task deletes the segments it selects in one commit "
+        "(the lock box is not held by the deletion)",
     )
 
 

@@ -295,3 +295,95 @@ def test_core_and_bundled_extension_aggregators_stay_supported(spec):
     spec["spec"]["dataSchema"]["metricsSpec"] = supported
     metrics = validate_task_spec(spec, input_roots=[]).ingestion.metrics
     assert [m.name for m in metrics] == [m["name"] for m in supported]
+
+
+# --- kill: versions, limit, maxUsedStatusLastUpdatedTime, through the runner ---------------
+
+KILL_DS = "killme"
+DAYS = [f"2024-03-0{d}/2024-03-0{d + 1}" for d in (1, 2, 3)]
+
+
+def _kill(run_spec, **fields):
+    return run_spec(
+        {"type": "kill", "dataSource": KILL_DS, "interval": "2024-03-01/2024-03-04", **fields}
+    )
+
+
+def _remaining() -> list[tuple[str, str, int]]:
+    from metastore.models import Segment
+
+    return sorted(
+        (str(s.start.date()), s.version, s.partition)
+        for s in Segment.objects.filter(datasource__name=KILL_DS)
+    )
+
+
+def _unused(*days: str) -> None:
+    from metastore import services
+    from metastore.intervals import Interval
+
+    for day in days:
+        services.segments_mark_used(datasource=KILL_DS, used=False, interval=Interval.parse(day))
+
+
+def test_kill_with_versions_deletes_only_those_versions(run_spec, publish):
+    from metastore.models import TaskStatus
+
+    old = publish(KILL_DS, DAYS[0], {DAYS[0]: 2})
+    new = publish(KILL_DS, DAYS[0], {DAYS[0]: 1})  # overwrites: a newer version
+    _unused(DAYS[0])
+
+    task = _kill(run_spec, versions=[old.version])
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    assert task.report["segmentsKilled"] == 2
+    assert _remaining() == [("2024-03-01", new.version, 0)]
+
+
+def test_kill_with_limit_deletes_that_many_oldest_first(run_spec, publish):
+    from metastore.models import TaskStatus
+
+    versions = [publish(KILL_DS, day, {day: 1}).version for day in DAYS]
+    _unused(*DAYS)
+
+    task = _kill(run_spec, limit=2, batchSize=1)
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    assert task.report["segmentsKilled"] == 2
+    assert _remaining() == [("2024-03-03", versions[2], 0)]
+
+
+def test_kill_with_max_used_status_last_updated_time_spares_later_ones(run_spec, publish):
+    import time
+
+    from metastore.models import Segment, TaskStatus
+
+    for day in DAYS:
+        publish(KILL_DS, day, {day: 1})
+    _unused(DAYS[0], DAYS[1])
+    cutoff = max(
+        Segment.objects.filter(used=False).values_list("used_status_updated_at", flat=True)
+    )
+    time.sleep(0.01)  # the next mark gets a later timestamp than the cutoff
+    _unused(DAYS[2])
+
+    task = _kill(run_spec, maxUsedStatusLastUpdatedTime=cutoff.isoformat())
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    assert [day for day, _, _ in _remaining()] == ["2024-03-03"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"versions": []}, "versions"),
+        ({"versions": ["v", 3]}, "versions[1]"),
+        ({"limit": 0}, "limit"),
+        ({"batchSize": 0}, "batchSize"),
+        ({"maxUsedStatusLastUpdatedTime": "yesterday"}, "maxUsedStatusLastUpdatedTime"),
+        ({"markAsUnused": True, "versions": ["v"]}, "markAsUnused"),
+    ],
+)
+def test_bad_kill_fields_are_named(fields, field):
+    body = {"type": "kill", "dataSource": KILL_DS, "interval": "2024-03-01/P1D", **fields}
+    assert refusal(body).field == field
