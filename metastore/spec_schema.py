@@ -95,6 +95,29 @@ def granularity_schema(description: str) -> dict:
                 "required": ["type"],
                 "additionalProperties": False,
             },
+            {
+                "type": "object",
+                "description": "a period equal to a named granularity (UTC, no origin)",
+                "properties": {
+                    "type": _enum(["period"]),
+                    "period": STRING,
+                    "timeZone": STRING,
+                    "origin": STRING,
+                },
+                "required": ["type", "period"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "description": "a duration in ms equal to a named granularity, no origin",
+                "properties": {
+                    "type": _enum(["duration"]),
+                    "duration": {"type": "integer"},
+                    "origin": STRING,
+                },
+                "required": ["type", "duration"],
+                "additionalProperties": False,
+            },
         ],
     }
 

@@ -36,7 +36,39 @@ OUT_OF_SCOPE_SOURCES = {
     "sql": "export the query result to JSON or CSV in an input root and use a local input source",
     "delta": "export the table to Parquet in an input root and use a local input source",
     "iceberg": "export the table to Parquet in an input root and use a local input source",
+    "oss": "copy the objects into an input root and use a local input source",
 }
+# Input formats Druid documents that Strata does not read: why, and what to use.
+UNSUPPORTED_FORMATS = {
+    "orc": "is not implemented here yet; convert the files to Parquet",
+    "avro_ocf": "is not implemented here yet; convert the files to Parquet or JSON",
+    "avro_stream": "is a streaming format (one record per message), outside Strata's "
+    "batch scope; write the records as JSON or Parquet files",
+    "protobuf": "is a streaming format (one record per message), outside Strata's "
+    "batch scope; write the records as JSON or Parquet files",
+    "kafka": "is Kafka ingestion's format, outside Strata's batch scope",
+    "kinesis": "is Kinesis ingestion's format, outside Strata's batch scope",
+    "thrift": "comes from a Druid contrib extension, outside Strata's scope",
+    "regex": "is not implemented here; convert the lines to CSV or JSON",
+}
+# Filter types Druid documents that transformSpec.filter does not apply here.
+UNSUPPORTED_FILTERS = (
+    "equals",
+    "null",
+    "range",
+    "columnComparison",
+    "extraction",
+    "search",
+    "like",
+    "regex",
+    "interval",
+    "true",
+    "false",
+    "arrayContainsElement",
+    "expression",
+    "javascript",
+    "spatial",
+)
 TIMESTAMP_FORMATS = ("iso", "auto", "millis", "posix", "nano")
 DIMENSION_TYPES = ("string", "long", "double", "float", "auto", "json")
 MULTI_VALUE_HANDLING = ("SORTED_ARRAY", "SORTED_SET", "ARRAY")
@@ -113,7 +145,7 @@ UNSUPPORTED_AGGREGATORS = {
     "cardinality": "a query-time aggregator in Druid; use hyperUnique or HLLSketchBuild",
     "filtered": "not implemented here; filter or compute the value in transformSpec",
     "expression": "not implemented here; compute the value in transformSpec.transforms",
-    "javascript": "JavaScript is disabled in Druid by default and not implemented here",
+    "javascript": "a JavaScript aggregator (disabled in Druid by default), not implemented here",
     "grouping": "a query-time aggregator in Druid",
 }
 # Sketch defaults, as in Druid's DataSketches extension.
@@ -524,12 +556,57 @@ def _interval(value: Any, path: str) -> Interval:
     return interval
 
 
+# Druid's period and duration granularities that are one of the named ones.
+_STANDARD_PERIODS = {
+    "PT1S": "SECOND",
+    "PT1M": "MINUTE",
+    "PT5M": "FIVE_MINUTE",
+    "PT15M": "FIFTEEN_MINUTE",
+    "PT30M": "THIRTY_MINUTE",
+    "PT1H": "HOUR",
+    "PT6H": "SIX_HOUR",
+    "P1D": "DAY",
+    "P1W": "WEEK",
+    "P1M": "MONTH",
+    "P3M": "QUARTER",
+    "P1Y": "YEAR",
+}
+_STANDARD_DURATIONS = {1000: "SECOND", 60_000: "MINUTE", 3_600_000: "HOUR", 86_400_000: "DAY"}
+
+
+def _granularity_object(value: dict, path: str) -> Any:
+    """{"type": name}, or a period / duration granularity that equals a named one
+    (UTC, no origin); other periods, time zones and origins are refused."""
+    kind = value.get("type")
+    if kind == "period":
+        _allow(value, path, {"type", "period", "timeZone", "origin"})
+        named = _STANDARD_PERIODS.get(str(value.get("period")).upper())
+        if named and value.get("timeZone") in (None, "UTC", "Etc/UTC") and not value.get("origin"):
+            return named
+        raise SpecError(
+            path,
+            f"period granularity {value.get('period')!r} is not supported here: only UTC "
+            f"periods without origin equal to a named granularity ({', '.join(_STANDARD_PERIODS)})",
+        )
+    if kind == "duration":
+        _allow(value, path, {"type", "duration", "origin"})
+        named = _STANDARD_DURATIONS.get(value.get("duration"))
+        if named and not value.get("origin"):
+            return named
+        raise SpecError(
+            path,
+            f"duration granularity {value.get('duration')!r} is not supported here: only "
+            f"{', '.join(map(str, _STANDARD_DURATIONS))} ms without origin",
+        )
+    _allow(value, path, {"type"})
+    return kind
+
+
 def _granularity(value: Any, path: str, *, default: str) -> str:
     if value is None:
         return default
     if isinstance(value, dict):  # Druid's {"type": "period", ...} / {"type": "day"}
-        _allow(value, path, {"type"})
-        value = value.get("type")
+        value = _granularity_object(value, path)
     if not isinstance(value, str):
         raise SpecError(path, f"must be one of {', '.join(GRANULARITY_NAMES)}")
     try:
@@ -631,6 +708,12 @@ def _none_as(value: Any, default: Any) -> Any:
 def validate_filter(flt: Any, path: str) -> dict:
     flt = _obj(flt, path)
     kind = flt.get("type")
+    if isinstance(kind, str) and kind in UNSUPPORTED_FILTERS:
+        raise SpecError(
+            f"{path}.type",
+            f"{kind} filters are not implemented here; accepted: {', '.join(FILTER_TYPES)} "
+            "(or compute a column with an expression transform and filter it with selector)",
+        )
     if kind not in FILTER_TYPES:
         raise SpecError(
             f"{path}.type", f"unknown filter type {kind!r}; accepted: {', '.join(FILTER_TYPES)}"
@@ -803,6 +886,12 @@ def _input_format(io: dict, ignored: list[str]) -> dict:
     fmt_path = "spec.ioConfig.inputFormat"
     fmt_obj = _obj(io.get("inputFormat"), fmt_path)
     fmt = fmt_obj.get("type")
+    if isinstance(fmt, str) and fmt not in INPUT_FORMATS and fmt in UNSUPPORTED_FORMATS:
+        raise SpecError(
+            f"{fmt_path}.type",
+            f"the {fmt} input format {UNSUPPORTED_FORMATS[fmt]}; "
+            f"accepted: {', '.join(INPUT_FORMATS)}",
+        )
     if fmt not in INPUT_FORMATS:
         raise SpecError(
             f"{fmt_path}.type",
@@ -1026,6 +1115,12 @@ def _dimensions(
         d = _obj(d, dpath)
         _allow(d, dpath, {"type", "name", "createBitmapIndex", "multiValueHandling", "castToType"})
         dtype = d.get("type", "string")
+        if dtype == "spatial":
+            raise SpecError(
+                f"{dpath}.type",
+                "spatial dimensions are outside Strata's scope; ingest the coordinates as "
+                "double dimensions",
+            )
         if dtype not in DIMENSION_TYPES:
             raise SpecError(
                 f"{dpath}.type",
@@ -1442,6 +1537,7 @@ _IGNORED_TUNING = {
     "forceExtendableShardSpecs": "every segment gets a numbered (extendable) shard spec anyway",
     "numPersistThreads": "there are no intermediate persists",
     "maxAllowedLockCount": "locks are taken per time chunk of the intervals",
+    "appendableIndexSpec": "there is no in-memory incremental index: Spark manages memory",
 }
 
 
@@ -1452,6 +1548,12 @@ def _ingestion(
     spec = _obj(raw.get("spec"), "spec")
     _allow(spec, "spec", INGESTION_SPEC_FIELDS)
     schema = _obj(spec.get("dataSchema"), "spec.dataSchema")
+    if schema.get("parser") is not None:
+        raise SpecError(
+            "spec.dataSchema.parser",
+            "the legacy parser (parseSpec) is not supported, as in current Druid: use "
+            "ioConfig.inputFormat, and timestampSpec / dimensionsSpec in dataSchema",
+        )
     _allow(schema, "spec.dataSchema", DATA_SCHEMA_FIELDS)
     top = raw.get("dataSource")
     if schema.get("dataSource") is None and top is not None:
@@ -1540,6 +1642,11 @@ def _ingestion(
 
     io_path = "spec.ioConfig"
     io = _obj(spec.get("ioConfig"), io_path)
+    if io.get("firehose") is not None:
+        raise SpecError(
+            f"{io_path}.firehose",
+            "firehoses are not supported, as in current Druid: use ioConfig.inputSource",
+        )
     _allow(io, io_path, IO_CONFIG_FIELDS)
     input_spec = _input_spec(io, input_roots, ignored)
     append = _bool(io, "appendToExisting", io_path, False)

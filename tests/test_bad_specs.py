@@ -216,7 +216,7 @@ def test_local_filter_matching_nothing(api_client, local_spec):
 def test_unknown_field_in_io_config(api_client, good_spec):
     good_spec["spec"]["ioConfig"]["firehose"] = {"type": "local"}
     body = assert_refused(
-        post_spec(api_client, good_spec), "spec.ioConfig.firehose", "unknown or unsupported field"
+        post_spec(api_client, good_spec), "spec.ioConfig.firehose", "firehoses are not supported"
     )
     assert "inputSource" in body["message"]  # says what is accepted
 

@@ -387,3 +387,70 @@ def test_kill_with_max_used_status_last_updated_time_spares_later_ones(run_spec,
 def test_bad_kill_fields_are_named(fields, field):
     body = {"type": "kill", "dataSource": KILL_DS, "interval": "2024-03-01/P1D", **fields}
     assert refusal(body).field == field
+
+
+# --- the rest of the reference: supported when cheap, else refused with the reason ----------
+
+
+@pytest.mark.parametrize(
+    ("granularity", "named"),
+    [
+        ({"type": "period", "period": "P1D"}, "DAY"),
+        ({"type": "period", "period": "PT1H", "timeZone": "UTC"}, "HOUR"),
+        ({"type": "duration", "duration": 3600000}, "HOUR"),
+        ({"type": "month"}, "MONTH"),
+    ],
+)
+def test_period_and_duration_granularities_equal_to_a_named_one_are_accepted(
+    spec, granularity, named
+):
+    spec["spec"]["dataSchema"]["granularitySpec"]["segmentGranularity"] = granularity
+    assert validate_task_spec(spec, input_roots=[]).ingestion.segment_granularity == named
+
+
+@pytest.mark.parametrize(
+    "granularity",
+    [
+        {"type": "period", "period": "PT2H"},
+        {"type": "period", "period": "P1D", "timeZone": "America/Los_Angeles"},
+        {"type": "duration", "duration": 7200000},
+    ],
+)
+def test_other_period_granularities_are_refused_naming_the_field(spec, granularity):
+    spec["spec"]["dataSchema"]["granularitySpec"]["segmentGranularity"] = granularity
+    error = refusal(spec)
+    assert error.field == "spec.dataSchema.granularitySpec.segmentGranularity"
+    assert "not supported here" in error.message
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "field", "words"),
+    [
+        ("ioConfig.inputSource", {"type": "oss"}, "spec.ioConfig.inputSource.type", "scope"),
+        ("ioConfig.inputFormat", {"type": "orc"}, "spec.ioConfig.inputFormat.type", "Parquet"),
+        ("ioConfig.inputFormat", {"type": "protobuf"}, "spec.ioConfig.inputFormat.type", "scope"),
+        (
+            "dataSchema.transformSpec",
+            {"filter": {"type": "equals", "column": "page", "matchValueType": "STRING"}},
+            "spec.dataSchema.transformSpec.filter.type",
+            "not implemented here",
+        ),
+        ("dataSchema.parser", {"type": "string"}, "spec.dataSchema.parser", "inputFormat"),
+        (
+            "dataSchema.dimensionsSpec",
+            {"dimensions": [{"type": "spatial", "name": "coord"}]},
+            "spec.dataSchema.dimensionsSpec.dimensions[0].type",
+            "outside Strata's scope",
+        ),
+    ],
+)
+def test_documented_items_outside_scope_are_refused_with_the_reason(
+    spec, where, value, field, words
+):
+    node = spec["spec"]
+    *parents, last = where.split(".")
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    error = refusal(spec)
+    assert error.field == field and words in error.message, error
