@@ -1571,6 +1571,13 @@ def _ingestion(
     _allow(ts, ts_path, TIMESTAMP_SPEC_FIELDS)
     ts_column = _str(ts, "column", ts_path, required=False, default="timestamp")
     ts_format = _str(ts, "format", ts_path, required=False, default="auto")
+    if ts_format.lower() in ("micro", "ruby"):
+        # Druid's names, not patterns: read as a pattern, no row would parse.
+        raise SpecError(
+            f"{ts_path}.format",
+            f"the {ts_format} timestamp format is not implemented here; accepted: "
+            f"{', '.join(TIMESTAMP_FORMATS)} or a pattern such as yyyy-MM-dd HH:mm:ss",
+        )
     if ts_format.lower() in TIMESTAMP_FORMATS:
         ts_format = ts_format.lower()
     elif not any(ch.isalpha() for ch in ts_format):
@@ -2113,7 +2120,11 @@ def _compaction(raw: dict) -> CompactionSpec:
     transform = _obj(raw.get(tpath), tpath, required=False)
     _allow(transform, tpath, {"filter", "transforms"})
     if transform.get("transforms"):
-        raise SpecError(f"{tpath}.transforms", "expression transforms are not supported")
+        raise SpecError(
+            f"{tpath}.transforms",
+            "a compact task's transformSpec takes only a filter, as in Druid; "
+            "transform with an index_parallel task reading a druid input source",
+        )
     flt = (
         None
         if transform.get("filter") is None

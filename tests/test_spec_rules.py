@@ -454,3 +454,11 @@ def test_documented_items_outside_scope_are_refused_with_the_reason(
     node[last] = value
     error = refusal(spec)
     assert error.field == field and words in error.message, error
+
+
+@pytest.mark.parametrize("fmt", ["micro", "ruby"])
+def test_druid_timestamp_formats_not_implemented_are_not_taken_for_patterns(spec, fmt):
+    spec["spec"]["dataSchema"]["timestampSpec"]["format"] = fmt
+    error = refusal(spec)
+    assert error.field == "spec.dataSchema.timestampSpec.format"
+    assert "not implemented here" in error.message
