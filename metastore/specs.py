@@ -2133,7 +2133,12 @@ def _compaction(raw: dict) -> CompactionSpec:
 
     tun_path = "tuningConfig"
     tuning = _obj(raw.get(tun_path), tun_path, required=False)
-    _allow(tuning, tun_path, COMPACT_TUNING)
+    # Druid's compaction takes index_parallel's tuningConfig: its knobs without
+    # meaning here are accepted and reported, as for ingestion.
+    _allow(tuning, tun_path, COMPACT_TUNING | set(_IGNORED_TUNING))
+    for key, reason in _IGNORED_TUNING.items():
+        if tuning.get(key) is not None:
+            ignored.append(f"{tun_path}.{key}: {reason}")
     legacy_max_rows = _int(tuning, "maxRowsPerSegment", tun_path, None, minimum=1)
     if tuning.get("partitionsSpec") is None and legacy_max_rows is not None:
         # Druid's legacy tuningConfig.maxRowsPerSegment: dynamic partitioning.

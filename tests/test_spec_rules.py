@@ -462,3 +462,17 @@ def test_druid_timestamp_formats_not_implemented_are_not_taken_for_patterns(spec
     error = refusal(spec)
     assert error.field == "spec.dataSchema.timestampSpec.format"
     assert "not implemented here" in error.message
+
+
+def test_compaction_takes_index_parallels_tuning_knobs_and_reports_them():
+    body = {
+        "type": "compact",
+        "dataSource": "rules",
+        "ioConfig": {"type": "compact", "inputSpec": {"type": "interval", "interval": "2024/2025"}},
+        "tuningConfig": {"type": "index_parallel", "indexSpec": {}, "pushTimeout": 0},
+    }
+    ignored = validate_task_spec(body, input_roots=[]).ignored
+    assert [i.split(":")[0] for i in ignored] == [
+        "tuningConfig.indexSpec",
+        "tuningConfig.pushTimeout",
+    ]
