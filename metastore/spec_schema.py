@@ -95,6 +95,29 @@ def granularity_schema(description: str) -> dict:
                 "required": ["type"],
                 "additionalProperties": False,
             },
+            {
+                "type": "object",
+                "description": "a period equal to a named granularity (UTC, no origin)",
+                "properties": {
+                    "type": _enum(["period"]),
+                    "period": STRING,
+                    "timeZone": STRING,
+                    "origin": STRING,
+                },
+                "required": ["type", "period"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "description": "a duration in ms equal to a named granularity, no origin",
+                "properties": {
+                    "type": _enum(["duration"]),
+                    "duration": {"type": "integer"},
+                    "origin": STRING,
+                },
+                "required": ["type", "duration"],
+                "additionalProperties": False,
+            },
         ],
     }
 
@@ -345,9 +368,19 @@ def _kill_spec() -> dict:
             "dataSource": datasource_schema(),
             "interval": interval_schema(),
             "context": _context(),
-            "markAsUnused": BOOLEAN,
-            "batchSize": ANY,
-            "limit": ANY,
+            "markAsUnused": {**BOOLEAN, "description": "deprecated in Druid"},
+            "versions": {
+                "type": "array",
+                "minItems": 1,
+                "items": STRING,
+                "description": "only unused segments of these versions (default: all)",
+            },
+            "batchSize": _int("batchSize", minimum=1),
+            "limit": {**_int("limit", minimum=1), "description": "at most this many segments"},
+            "maxUsedStatusLastUpdatedTime": {
+                **STRING,
+                "description": "only segments marked unused no later than this ISO timestamp",
+            },
         },
         required=("type", "dataSource", "interval"),
         title="kill task",

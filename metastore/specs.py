@@ -36,7 +36,39 @@ OUT_OF_SCOPE_SOURCES = {
     "sql": "export the query result to JSON or CSV in an input root and use a local input source",
     "delta": "export the table to Parquet in an input root and use a local input source",
     "iceberg": "export the table to Parquet in an input root and use a local input source",
+    "oss": "copy the objects into an input root and use a local input source",
 }
+# Input formats Druid documents that Strata does not read: why, and what to use.
+UNSUPPORTED_FORMATS = {
+    "orc": "is not implemented here yet; convert the files to Parquet",
+    "avro_ocf": "is not implemented here yet; convert the files to Parquet or JSON",
+    "avro_stream": "is a streaming format (one record per message), outside Strata's "
+    "batch scope; write the records as JSON or Parquet files",
+    "protobuf": "is a streaming format (one record per message), outside Strata's "
+    "batch scope; write the records as JSON or Parquet files",
+    "kafka": "is Kafka ingestion's format, outside Strata's batch scope",
+    "kinesis": "is Kinesis ingestion's format, outside Strata's batch scope",
+    "thrift": "comes from a Druid contrib extension, outside Strata's scope",
+    "regex": "is not implemented here; convert the lines to CSV or JSON",
+}
+# Filter types Druid documents that transformSpec.filter does not apply here.
+UNSUPPORTED_FILTERS = (
+    "equals",
+    "null",
+    "range",
+    "columnComparison",
+    "extraction",
+    "search",
+    "like",
+    "regex",
+    "interval",
+    "true",
+    "false",
+    "arrayContainsElement",
+    "expression",
+    "javascript",
+    "spatial",
+)
 TIMESTAMP_FORMATS = ("iso", "auto", "millis", "posix", "nano")
 DIMENSION_TYPES = ("string", "long", "double", "float", "auto", "json")
 MULTI_VALUE_HANDLING = ("SORTED_ARRAY", "SORTED_SET", "ARRAY")
@@ -59,6 +91,63 @@ METRIC_TYPES = (
     *FIRST_LAST_TYPES,
     *SKETCH_TYPES,
 )
+# Aggregator types Druid documents that Strata does not implement, with where
+# they come from; a spec naming one is refused with the reason (issue 27).
+_CONTRIB = "an aggregator of the Druid contrib extension {}, which is outside Strata's scope"
+_CORE_EXT = "an aggregator of Druid's core extension {}, not implemented here"
+UNSUPPORTED_AGGREGATORS = {
+    **dict.fromkeys(
+        (
+            "compressedBigDecimal",
+            "compressedBigDecimalSum",
+            "compressedBigDecimalMax",
+            "compressedBigDecimalMin",
+        ),
+        _CONTRIB.format("druid-compressed-bigdecimal"),
+    ),
+    **dict.fromkeys(
+        ("Bitmap64ExactCountBuild", "Bitmap64ExactCountMerge"),
+        _CONTRIB.format("druid-exact-count-bitmap"),
+    ),
+    **dict.fromkeys(
+        ("spectatorHistogram", "spectatorHistogramTimer", "spectatorHistogramDistribution"),
+        _CONTRIB.format("druid-spectator-histogram"),
+    ),
+    **dict.fromkeys(("momentSketch", "momentSketchMerge"), _CONTRIB.format("druid-momentsketch")),
+    "tDigestSketch": _CONTRIB.format("druid-tdigestsketch"),
+    "ddSketch": _CONTRIB.format("druid-ddsketch"),
+    "distinctCount": _CONTRIB.format("druid-distinctcount"),
+    **dict.fromkeys(("timeMin", "timeMax"), _CONTRIB.format("druid-time-min-max")),
+    "unsigned_int": _CONTRIB.format("unsigned-int-extensions"),
+    **dict.fromkeys(
+        (
+            "KllDoublesSketch",
+            "KllFloatsSketch",
+            "KllDoublesSketchMerge",
+            "KllFloatsSketchMerge",
+            "quantilesDoublesSketchMerge",
+        ),
+        _CORE_EXT.format("druid-datasketches (KLL / merge of quantiles sketches)")
+        + "; use quantilesDoublesSketch",
+    ),
+    "arrayOfDoublesSketch": _CORE_EXT.format("druid-datasketches (tuple sketches)"),
+    **dict.fromkeys(("variance", "varianceFold"), _CORE_EXT.format("druid-stats")),
+    **dict.fromkeys(
+        ("approxHistogram", "approxHistogramFold", "fixedBucketsHistogram"),
+        _CORE_EXT.format("druid-histogram") + "; use quantilesDoublesSketch",
+    ),
+    "bloom": "a query-time aggregator of Druid's core extension druid-bloom-filter",
+    **dict.fromkeys(
+        ("longAny", "doubleAny", "floatAny", "stringAny"),
+        "not implemented here; use the matching *First or *Last aggregator",
+    ),
+    "doubleMean": "a query-time aggregator in Druid; store a doubleSum and a count",
+    "cardinality": "a query-time aggregator in Druid; use hyperUnique or HLLSketchBuild",
+    "filtered": "not implemented here; filter or compute the value in transformSpec",
+    "expression": "not implemented here; compute the value in transformSpec.transforms",
+    "javascript": "a JavaScript aggregator (disabled in Druid by default), not implemented here",
+    "grouping": "a query-time aggregator in Druid",
+}
 # Sketch defaults, as in Druid's DataSketches extension.
 THETA_DEFAULT_SIZE = 16384  # nominal entries (Spark: lgNomEntries = log2(size))
 HLL_DEFAULT_LG_K = 12
@@ -85,7 +174,8 @@ KILL_TOP_LEVEL = {
     "limit",
     "maxUsedStatusLastUpdatedTime",
 }
-KILL_UNSUPPORTED = ("versions", "maxUsedStatusLastUpdatedTime")
+KILL_UNSUPPORTED: tuple[str, ...] = ()  # every documented kill field is honoured
+DEFAULT_KILL_BATCH_SIZE = 100  # Druid's default
 INGESTION_SPEC_FIELDS = {"dataSchema", "ioConfig", "tuningConfig"}
 DATA_SCHEMA_FIELDS = {
     "dataSource",
@@ -272,6 +362,18 @@ class IngestionSpec:
 
 
 @dataclass(frozen=True)
+class KillSpec:
+    """A kill task's selection of unused segments in its interval (Druid's fields):
+    only these versions (None: all), at most `limit` of them (None: all, oldest
+    first), only those marked unused no later than `max_used_status_last_updated`."""
+
+    versions: tuple[str, ...] | None = None
+    limit: int | None = None
+    max_used_status_last_updated: datetime | None = None
+    batch_size: int = DEFAULT_KILL_BATCH_SIZE
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     type: str  # canonical: index_parallel | compact | kill
     datasource: str
@@ -282,6 +384,7 @@ class TaskSpec:
     compaction: CompactionSpec | None = None
     raw: dict = field(default_factory=dict, compare=False)
     mark_as_unused: bool = False  # kill: mark the interval's used segments unused first
+    kill: KillSpec | None = None
     ignored: tuple[str, ...] = ()  # "field: reason" of fields accepted without effect
 
 
@@ -346,13 +449,12 @@ def _int(
         return default
     if maximum is None:
         maximum = INT_MAXIMUMS.get(key, INT_MAXIMUM)
+    where = f"{path}.{key}" if path else key
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{path}.{key}", f"must be an integer from {minimum} to {maximum}")
+        raise SpecError(where, f"must be an integer from {minimum} to {maximum}")
     if value < minimum or value > maximum:
         shown = value if abs(value) < 10**20 else f"{str(value)[:12]}... ({len(str(value))} digits)"
-        raise SpecError(
-            f"{path}.{key}", f"must be an integer from {minimum} to {maximum}, got {shown}"
-        )
+        raise SpecError(where, f"must be an integer from {minimum} to {maximum}, got {shown}")
     return value
 
 
@@ -455,12 +557,57 @@ def _interval(value: Any, path: str) -> Interval:
     return interval
 
 
+# Druid's period and duration granularities that are one of the named ones.
+_STANDARD_PERIODS = {
+    "PT1S": "SECOND",
+    "PT1M": "MINUTE",
+    "PT5M": "FIVE_MINUTE",
+    "PT15M": "FIFTEEN_MINUTE",
+    "PT30M": "THIRTY_MINUTE",
+    "PT1H": "HOUR",
+    "PT6H": "SIX_HOUR",
+    "P1D": "DAY",
+    "P1W": "WEEK",
+    "P1M": "MONTH",
+    "P3M": "QUARTER",
+    "P1Y": "YEAR",
+}
+_STANDARD_DURATIONS = {1000: "SECOND", 60_000: "MINUTE", 3_600_000: "HOUR", 86_400_000: "DAY"}
+
+
+def _granularity_object(value: dict, path: str) -> Any:
+    """{"type": name}, or a period / duration granularity that equals a named one
+    (UTC, no origin); other periods, time zones and origins are refused."""
+    kind = value.get("type")
+    if kind == "period":
+        _allow(value, path, {"type", "period", "timeZone", "origin"})
+        named = _STANDARD_PERIODS.get(str(value.get("period")).upper())
+        if named and value.get("timeZone") in (None, "UTC", "Etc/UTC") and not value.get("origin"):
+            return named
+        raise SpecError(
+            path,
+            f"period granularity {value.get('period')!r} is not supported here: only UTC "
+            f"periods without origin equal to a named granularity ({', '.join(_STANDARD_PERIODS)})",
+        )
+    if kind == "duration":
+        _allow(value, path, {"type", "duration", "origin"})
+        named = _STANDARD_DURATIONS.get(value.get("duration"))
+        if named and not value.get("origin"):
+            return named
+        raise SpecError(
+            path,
+            f"duration granularity {value.get('duration')!r} is not supported here: only "
+            f"{', '.join(map(str, _STANDARD_DURATIONS))} ms without origin",
+        )
+    _allow(value, path, {"type"})
+    return kind
+
+
 def _granularity(value: Any, path: str, *, default: str) -> str:
     if value is None:
         return default
     if isinstance(value, dict):  # Druid's {"type": "period", ...} / {"type": "day"}
-        _allow(value, path, {"type"})
-        value = value.get("type")
+        value = _granularity_object(value, path)
     if not isinstance(value, str):
         raise SpecError(path, f"must be one of {', '.join(GRANULARITY_NAMES)}")
     try:
@@ -563,6 +710,12 @@ def _none_as(value: Any, default: Any) -> Any:
 def validate_filter(flt: Any, path: str) -> dict:
     flt = _obj(flt, path)
     kind = flt.get("type")
+    if isinstance(kind, str) and kind in UNSUPPORTED_FILTERS:
+        raise SpecError(
+            f"{path}.type",
+            f"{kind} filters are not implemented here; accepted: {', '.join(FILTER_TYPES)} "
+            "(or compute a column with an expression transform and filter it with selector)",
+        )
     if kind not in FILTER_TYPES:
         raise SpecError(
             f"{path}.type", f"unknown filter type {kind!r}; accepted: {', '.join(FILTER_TYPES)}"
@@ -735,6 +888,12 @@ def _input_format(io: dict, ignored: list[str]) -> dict:
     fmt_path = "spec.ioConfig.inputFormat"
     fmt_obj = _obj(io.get("inputFormat"), fmt_path)
     fmt = fmt_obj.get("type")
+    if isinstance(fmt, str) and fmt not in INPUT_FORMATS and fmt in UNSUPPORTED_FORMATS:
+        raise SpecError(
+            f"{fmt_path}.type",
+            f"the {fmt} input format {UNSUPPORTED_FORMATS[fmt]}; "
+            f"accepted: {', '.join(INPUT_FORMATS)}",
+        )
     if fmt not in INPUT_FORMATS:
         raise SpecError(
             f"{fmt_path}.type",
@@ -958,6 +1117,12 @@ def _dimensions(
         d = _obj(d, dpath)
         _allow(d, dpath, {"type", "name", "createBitmapIndex", "multiValueHandling", "castToType"})
         dtype = d.get("type", "string")
+        if dtype == "spatial":
+            raise SpecError(
+                f"{dpath}.type",
+                "spatial dimensions are outside Strata's scope; ingest the coordinates as "
+                "double dimensions",
+            )
         if dtype not in DIMENSION_TYPES:
             raise SpecError(
                 f"{dpath}.type",
@@ -1024,6 +1189,12 @@ def _metrics(schema: dict, ignored: list[str]) -> tuple[Metric, ...]:
         mpath = f"{path}[{i}]"
         m = _obj(m, mpath)
         mtype = m.get("type")
+        if isinstance(mtype, str) and mtype in UNSUPPORTED_AGGREGATORS:
+            raise SpecError(
+                f"{mpath}.type",
+                f"{mtype} is {UNSUPPORTED_AGGREGATORS[mtype]}. "
+                f"Supported aggregators: {', '.join(METRIC_TYPES)}",
+            )
         if mtype not in METRIC_TYPES:
             raise SpecError(
                 f"{mpath}.type",
@@ -1148,12 +1319,9 @@ def _legacy_partitions(tuning: dict, ignored: list[str]) -> dict:
         )
     guaranteed = _bool(tuning, "forceGuaranteedRollup", path, False)
     if not ps:
-        hashed = (
-            "numShards" in legacy
-            or "partitionDimensions" in legacy
-            or (guaranteed and "targetPartitionSize" in legacy)
-        )
-        ps = {"type": "hashed" if hashed else "dynamic"}
+        # As Druid's IndexTuningConfig: the legacy fields make a hashed spec with
+        # perfect rollup, a dynamic one (numShards and partitionDimensions unused) without.
+        ps = {"type": "hashed" if guaranteed else "dynamic"}
     kind = ps.get("type", "dynamic")
     rows = legacy.get("maxRowsPerSegment", legacy.get("targetPartitionSize"))
     rows_key = "maxRowsPerSegment" if "maxRowsPerSegment" in legacy else "targetPartitionSize"
@@ -1191,6 +1359,8 @@ def _legacy_partitions(tuning: dict, ignored: list[str]) -> dict:
         if key not in used:
             ignored.append(
                 f"{path}.{key}: superseded by partitionsSpec ({kind}), which decides segment sizes"
+                if tuning.get("partitionsSpec") or kind != "dynamic"
+                else f"{path}.{key}: only used for hashed partitioning, with forceGuaranteedRollup"
             )
     return ps
 
@@ -1199,6 +1369,8 @@ def _partitions(tuning: dict, ignored: list[str] | None = None) -> PartitionsSpe
     path = "spec.tuningConfig.partitionsSpec"
     ignored = [] if ignored is None else ignored
     ps = _legacy_partitions(tuning, ignored)
+    if not ps and _bool(tuning, "forceGuaranteedRollup", "spec.tuningConfig", False):
+        ps = {"type": "hashed"}  # Druid's default partitionsSpec for perfect rollup
     kind = ps.get("type", "dynamic")
     if kind not in PARTITION_TYPES:
         raise SpecError(
@@ -1326,6 +1498,26 @@ def _partitions(tuning: dict, ignored: list[str] | None = None) -> PartitionsSpe
     )
 
 
+def _check_rollup_mode(tuning: dict, partitions: PartitionsSpec, force_rollup: bool) -> None:
+    """Druid's rule (native-batch.md, partitionsSpec): hashed, range and single_dim
+    are for perfect rollup and need forceGuaranteedRollup; dynamic is for best-effort
+    rollup and cannot have it."""
+    path = "spec.tuningConfig"
+    if partitions.type != "dynamic" and not force_rollup:
+        given = (tuning.get("partitionsSpec") or {}).get("type", partitions.type)
+        raise SpecError(
+            f"{path}.forceGuaranteedRollup",
+            f"must be true with {given} partitioning, as in Druid: hashed, range and "
+            "single_dim are for perfect rollup; use dynamic partitioning for best-effort rollup",
+        )
+    if force_rollup and partitions.type == "dynamic":
+        raise SpecError(
+            f"{path}.partitionsSpec.type",
+            "dynamic partitioning cannot be used for perfect rollup (forceGuaranteedRollup): "
+            "use hashed, range or single_dim, or leave forceGuaranteedRollup false",
+        )
+
+
 # tuningConfig fields with no meaning in Strata: accepted, and reported as ignored.
 _IGNORED_TUNING = {
     "maxRowsInMemory": "Spark manages memory: rows are not buffered on a heap before persisting",
@@ -1347,6 +1539,7 @@ _IGNORED_TUNING = {
     "forceExtendableShardSpecs": "every segment gets a numbered (extendable) shard spec anyway",
     "numPersistThreads": "there are no intermediate persists",
     "maxAllowedLockCount": "locks are taken per time chunk of the intervals",
+    "appendableIndexSpec": "there is no in-memory incremental index: Spark manages memory",
 }
 
 
@@ -1357,6 +1550,12 @@ def _ingestion(
     spec = _obj(raw.get("spec"), "spec")
     _allow(spec, "spec", INGESTION_SPEC_FIELDS)
     schema = _obj(spec.get("dataSchema"), "spec.dataSchema")
+    if schema.get("parser") is not None:
+        raise SpecError(
+            "spec.dataSchema.parser",
+            "the legacy parser (parseSpec) is not supported, as in current Druid: use "
+            "ioConfig.inputFormat, and timestampSpec / dimensionsSpec in dataSchema",
+        )
     _allow(schema, "spec.dataSchema", DATA_SCHEMA_FIELDS)
     top = raw.get("dataSource")
     if schema.get("dataSource") is None and top is not None:
@@ -1374,6 +1573,13 @@ def _ingestion(
     _allow(ts, ts_path, TIMESTAMP_SPEC_FIELDS)
     ts_column = _str(ts, "column", ts_path, required=False, default="timestamp")
     ts_format = _str(ts, "format", ts_path, required=False, default="auto")
+    if ts_format.lower() in ("micro", "ruby"):
+        # Druid's names, not patterns: read as a pattern, no row would parse.
+        raise SpecError(
+            f"{ts_path}.format",
+            f"the {ts_format} timestamp format is not implemented here; accepted: "
+            f"{', '.join(TIMESTAMP_FORMATS)} or a pattern such as yyyy-MM-dd HH:mm:ss",
+        )
     if ts_format.lower() in TIMESTAMP_FORMATS:
         ts_format = ts_format.lower()
     elif not any(ch.isalpha() for ch in ts_format):
@@ -1445,6 +1651,11 @@ def _ingestion(
 
     io_path = "spec.ioConfig"
     io = _obj(spec.get("ioConfig"), io_path)
+    if io.get("firehose") is not None:
+        raise SpecError(
+            f"{io_path}.firehose",
+            "firehoses are not supported, as in current Druid: use ioConfig.inputSource",
+        )
     _allow(io, io_path, IO_CONFIG_FIELDS)
     input_spec = _input_spec(io, input_roots, ignored)
     append = _bool(io, "appendToExisting", io_path, False)
@@ -1479,18 +1690,7 @@ def _ingestion(
         )
     partitions = _partitions(tuning, ignored)
     force_rollup = _bool(tuning, "forceGuaranteedRollup", tun_path, False)
-    if partitions.type != "dynamic" and not force_rollup:
-        # Hashed and range partitioning always roll up perfectly here (two phases).
-        ignored.append(
-            f"{tun_path}.forceGuaranteedRollup: {partitions.type} partitioning always runs in two "
-            "phases with perfect rollup, as if it were true"
-        )
-        force_rollup = True
-    if force_rollup and partitions.type == "dynamic":
-        raise SpecError(
-            f"{tun_path}.partitionsSpec.type",
-            "forceGuaranteedRollup requires hashed, range or single_dim partitioning",
-        )
+    _check_rollup_mode(tuning, partitions, force_rollup)
     if append and partitions.type != "dynamic":
         raise SpecError(
             f"{io_path}.appendToExisting",
@@ -1517,18 +1717,21 @@ def _ingestion(
                     f"{where}: {name!r} is a count metric, not an input field; it splits nothing "
                     "(Druid reads it as null for every row)"
                 )
-            elif name in metric_names or name in exclusions:
-                raise SpecError(where, f"{name!r} is not a dimension (a metric or excluded)")
+            elif name in metric_names:
+                raise SpecError(
+                    where,
+                    f"{name!r} is a metric, not a dimension; partition on dimensions "
+                    f"({', '.join(sorted(known)) or 'those of the input'})",
+                )
+            elif name in exclusions:
+                raise SpecError(where, f"{name!r} is excluded (dimensionExclusions)")
             elif dims and name not in known:
                 raise SpecError(where, f"{name!r} is not a dimension of this spec")
             else:
                 kept.append(name)
         if tuple(kept) != partitions.partition_dimensions:
-            if partitions.type == "range" and not kept:
-                raise SpecError(
-                    f"{tun_path}.partitionsSpec.{field_name}",
-                    "range partitioning needs at least one dimension",
-                )
+            # Range on nothing but count metrics: every row's key is null, so each
+            # time chunk is one range, as in Druid (the worker reads an empty key so).
             partitions = PartitionsSpec(
                 type=partitions.type,
                 max_rows_per_segment=partitions.max_rows_per_segment,
@@ -1668,28 +1871,7 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
             ignored=ingestion.ignored,
         )
     if kind == "kill":
-        _allow(raw, "", KILL_TOP_LEVEL)
-        kill_ignored = []
-        for key in KILL_UNSUPPORTED:
-            if raw.get(key) is not None:
-                raise SpecError(
-                    key,
-                    "is not supported; a kill task deletes every unused segment of its interval",
-                )
-        for key in ("batchSize", "limit"):
-            if raw.get(key) is not None:
-                kill_ignored.append(
-                    f"{key}: a kill task deletes every unused segment of its interval in one commit"
-                )
-        return TaskSpec(
-            type="kill",
-            datasource=_datasource_name(raw.get("dataSource"), "dataSource"),
-            context=context,
-            interval=_interval(raw.get("interval"), "interval"),
-            raw=raw,
-            mark_as_unused=_bool(raw, "markAsUnused", "", False),
-            ignored=tuple(kill_ignored),
-        )
+        return _kill_task(raw, context)
     compaction = _compaction(raw)
     return TaskSpec(
         type="compact",
@@ -1700,6 +1882,60 @@ def validate_task_spec(raw: Any, *, input_roots: list[Path]) -> TaskSpec:
         compaction=compaction,
         raw=raw,
         ignored=compaction.ignored,
+    )
+
+
+# --- kill -------------------------------------------------------------------------
+
+
+def _kill_task(raw: dict, context: Context) -> TaskSpec:
+    """Druid's kill task (data-management/delete.md): interval, versions, batchSize,
+    limit, maxUsedStatusLastUpdatedTime, and the deprecated markAsUnused."""
+    _allow(raw, "", KILL_TOP_LEVEL)
+    versions = raw.get("versions")
+    if versions is not None:
+        if not isinstance(versions, list) or not versions:
+            raise SpecError(
+                "versions", "must be a non-empty list of segment versions (or absent: all)"
+            )
+        for i, version in enumerate(versions):
+            if not isinstance(version, str) or not version:
+                raise SpecError(f"versions[{i}]", "must be a segment version string")
+        versions = tuple(dict.fromkeys(versions))
+    mark_as_unused = _bool(raw, "markAsUnused", "", False)
+    if mark_as_unused and versions is not None:
+        raise SpecError("markAsUnused", "cannot be used with versions (as in Druid)")
+    cutoff = raw.get("maxUsedStatusLastUpdatedTime")
+    if cutoff is not None:
+        try:
+            cutoff = Interval.parse(f"{cutoff}/{cutoff}").start if isinstance(cutoff, str) else None
+        except ValueError:
+            cutoff = None
+        if cutoff is None:
+            raise SpecError(
+                "maxUsedStatusLastUpdatedTime",
+                f"{raw['maxUsedStatusLastUpdatedTime']!r} is not an ISO-8601 timestamp",
+            )
+    ignored = []
+    if raw.get("batchSize") is not None:
+        ignored.append(
+            "batchSize: a kill task deletes the segments it selects in one commit "
+            "(the lock box is not held by the deletion)"
+        )
+    return TaskSpec(
+        type="kill",
+        datasource=_datasource_name(raw.get("dataSource"), "dataSource"),
+        context=context,
+        interval=_interval(raw.get("interval"), "interval"),
+        raw=raw,
+        mark_as_unused=mark_as_unused,
+        kill=KillSpec(
+            versions=versions,
+            limit=_int(raw, "limit", "", None, minimum=1),
+            max_used_status_last_updated=cutoff,
+            batch_size=_int(raw, "batchSize", "", DEFAULT_KILL_BATCH_SIZE, minimum=1),
+        ),
+        ignored=tuple(ignored),
     )
 
 
@@ -1886,7 +2122,11 @@ def _compaction(raw: dict) -> CompactionSpec:
     transform = _obj(raw.get(tpath), tpath, required=False)
     _allow(transform, tpath, {"filter", "transforms"})
     if transform.get("transforms"):
-        raise SpecError(f"{tpath}.transforms", "expression transforms are not supported")
+        raise SpecError(
+            f"{tpath}.transforms",
+            "a compact task's transformSpec takes only a filter, as in Druid; "
+            "transform with an index_parallel task reading a druid input source",
+        )
     flt = (
         None
         if transform.get("filter") is None
@@ -1895,7 +2135,12 @@ def _compaction(raw: dict) -> CompactionSpec:
 
     tun_path = "tuningConfig"
     tuning = _obj(raw.get(tun_path), tun_path, required=False)
-    _allow(tuning, tun_path, COMPACT_TUNING)
+    # Druid's compaction takes index_parallel's tuningConfig: its knobs without
+    # meaning here are accepted and reported, as for ingestion.
+    _allow(tuning, tun_path, COMPACT_TUNING | set(_IGNORED_TUNING))
+    for key, reason in _IGNORED_TUNING.items():
+        if tuning.get(key) is not None:
+            ignored.append(f"{tun_path}.{key}: {reason}")
     legacy_max_rows = _int(tuning, "maxRowsPerSegment", tun_path, None, minimum=1)
     if tuning.get("partitionsSpec") is None and legacy_max_rows is not None:
         # Druid's legacy tuningConfig.maxRowsPerSegment: dynamic partitioning.

@@ -216,21 +216,18 @@ def test_local_filter_matching_nothing(api_client, local_spec):
 def test_unknown_field_in_io_config(api_client, good_spec):
     good_spec["spec"]["ioConfig"]["firehose"] = {"type": "local"}
     body = assert_refused(
-        post_spec(api_client, good_spec), "spec.ioConfig.firehose", "unknown or unsupported field"
+        post_spec(api_client, good_spec), "spec.ioConfig.firehose", "firehoses are not supported"
     )
     assert "inputSource" in body["message"]  # says what is accepted
 
 
-def test_hashed_partitioning_without_force_guaranteed_rollup_rolls_up_perfectly(good_spec):
-    # Druid's own docs example (native-batch-simple-task.md) omits it: hashed
-    # partitioning runs in two phases anyway, and the report says so.
+def test_hashed_partitioning_without_force_guaranteed_rollup_is_refused_as_druid_does(good_spec):
+    # Druid's own docs example (native-batch-simple-task.md) omits it, and Druid
+    # refuses that spec ("DynamicPartitionsSpec must be used for best-effort rollup").
     good_spec["spec"]["tuningConfig"]["partitionsSpec"] = {"type": "hashed", "numShards": 2}
-    validated = validate_task_spec(good_spec, input_roots=[])
-    assert validated.ingestion.force_guaranteed_rollup and validated.ingestion.two_phase
-    assert any(
-        i.startswith("spec.tuningConfig.forceGuaranteedRollup: hashed partitioning always")
-        for i in validated.ignored
-    ), validated.ignored
+    with pytest.raises(SpecError) as caught:
+        validate_task_spec(good_spec, input_roots=[])
+    assert caught.value.field == "spec.tuningConfig.forceGuaranteedRollup"
 
 
 def test_non_json_body(api_client):
@@ -492,6 +489,7 @@ def test_a_summed_metric_is_still_not_a_partition_dimension(api_client, good_spe
         "type": "hashed",
         "partitionDimensions": ["added"],
     }
+    good_spec["spec"]["tuningConfig"]["forceGuaranteedRollup"] = True
     assert_refused(
         post_spec(api_client, good_spec),
         "spec.tuningConfig.partitionsSpec.partitionDimensions[0]",
@@ -561,7 +559,8 @@ def test_kill_mark_as_unused_is_honoured_not_ignored():
     assert validated.mark_as_unused is True
     assert validated.interval == Interval.parse("2024-01-01/2024-02-01")
     assert validated.ignored == (
-        "batchSize: a kill task deletes every unused segment of its interval in one commit",
+        "batchSize: a kill task deletes the segments it selects in one commit "
+        "(the lock box is not held by the deletion)",
     )
 
 

@@ -33,6 +33,9 @@ REFUSED = {
         "spec.ioConfig.inputSource.type",
         ["http input sources are outside Strata's scope", "use a local input source"],
     ),
+    # Druid's docs examples omit forceGuaranteedRollup, and Druid itself refuses them.
+    "docs-native-batch-example": ("spec.tuningConfig.forceGuaranteedRollup", ["must be true"]),
+    "docs-native-batch-simple-task": ("spec.tuningConfig.forceGuaranteedRollup", ["must be true"]),
 }
 # Compaction specs: validated by the compaction issue's code. Here they must be
 # accepted or refused cleanly (a field and a message), never crash.

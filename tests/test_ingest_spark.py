@@ -567,9 +567,9 @@ _G = "spec__dataSchema__granularitySpec__"
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        # (Accepted since Druid's corpus needs them, see test_bad_specs: hashed without
-        # forceGuaranteedRollup, perfect rollup without intervals, range on __time, a
-        # timestampSpec column with a druid input source.)
+        # (Accepted since Druid's corpus needs them, see test_bad_specs: perfect
+        # rollup without intervals, range on __time, a timestampSpec column with a
+        # druid input source.)
         (
             {_PS: {"type": "dynamic"}, _T + "forceGuaranteedRollup": True},
             "spec.tuningConfig.partitionsSpec.type",

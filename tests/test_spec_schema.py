@@ -61,9 +61,11 @@ def test_enums_are_the_validators():
     assert enum_of(props(io)["inputFormat"]["properties"]["type"]) == set(specs.INPUT_FORMATS)
     granularity = props(data_schema)["granularitySpec"]
     for name in ("segmentGranularity", "queryGranularity"):
-        [as_name, as_object] = props(granularity)[name]["oneOf"]
+        [as_name, as_object, as_period, as_duration] = props(granularity)[name]["oneOf"]
         assert enum_of(as_name) == set(GRANULARITY_NAMES)
         assert enum_of(as_object["properties"]["type"]) == set(GRANULARITY_NAMES)
+        assert enum_of(as_period["properties"]["type"]) == {"period"}
+        assert enum_of(as_duration["properties"]["type"]) == {"duration"}
     assert enum_of(props(granularity)["type"]) == set(specs.GRANULARITY_SPEC_TYPES)
     tuning = props(spec)["tuningConfig"]
     partitions = props(tuning)["partitionsSpec"]

@@ -12,8 +12,9 @@ from metastore.models import Task
 
 
 def run_kill(task: Task) -> dict:
-    """Lock the interval, delete its unused segments' rows (one commit-log entry),
-    then their files once no segment references them. Returns the report."""
+    """Lock the interval, delete its unused segments' rows (one commit-log entry;
+    only the versions, limit and cutoff the spec gives), then their files once no
+    segment references them. Returns the report."""
     validated = services.task_validate(spec=task.spec)
     interval = validated.interval
     services.lock_acquire(
@@ -27,7 +28,14 @@ def run_kill(task: Task) -> dict:
         marked = services.segments_mark_used(
             datasource=task.datasource, used=False, interval=interval
         )
-    entry, locations = services.segments_kill(task=task, interval=interval)
+    selection = validated.kill
+    entry, locations = services.segments_kill(
+        task=task,
+        interval=interval,
+        versions=selection.versions if selection else None,
+        limit=selection.limit if selection else None,
+        max_used_status_last_updated=selection.max_used_status_last_updated if selection else None,
+    )
     deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
     removed_bytes = 0
     for location in locations:

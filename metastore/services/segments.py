@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -68,10 +69,21 @@ def segments_mark_used(
         )
 
 
-def segments_kill(*, task: Task, interval: Interval) -> tuple[CommitLogEntry | None, list[str]]:
+def segments_kill(
+    *,
+    task: Task,
+    interval: Interval,
+    versions: Iterable[str] | None = None,
+    limit: int | None = None,
+    max_used_status_last_updated: datetime | None = None,
+) -> tuple[CommitLogEntry | None, list[str]]:
     """Delete the unused segments lying inside `interval` (rows now, files by the
     caller): returns the commit entry and the file locations no segment uses any
-    more. The task must hold a time-chunk lock covering the interval."""
+    more. The task must hold a time-chunk lock covering the interval.
+
+    As Druid's kill task: only segments of `versions` (None: any), marked unused
+    no later than `max_used_status_last_updated` (None: whenever), and at most
+    `limit` of them (None: all), the oldest intervals first."""
     with transaction.atomic():
         ds = _datasource_for_update(task.datasource)
         row = Task.objects.select_for_update().get(id=task.id)
@@ -80,11 +92,15 @@ def segments_kill(*, task: Task, interval: Interval) -> tuple[CommitLogEntry | N
         if reason:
             raise LockRevoked(reason)
         _covering_lock(task, interval)
-        doomed = list(
-            Segment.objects.filter(
-                datasource=ds, used=False, start__gte=interval.start, end__lte=interval.end
-            ).values_list("id", "location")
+        selected = Segment.objects.filter(
+            datasource=ds, used=False, start__gte=interval.start, end__lte=interval.end
         )
+        if versions is not None:
+            selected = selected.filter(version__in=list(versions))
+        if max_used_status_last_updated is not None:
+            selected = selected.filter(used_status_updated_at__lte=max_used_status_last_updated)
+        selected = selected.order_by("start", "end", "version", "partition")
+        doomed = list(selected.values_list("id", "location")[:limit])
         if not doomed:
             TaskLock.objects.filter(task=task).delete()
             return None, []

@@ -54,7 +54,11 @@ class PartitionPlan:
     def buckets_of(self, chunk: int) -> int:
         if self.type == "hashed":
             return self.num_shards or self.chunks[chunk].num_buckets
-        return len(self.chunks[chunk].boundaries) + 1
+        return len(self._boundaries(chunk)) + 1
+
+    def _boundaries(self, chunk: int) -> list[tuple]:
+        plan = self.chunks.get(chunk)  # none: a range with no key was not determined
+        return plan.boundaries if plan else []
 
     def shard_specs(self, chunk: int, buckets: Sequence[int]) -> list[dict]:
         """Shard specs (without partitionNum/numCorePartitions, given at allocation)
@@ -71,7 +75,7 @@ class PartitionPlan:
                 }
                 for b in buckets
             ]
-        bounds = self.chunks[chunk].boundaries
+        bounds = self._boundaries(chunk)
         out = []
         for i, b in enumerate(buckets):
             # Empty ranges are folded into their neighbours: the ranges stay contiguous.
@@ -93,6 +97,8 @@ class PartitionPlan:
         from pyspark.sql import types as T
 
         key = [F.col(f"`{c}`") for c in self.key_columns]
+        if not key:  # range on count metrics only: a null key for every row, one range
+            return rows.withColumn("__partition", F.lit(0))
         if self.type == "hashed":
             if self.num_shards:
                 return rows.withColumn("__partition", F.pmod(F.hash(*key), F.lit(self.num_shards)))
@@ -141,11 +147,15 @@ def _jsonable(key: tuple) -> list:
 
 
 def plan_needs_determining(partitions: PartitionsSpec) -> bool:
-    return partitions.type == "range" or not partitions.num_shards
+    if partitions.type == "range":
+        return bool(partitions.partition_dimensions)
+    return not partitions.num_shards
 
 
 def key_columns(partitions: PartitionsSpec, dimensions: Sequence[str]) -> list[str]:
-    if partitions.partition_dimensions:
+    if partitions.partition_dimensions or partitions.type == "range":
+        # Range with none left (the spec named count metrics, null in every input
+        # row, as Druid reads them): no key, one range per time chunk.
         return list(partitions.partition_dimensions)
     # Druid hashes the truncated timestamp and every dimension when none are named.
     return ["__time", *dimensions]
