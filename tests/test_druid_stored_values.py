@@ -4,6 +4,9 @@ Broker surface reads them.
 
 - A `json_value()` transform that finds nothing (or a JSON null) stores NULL,
   so `WHERE col IS NULL` counts those rows (it stored the text "null").
+- Booleans are longs, as Druid stores them with `druid.expressions.useStrictBooleans`
+  (the default): an array of booleans in an `auto` dimension is `[1,0,null]`,
+  and a boolean found by schema discovery is a long 1/0.
 """
 
 from __future__ import annotations
@@ -77,3 +80,23 @@ def test_json_value_finding_nothing_stores_null(inline_spec, tmp_path):
     assert nulls("t_missing") == 2
     assert nulls("t_auto") == 2
     assert db.execute("SELECT t_x FROM stored ORDER BY __time").fetchall() == [("1",), (None,)]
+
+
+def test_boolean_arrays_in_auto_dimensions_are_stored_as_longs(inline_spec, tmp_path):
+    dims = [{"type": "auto", "name": "a_bool"}, {"type": "auto", "name": "a_null"}]
+    db = _stored(inline_spec, tmp_path, dimensions=dims)
+    rows = db.execute("SELECT a_bool, a_null FROM stored ORDER BY __time").fetchall()
+    # compared as JSON text: in Python, True == 1
+    assert [_json(a) for a, _ in rows] == ["[1, 0, null]", "[null, 0, 1]"]
+    assert [_json(n) for _, n in rows] == ["[null, null, null]"] * 2
+
+
+def test_discovered_booleans_are_stored_as_longs(inline_spec, tmp_path):
+    db = _stored(inline_spec, tmp_path, dimensions=[], discovery=True)
+    rows = db.execute("SELECT flag, a_bool FROM stored ORDER BY __time").fetchall()
+    assert [(type(flag), flag) for flag, _ in rows] == [(int, 1), (int, 0)]
+    assert [_json(a) for _, a in rows] == ["[1, 0, null]", "[null, 0, 1]"]
+
+
+def _json(stored: str) -> str:
+    return json.dumps(json.loads(stored))

@@ -44,7 +44,13 @@ _DATE_TRUNC = {
 }
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double")
-_DISCOVERED = {t: "long" for t in _NUMERIC[:4]} | {"float": "double", "double": "double"}
+# Booleans are longs 1/0 in Druid (druid.expressions.useStrictBooleans, the default).
+_DISCOVERED = {t: "long" for t in (*_NUMERIC[:4], "boolean")} | {
+    "float": "double",
+    "double": "double",
+}
+# A JSON array of booleans (and nulls) only, as text: stored as Druid's ARRAY<LONG>.
+_BOOLEAN_ARRAY = r"^\[\s*(true|false|null)(\s*,\s*(true|false|null))*\s*\]$"
 
 
 class ParseExceptionsExceeded(Exception):
@@ -180,7 +186,7 @@ def number_col(raw, kind: str, dtype: str = "string"):
     """(parsed value, error flag): 'long' or 'double'; '' and null are null without error."""
     from pyspark.sql import functions as F
 
-    if dtype in _NUMERIC:
+    if dtype in (*_NUMERIC, "boolean"):  # a boolean is a long 1/0, as in Druid
         return raw.cast(kind), F.lit(False)
     text = F.trim(raw.cast("string"))
     if kind == "long":
@@ -751,6 +757,18 @@ def _string_dim(col, dtype: str, handling: str, list_delimiter: str | None):
     return F.when(values.isNull(), text).otherwise(F.coalesce(listed, single))
 
 
+def _auto_dim(col, dtype: str):
+    """An auto/json dimension, stored as JSON text; booleans are Druid's longs
+    (useStrictBooleans): a boolean is 1/0, an array of booleans [1,0,null]."""
+    from pyspark.sql import functions as F
+
+    if dtype == "boolean":
+        return col.cast("long").cast("string")
+    text = text_col(col, dtype)
+    longs = F.regexp_replace(F.regexp_replace(text, "true", "1"), "false", "0")
+    return F.when(text.rlike(_BOOLEAN_ARRAY), longs).otherwise(text)
+
+
 def _parse_one(spec: IngestionSpec, raw, from_druid: bool):
     """(parsed DataFrame, dimensions, metric inputs) of one raw input."""
     from pyspark.sql import functions as F
@@ -789,7 +807,7 @@ def _parse_one(spec: IngestionSpec, raw, from_druid: bool):
             )
             dim_exprs.append(value.alias(name))
         elif dtype == "json":
-            dim_exprs.append(text_of(name).alias(name))
+            dim_exprs.append(_auto_dim(col_of(name), source_type).alias(name))
         else:
             value, bad = number_col(col_of(name), dtype, source_type)
             dim_exprs.append(value.alias(name))
