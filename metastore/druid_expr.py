@@ -228,7 +228,7 @@ class _Parser:
 
 
 _COMPARE = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "=", "!=": "<>"}
-_APPLY = ("map", "filter", "fold", "any", "all")
+_APPLY = ("map", "filter", "fold", "any", "all", "cartesian_map", "cartesian_fold")
 
 
 class _Emitter:
@@ -331,27 +331,21 @@ class _Emitter:
     def apply(self, node: _Node) -> Arg:
         """map/filter/fold/any/all with a lambda, as Spark's higher-order functions."""
         name, args = node.value, node.args
+        if name.startswith("cartesian_"):
+            return self.cartesian(node)
         want = 3 if name == "fold" else 2
         if len(args) != want or args[0].kind != "lambda":
             raise ExpressionError(f"{name}() takes a lambda and {want - 1} more arguments")
         params, body = args[0].value, args[0].args[0]
         arr, kind = array(self.emit(args[1]))
-        elem = element_kind(kind)
+        init = self.emit(args[2]) if name == "fold" else None
         if len(params) != (2 if name == "fold" else 1):
             raise ExpressionError(
                 f"{name}(): the lambda takes {2 if name == 'fold' else 1} arguments"
             )
-        saved = dict(self.scope)
-        names = []
-        for _ in params:
-            self.lambdas += 1
-            names.append(f"_l{self.lambdas}")
-        self.scope[params[0]] = Arg(names[0], elem)
-        if name == "fold":
-            init = self.emit(args[2])
-            self.scope[params[1]] = Arg(names[1], init.kind)
-        result = self.emit(body)
-        self.scope = saved
+        names = self.fresh(len(params))
+        bound = [Arg(names[0], element_kind(kind))] + ([Arg(names[1], init.kind)] if init else [])
+        result = self.body(params, bound, body)
         x = names[0]
         if name == "map":
             return Arg(f"transform({arr}, {x} -> {result.sql})", f"array<{_scalar(result.kind)}>")
@@ -361,10 +355,63 @@ class _Emitter:
         if name in ("any", "all"):
             spark = "exists" if name == "any" else "forall"
             return Arg(as_long_bool(f"{spark}({arr}, {x} -> {truth(result)})"), "long")
-        acc = names[1]
-        start = cast_to(init, init.kind)
         step = cast_to(result, init.kind)
-        return Arg(f"aggregate({arr}, {start}, ({acc}, {x}) -> {step})", init.kind)
+        return Arg(
+            f"aggregate({arr}, {cast_to(init, init.kind)}, ({names[1]}, {x}) -> {step})", init.kind
+        )
+
+    def cartesian(self, node: _Node) -> Arg:
+        """cartesian_map / cartesian_fold: the lambda over every combination of
+        the arrays' elements (nested transforms, flattened)."""
+        name, args = node.value, node.args
+        folding = name == "cartesian_fold"
+        inputs = args[1:-1] if folding else args[1:]
+        if not args or args[0].kind != "lambda" or not inputs:
+            raise ExpressionError(f"{name}() takes a lambda and its arrays")
+        params, body = args[0].value, args[0].args[0]
+        if len(params) != len(inputs) + folding:
+            raise ExpressionError(f"{name}(): the lambda takes one argument per array")
+        arrays = [array(self.emit(a)) for a in inputs]
+        names = self.fresh(len(inputs))
+        if not folding:
+            bound = [Arg(n, element_kind(k)) for n, (_, k) in zip(names, arrays, strict=True)]
+            result = self.body(params, bound, body)
+            return Arg(_product(arrays, names, result.sql), f"array<{_scalar(result.kind)}>")
+        init = self.emit(args[-1])
+        row, acc = self.fresh(2)
+        bound = [
+            Arg(f"{row}.{n}", element_kind(k)) for n, (_, k) in zip(names, arrays, strict=True)
+        ]
+        result = self.body(params, [*bound, Arg(acc, init.kind)], body)
+        rows = _product(
+            arrays, names, "named_struct(" + ", ".join(f"'{n}', {n}" for n in names) + ")"
+        )
+        step = cast_to(result, init.kind)
+        return Arg(
+            f"aggregate({rows}, {cast_to(init, init.kind)}, ({acc}, {row}) -> {step})", init.kind
+        )
+
+    def fresh(self, count: int) -> list[str]:
+        """New lambda variable names (never an input column's)."""
+        self.lambdas += count
+        return [f"_l{i}" for i in range(self.lambdas - count + 1, self.lambdas + 1)]
+
+    def body(self, params: list[str], bound: list[Arg], body: _Node) -> Arg:
+        """A lambda's body, its parameters shadowing input columns of their names."""
+        saved = dict(self.scope)
+        self.scope.update(zip(params, bound, strict=True))
+        try:
+            return self.emit(body)
+        finally:
+            self.scope = saved
+
+
+def _product(arrays: list[tuple[str, str]], names: list[str], inner: str) -> str:
+    for (arr, _), n in reversed(list(zip(arrays, names, strict=True))):
+        inner = f"transform({arr}, {n} -> {inner})"
+    for _ in arrays[1:]:
+        inner = f"flatten({inner})"
+    return inner
 
 
 _SQL_NAMES = {

@@ -19,6 +19,8 @@ import pytest
 from metastore.druid_expr import REFUSED, ExpressionError, translate
 from metastore.druid_expr_functions import FUNCTIONS
 
+APPLY = ("map", "filter", "fold", "any", "all", "cartesian_map", "cartesian_fold")
+
 STATUS_DOC = Path(__file__).resolve().parent.parent / "docs" / "druid-expression-status.md"
 
 # One input row, read as an ingestion reads JSON/CSV fields: as text.
@@ -256,6 +258,12 @@ CASES = [
     ("any((x) -> x > 2, [1, 2, 3])", 1),
     ("all((x) -> x > 2, [1, 2, 3])", 0),
     ("map((s) -> s * 2, arr)", [2.0, 4.0, 6.0]),  # the lambda's s shadows column s
+    ("cartesian_map((x, y) -> concat(x, y), ['a', 'b'], ['1', '2'])", ["a1", "a2", "b1", "b2"]),
+    ("cartesian_fold((x, y, acc) -> x * y + acc, [1, 2], [10, 20], 0)", 90),
+    (
+        "fold((s, acc) -> acc + 1, [7, 8], cast(n, 'LONG'))",
+        102,
+    ),  # the start reads column n, not the lambda's
     # JSON
     ("json_value(obj, '$.x')", "y"),
     ("json_value(obj, '$.a.b')", "1"),
@@ -286,6 +294,27 @@ CASES = [
     ("json_keys(obj, '$')", ["a", "f", "x", "z"]),
     ("json_keys(obj, '$.a')", ["b", "c"]),
     ("json_keys(obj, '$.x')", None),
+    # IP addresses
+    ("ipv4_parse('192.168.0.1')", 3232235521),
+    ("ipv4_parse(3232235521)", 3232235521),
+    ("ipv4_parse('192.168.0.256')", None),
+    ("ipv4_parse(-1)", None),
+    ("ipv4_stringify(3232235521)", "192.168.0.1"),
+    ("ipv4_stringify('192.168.0.1')", "192.168.0.1"),
+    ("ipv4_stringify(4294967296)", None),
+    ("ipv4_match('192.168.0.1', '192.168.0.0/16')", 1),
+    ("ipv4_match(3232235521, '192.168.0.0/16')", 1),
+    ("ipv4_match('10.0.0.1', '192.168.0.0/16')", 0),
+    ("ipv4_match('not an address', '192.168.0.0/16')", 0),
+    # other: the doc's own examples
+    ("human_readable_binary_byte_format(1048576)", "1.00 MiB"),
+    ("human_readable_binary_byte_format(1048576, 3)", "1.000 MiB"),
+    ("human_readable_decimal_byte_format(1000000)", "1.00 MB"),
+    ("human_readable_decimal_byte_format(1000000, 3)", "1.000 MB"),
+    ("human_readable_decimal_format(1000000)", "1.00 M"),
+    ("human_readable_decimal_format(1000000, 3)", "1.000 M"),
+    ("human_readable_binary_byte_format(1536)", "1.50 KiB"),
+    ("human_readable_decimal_byte_format(999)", "999 B"),
     # reduction
     ("greatest(1, 3, 2)", 3),
     ("greatest(1, 3.5, 2)", 3.5),
@@ -373,7 +402,7 @@ def test_the_status_table_lists_every_function_with_the_codes_status():
     for name, status in rows:
         key = name.lower()
         if status == "supported":
-            assert key in FUNCTIONS or key in ("map", "filter", "fold", "any", "all"), name
+            assert key in FUNCTIONS or key in APPLY, name
         else:
             assert key in REFUSED, name
     listed = {name.lower() for name, _ in rows}
