@@ -92,10 +92,13 @@ def test_boolean_arrays_in_auto_dimensions_are_stored_as_longs(inline_spec, tmp_
 
 
 def test_discovered_booleans_are_stored_as_longs(inline_spec, tmp_path):
-    db = _stored(inline_spec, tmp_path, dimensions=[], discovery=True)
-    rows = db.execute("SELECT flag, a_bool FROM stored ORDER BY __time").fetchall()
-    assert [(type(flag), flag) for flag, _ in rows] == [(int, 1), (int, 0)]
-    assert [_json(a) for _, a in rows] == ["[1, 0, null]", "[null, 0, 1]"]
+    # json_value reads a discovered nested field (a Spark struct) as JSON
+    transforms = [{"type": "expression", "name": "t_x", "expression": "json_value(obj, '$.x')"}]
+    db = _stored(inline_spec, tmp_path, dimensions=[], transforms=transforms, discovery=True)
+    rows = db.execute("SELECT flag, a_bool, t_x FROM stored ORDER BY __time").fetchall()
+    assert [(type(flag), flag) for flag, _, _ in rows] == [(int, 1), (int, 0)]
+    assert [_json(a) for _, a, _ in rows] == ["[1, 0, null]", "[null, 0, 1]"]
+    assert [t for _, _, t in rows] == ["1", None]
 
 
 def _json(stored: str) -> str:

@@ -433,6 +433,8 @@ def _kind_of(dtype: str) -> str:
         return "long"
     if dtype in ("float", "double") or dtype.startswith("decimal"):
         return "double"
+    if dtype.startswith(("struct", "array", "map")):
+        return "complex"  # expressions read it as JSON (schema discovery's nested fields)
     return "string"
 
 
