@@ -237,8 +237,9 @@ class _Emitter:
     integers, as in Druid); text read from JSON or CSV is a number in numeric
     context."""
 
-    def __init__(self, types: dict[str, str] | None) -> None:
+    def __init__(self, types: dict[str, str] | None, time_column: str | None = None) -> None:
         self.types = types or {}
+        self.time_column = time_column
         self.columns: list[str] = []
         self.scope: dict[str, Arg] = {}  # lambda parameters in scope
         self.lambdas = 0
@@ -274,6 +275,8 @@ class _Emitter:
             return self.scope[name]
         if name not in self.columns:
             self.columns.append(name)
+        if name == "__time" and self.time_column:  # the row's timestamp, epoch millis
+            return Arg(_ident(self.time_column), "long")
         return Arg(_ident(name), self.types.get(name, "string"))
 
     def array_literal(self, node: _Node) -> Arg:
@@ -469,14 +472,18 @@ def _is_text(node: _Node, arg: Arg) -> bool:
     return arg.kind in ("string", "json")
 
 
-def translate(source: str, types: dict[str, str] | None = None) -> Translated:
+def translate(
+    source: str, types: dict[str, str] | None = None, *, time_column: str | None = None
+) -> Translated:
     """A Druid expression as a Spark SQL expression; raises ExpressionError.
 
     `types` maps input columns to long/double/string where known (the worker
-    passes the input's column types; validation passes none)."""
+    passes the input's column types; validation passes none). `time_column`
+    names the column holding the row's timestamp in epoch millis, which the
+    expression reads as `__time` (as Druid's transforms do)."""
     if not isinstance(source, str) or not source.strip():
         raise ExpressionError("is required (a Druid expression)")
-    emitter = _Emitter(types)
+    emitter = _Emitter(types, time_column)
     result = emitter.emit(_Parser(source).parse())
     sql = result.sql
     if result.kind == "string" and sql == "NULL":

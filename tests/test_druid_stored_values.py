@@ -7,6 +7,7 @@ Broker surface reads them.
 - Booleans are longs, as Druid stores them with `druid.expressions.useStrictBooleans`
   (the default): an array of booleans in an `auto` dimension is `[1,0,null]`,
   and a boolean found by schema discovery is a long 1/0.
+- A transform reads `__time` as the row's timestamp in epoch millis.
 """
 
 from __future__ import annotations
@@ -103,3 +104,14 @@ def test_discovered_booleans_are_stored_as_longs(inline_spec, tmp_path):
 
 def _json(stored: str) -> str:
     return json.dumps(json.loads(stored))
+
+
+def test_transforms_read_the_rows_timestamp_as_time(inline_spec, tmp_path):
+    transforms = [
+        {"type": "expression", "name": "day", "expression": "timestamp_extract(__time, 'DAY')"},
+        {"type": "expression", "name": "millis", "expression": "__time"},
+    ]
+    dims = [{"type": "long", "name": "day"}, {"type": "long", "name": "millis"}]
+    db = _stored(inline_spec, tmp_path, dimensions=dims, transforms=transforms)
+    rows = db.execute("SELECT day, millis FROM stored ORDER BY __time").fetchall()
+    assert rows == [(1, 1640995200000), (2, 1641081600000)]

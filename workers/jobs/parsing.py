@@ -445,22 +445,43 @@ def apply_transforms(raw, spec: IngestionSpec):
 
     if not spec.transforms:
         return raw
+    time_column = None
+    if any("__time" in t.columns for t in spec.transforms):
+        raw, time_column = _with_row_time(raw, spec), _ROW_TIME
     for t in spec.transforms:
         for c in t.columns:
-            if c not in raw.columns:
+            if c not in raw.columns and c != "__time":
                 raw = raw.withColumn(c, F.lit(None).cast("string"))
     kinds = {name: _kind_of(dtype) for name, dtype in raw.dtypes}
     exprs = {}
     for i, t in enumerate(spec.transforms):
         try:
-            exprs[t.name] = F.expr(translate(t.expression, kinds).sql)
+            exprs[t.name] = F.expr(translate(t.expression, kinds, time_column=time_column).sql)
         except Exception as exc:  # noqa: BLE001 - surfaced as a spec error naming the field
             raise SpecError(
                 f"spec.dataSchema.transformSpec.transforms[{i}].expression",
                 str(exc).splitlines()[0],
             ) from exc
-    keep = [F.col(f"`{c}`") for c in raw.columns if c not in exprs]
+    keep = [F.col(f"`{c}`") for c in raw.columns if c not in exprs and c != _ROW_TIME]
     return raw.select(*keep, *[e.alias(n) for n, e in exprs.items()])
+
+
+_ROW_TIME = "__transform_row_time"
+
+
+def _with_row_time(raw, spec: IngestionSpec):
+    """`raw` with the row's timestamp in epoch millis, which transforms read as
+    `__time`: a druid input's own `__time`, or the parsed timestampSpec column."""
+    from pyspark.sql import functions as F
+
+    types = dict(raw.dtypes)
+    if types.get("__time") in ("timestamp", "timestamp_ntz"):
+        ts = F.col("__time")
+    else:
+        name = spec.timestamp_column
+        column = F.col(f"`{name}`") if name in types else F.lit(None).cast("string")
+        ts = timestamp_col(column, spec.timestamp_format, types.get(name, "string"))
+    return raw.withColumn(_ROW_TIME, F.unix_millis(ts))
 
 
 def read_segments(spark, pieces: Sequence[SourcePiece], interval: Interval):
