@@ -39,7 +39,14 @@ from metastore.druid_expr_types import (
     truth,
 )
 
-__all__ = ["ExpressionError", "FUNCTIONS", "REFUSED", "Translated", "translate"]
+__all__ = [
+    "ExpressionError",
+    "FUNCTIONS",
+    "REFUSED",
+    "Translated",
+    "translate",
+    "translate_predicate",
+]
 
 
 @dataclass(frozen=True)
@@ -463,11 +470,27 @@ def _scalar(kind: str) -> str:
     return kind if kind in ("long", "double", "string") else "string"
 
 
+# Functions whose text result may be a number read as text (an input field, a JSON
+# literal): like an input column, it adds and compares as a number against a number.
+_MAYBE_NUMBER = {
+    "json_value",
+    "array_offset",
+    "array_ordinal",
+    "coalesce",
+    "nvl",
+    "if",
+    "case_searched",
+    "case_simple",
+    "greatest",
+    "least",
+}
+
+
 def _is_text(node: _Node, arg: Arg) -> bool:
     """Whether `+` concatenates and comparisons compare as text: a string literal or
     a function returning text. Input columns are text here but compare as numbers
     against numbers (JSON/CSV numbers arrive as text)."""
-    if node.kind == "col":
+    if node.kind == "col" or (node.kind == "call" and node.value in _MAYBE_NUMBER):
         return False
     return arg.kind in ("string", "json")
 
@@ -489,3 +512,14 @@ def translate(
     if result.kind == "string" and sql == "NULL":
         sql = "CAST(NULL AS STRING)"
     return Translated(sql=sql, columns=tuple(emitter.columns), kind=result.kind)
+
+
+def translate_predicate(
+    source: str, types: dict[str, str] | None = None, *, time_column: str | None = None
+) -> Translated:
+    """A Druid expression used as a filter (Druid's `expression` filter): a Spark
+    boolean, true where the value is true in Druid's sense (a positive number,
+    the text 'true'), false where it is false or null."""
+    result = translate(source, types, time_column=time_column)
+    truthy = truth(Arg(result.sql, result.kind))
+    return Translated(sql=f"coalesce({truthy}, false)", columns=result.columns, kind="boolean")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from metastore.druid_expr import REFUSED, ExpressionError, translate
+from metastore.druid_expr import REFUSED, ExpressionError, translate, translate_predicate
 from metastore.druid_expr_functions import FUNCTIONS
 
 APPLY = ("map", "filter", "fold", "any", "all", "cartesian_map", "cartesian_fold")
@@ -279,6 +279,9 @@ CASES = [
     ("json_value(a_null, '$[0]')", None),
     ("json_value(a_bool, '$[1]', 'LONG')", 0),
     ("json_value(s, '$')", "hello"),
+    ("json_value(obj, '$.a.b') + 1", 2),  # a JSON number adds, as in Druid
+    ("nvl(nothing, n) * 2", 200),
+    ("array_offset(arr, 0) < 2", 1),
     ("json_query(obj, '$.a')", '{"b":1,"c":[1,2]}'),
     ("json_query(obj, '$.a.c')", "[1,2]"),
     ("json_query(obj, '$.missing')", None),
@@ -359,6 +362,22 @@ def _same(got, want) -> bool:
 def test_druid_expression_evaluates_to_druids_value(evaluated, index, case):
     expression, expected = case
     assert _same(evaluated[index], expected), (expression, evaluated[index], expected)
+
+
+@pytest.mark.spark
+def test_an_expression_as_a_filter_keeps_the_rows_where_it_is_true():
+    from workers.spark import get_spark
+
+    rows = [("100", "a"), ("5", None), (None, "true")]
+    df = get_spark().createDataFrame(rows, "n string, s string")
+    predicates = ["n > 50", "s == 'a'", "s", "n", "notnull(s) && n < 10"]
+    sql = [f"{translate_predicate(p).sql} AS `p{i}`" for i, p in enumerate(predicates)]
+    got = [tuple(r) for r in df.selectExpr(*sql).collect()]
+    assert got == [
+        (True, True, False, True, False),
+        (False, False, False, True, False),  # null is false
+        (False, False, True, False, False),
+    ]
 
 
 # --- refusals, and the status table kept in step with the code --------------------------
