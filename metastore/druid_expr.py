@@ -1,18 +1,21 @@
 """Druid's native expression language (transformSpec.transforms) translated to Spark SQL.
 
-`translate(text)` parses a Druid expression (literals, identifiers bare or in
-double quotes, unary `-` / `!`, `^ * / % + - < <= > >= == != && ||`, function
-calls) and returns an equivalent Spark SQL expression string plus the input
-columns it reads. A function Druid has but Strata does not translate is refused
-by name (`ExpressionError`), so a spec never runs with a transform silently
-changed. Pure: no Spark or Django import; the workers evaluate the result with
-`F.expr`.
+`translate(text)` parses a Druid expression (literals, array literals, identifiers
+bare or in double quotes, unary `-` / `!`, `^ * / % + - < <= > >= == != && ||`,
+function calls, lambdas for the apply functions) and returns an equivalent Spark
+SQL expression string plus the input columns it reads. The functions are those
+of Druid's "Expressions" reference (docs/querying/math-expr.md), translated in
+`druid_expr_functions` / `druid_expr_time`; one Druid has but Strata does not
+translate is refused by name (`ExpressionError`), so a spec never runs with a
+transform silently changed. docs/druid-expression-status.md lists every function
+and its status. Pure: no Spark or Django import; the workers evaluate the
+result with `F.expr`.
 
-Typing follows Druid where it matters for ingestion: identifiers are read as
-they come from the input (strings from JSON/CSV text), so arithmetic casts its
-operands to numbers (long when both are integral literals or long-looking, double
-otherwise is decided by Spark's `try_cast`): `number * 3` on "100" gives 300.
-String functions cast their operands to strings. Druid's `null` is SQL NULL.
+Typing follows Druid: long literals are longs, literals with a dot doubles.
+Identifiers are read as they come from the input (text from JSON/CSV), so
+arithmetic parses its operands as numbers: `number * 3` on "100" gives 300.
+Null semantics are Druid's SQL-compatible ones: a binary operator or comparison
+with a null operand is null; `&&`/`||` are three-valued; booleans are longs 1/0.
 """
 
 from __future__ import annotations
@@ -20,17 +23,37 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ExpressionError", "FUNCTIONS", "Translated", "translate"]
+from metastore.druid_expr_functions import FUNCTIONS, REFUSED
+from metastore.druid_expr_types import (
+    NUMERIC,
+    SPARK_TYPE,
+    Arg,
+    ExpressionError,
+    array,
+    as_long_bool,
+    cast_to,
+    element_kind,
+    num,
+    sql_string,
+    text,
+    truth,
+)
 
-
-class ExpressionError(ValueError):
-    """The expression does not parse, or uses a function Strata cannot translate."""
+__all__ = [
+    "ExpressionError",
+    "FUNCTIONS",
+    "REFUSED",
+    "Translated",
+    "translate",
+    "translate_predicate",
+]
 
 
 @dataclass(frozen=True)
 class Translated:
     sql: str  # a Spark SQL expression
     columns: tuple[str, ...]  # input columns read, in order of first use
+    kind: str = "any"  # the Druid type of the result
 
 
 _TOKEN = re.compile(
@@ -39,7 +62,7 @@ _TOKEN = re.compile(
       | (?P<str>'(?:[^'\\]|\\.)*')
       | (?P<qid>"(?:[^"\\]|\\.)*")
       | (?P<id>[A-Za-z_$][A-Za-z0-9_$]*)
-      | (?P<op>&&|\|\||<=|>=|==|!=|[-+*/%^<>!(),\[\]])
+      | (?P<op>->|&&|\|\||<=|>=|==|!=|[-+*/%^<>!(),\[\]])
     )""",
     re.VERBOSE,
 )
@@ -53,15 +76,12 @@ _LEVELS = [
     ("*", "/", "%"),
     ("^",),
 ]
+_ARRAY_TYPES = {"STRING": "array<string>", "LONG": "array<long>", "DOUBLE": "array<double>"}
 
 
-def _unquote(text: str) -> str:
-    body = text[1:-1]
+def _unquote(raw: str) -> str:
+    body = raw[1:-1]
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _ident(name: str) -> str:
@@ -69,8 +89,7 @@ def _ident(name: str) -> str:
 
 
 class _Node:
-    kind: str  # "num", "str", "null", "col", "call", "op", "neg", "not"
-
+    # "num", "str", "null", "col", "call", "op", "neg", "not", "array", "lambda"
     def __init__(self, kind: str, value=None, args=()):
         self.kind = kind
         self.value = value
@@ -78,24 +97,25 @@ class _Node:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, source: str) -> None:
         self.tokens: list[tuple[str, str]] = []
         pos = 0
-        text = text.rstrip()
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
+        source = source.rstrip()
+        while pos < len(source):
+            m = _TOKEN.match(source, pos)
             if not m or m.end() == pos:
                 raise ExpressionError(
-                    f"cannot parse {text!r} at position {pos}: {text[pos : pos + 10]!r}"
+                    f"cannot parse {source!r} at position {pos}: {source[pos : pos + 10]!r}"
                 )
             kind = m.lastgroup
             self.tokens.append((kind, m.group(kind)))
             pos = m.end()
         self.i = 0
-        self.text = text
+        self.text = source
 
-    def peek(self) -> tuple[str, str] | None:
-        return self.tokens[self.i] if self.i < len(self.tokens) else None
+    def peek(self, ahead: int = 0) -> tuple[str, str] | None:
+        i = self.i + ahead
+        return self.tokens[i] if i < len(self.tokens) else None
 
     def take(self, value: str | None = None) -> tuple[str, str]:
         tok = self.peek()
@@ -133,6 +153,8 @@ class _Parser:
         return self.primary()
 
     def primary(self) -> _Node:
+        if self._lambda_ahead():
+            return self.lambda_()
         kind, value = self.take()
         if kind == "num":
             return _Node("num", value)
@@ -143,15 +165,7 @@ class _Parser:
         if kind == "id":
             nxt = self.peek()
             if nxt is not None and nxt[1] == "(":
-                self.take("(")
-                args = []
-                if self.peek() is not None and self.peek()[1] != ")":
-                    args.append(self.binary(0))
-                    while self.peek() is not None and self.peek()[1] == ",":
-                        self.take(",")
-                        args.append(self.binary(0))
-                self.take(")")
-                return _Node("call", value.lower(), args)
+                return _Node("call", value.lower(), self.arguments())
             if value == "null":
                 return _Node("null")
             return _Node("col", value)
@@ -160,341 +174,352 @@ class _Parser:
             self.take(")")
             return node
         if value == "[":
-            raise ExpressionError("array literals are not supported in transforms")
+            return self.array_literal(None)
+        if value == "<":  # a typed array literal: <LONG>[1, 2]
+            type_name = self.take()[1].upper()
+            self.take(">")
+            self.take("[")
+            if type_name not in _ARRAY_TYPES:
+                raise ExpressionError(f"unknown array type <{type_name}>; use STRING, LONG, DOUBLE")
+            return self.array_literal(_ARRAY_TYPES[type_name])
         raise ExpressionError(f"cannot parse {self.text!r}: unexpected {value!r}")
 
+    def arguments(self) -> list[_Node]:
+        self.take("(")
+        args = []
+        if self.peek() is not None and self.peek()[1] != ")":
+            args.append(self.binary(0))
+            while self.peek() is not None and self.peek()[1] == ",":
+                self.take(",")
+                args.append(self.binary(0))
+        self.take(")")
+        return args
 
-# --- translation ---------------------------------------------------------------------
+    def array_literal(self, kind: str | None) -> _Node:
+        """Elements separated by commas or spaces, up to `]` (already past `[`)."""
+        elements = []
+        while self.peek() is not None and self.peek()[1] != "]":
+            if self.peek()[1] == ",":
+                self.take(",")
+                continue
+            elements.append(self.unary())
+        self.take("]")
+        for e in elements:
+            if e.kind not in ("num", "str", "null"):
+                raise ExpressionError("array literals hold only literal values; use array(...)")
+        return _Node("array", kind, elements)
 
+    def _lambda_ahead(self) -> bool:
+        """`(x, y) -> ...` starts here."""
+        if self.peek() is None or self.peek()[1] != "(":
+            return False
+        i = 1
+        while (tok := self.peek(i)) is not None and (tok[0] == "id" or tok[1] == ","):
+            i += 1
+        closing, arrow = self.peek(i), self.peek(i + 1)
+        return bool(closing and closing[1] == ")" and arrow and arrow[1] == "->")
 
-def _str_arg(sql: str) -> str:
-    return f"CAST({sql} AS STRING)"
-
-
-def _fixed(name: str, arity: tuple[int, ...] | None, template):
-    return name, (arity, template)
-
-
-def _concat(args):
-    # Druid's concat is null if any argument is null (SQL semantics).
-    return "concat(" + ", ".join(_str_arg(a) for a in args) + ")"
-
-
-FUNCTIONS: dict[str, tuple[tuple[int, ...] | None, object]] = dict(
-    [
-        _fixed("concat", None, _concat),
-        _fixed("upper", (1,), lambda a: f"upper({_str_arg(a[0])})"),
-        _fixed("lower", (1,), lambda a: f"lower({_str_arg(a[0])})"),
-        _fixed("strlen", (1,), lambda a: f"char_length({_str_arg(a[0])})"),
-        _fixed("trim", (1,), lambda a: f"trim({_str_arg(a[0])})"),
-        _fixed("ltrim", (1,), lambda a: f"ltrim({_str_arg(a[0])})"),
-        _fixed("rtrim", (1,), lambda a: f"rtrim({_str_arg(a[0])})"),
-        _fixed("reverse", (1,), lambda a: f"reverse({_str_arg(a[0])})"),
-        # Druid's substring(expr, index, length) is 0-based; length -1 means "to the end".
-        _fixed(
-            "substring",
-            (3,),
-            lambda a: (
-                f"CASE WHEN {_num(a[2])} < 0 THEN substring({_str_arg(a[0])}, {_num(a[1])} + 1) "
-                f"ELSE substring({_str_arg(a[0])}, {_num(a[1])} + 1, {_num(a[2])}) END"
-            ),
-        ),
-        _fixed("left", (2,), lambda a: f"left({_str_arg(a[0])}, {_num(a[1])})"),
-        _fixed("right", (2,), lambda a: f"right({_str_arg(a[0])}, {_num(a[1])})"),
-        _fixed(
-            "replace",
-            (3,),
-            lambda a: f"replace({_str_arg(a[0])}, {_str_arg(a[1])}, {_str_arg(a[2])})",
-        ),
-        _fixed(
-            "strpos",
-            (2, 3),
-            lambda a: (
-                f"(locate({_str_arg(a[1])}, {_str_arg(a[0])}"
-                + (f", {_num(a[2])} + 1" if len(a) == 3 else "")
-                + ") - 1)"
-            ),
-        ),
-        _fixed("like", (2,), lambda a: f"({_str_arg(a[0])} LIKE {_str_arg(a[1])})"),
-        _fixed(
-            "regexp_extract",
-            (2, 3),
-            lambda a: (
-                f"regexp_extract({_str_arg(a[0])}, {_str_arg(a[1])}, "
-                + (a[2] if len(a) == 3 else "0")
-                + ")"
-            ),
-        ),
-        _fixed("regexp_like", (2,), lambda a: f"regexp_like({_str_arg(a[0])}, {_str_arg(a[1])})"),
-        _fixed("lpad", (3,), lambda a: f"lpad({_str_arg(a[0])}, {_num(a[1])}, {_str_arg(a[2])})"),
-        _fixed("rpad", (3,), lambda a: f"rpad({_str_arg(a[0])}, {_num(a[1])}, {_str_arg(a[2])})"),
-        _fixed("nvl", (2,), lambda a: f"coalesce({a[0]}, {a[1]})"),
-        _fixed("coalesce", None, lambda a: "coalesce(" + ", ".join(a) + ")"),
-        _fixed("isnull", (1,), lambda a: f"({a[0]} IS NULL)"),
-        _fixed("notnull", (1,), lambda a: f"({a[0]} IS NOT NULL)"),
-        _fixed("if", (3,), lambda a: f"CASE WHEN {_bool(a[0])} THEN {a[1]} ELSE {a[2]} END"),
-        _fixed("abs", (1,), lambda a: f"abs({_num(a[0])})"),
-        _fixed("ceil", (1,), lambda a: f"CAST(ceil({_num(a[0])}) AS DOUBLE)"),
-        _fixed("floor", (1,), lambda a: f"CAST(floor({_num(a[0])}) AS DOUBLE)"),
-        _fixed(
-            "round",
-            (1, 2),
-            lambda a: f"round({_num(a[0])}, " + (a[1] if len(a) == 2 else "0") + ")",
-        ),
-        _fixed("sqrt", (1,), lambda a: f"sqrt({_num(a[0])})"),
-        _fixed("exp", (1,), lambda a: f"exp({_num(a[0])})"),
-        _fixed("log", (1,), lambda a: f"ln({_num(a[0])})"),
-        _fixed("log10", (1,), lambda a: f"log10({_num(a[0])})"),
-        _fixed("pow", (2,), lambda a: f"power({_num(a[0])}, {_num(a[1])})"),
-        _fixed("greatest", None, lambda a: "greatest(" + ", ".join(_num(x) for x in a) + ")"),
-        _fixed("least", None, lambda a: "least(" + ", ".join(_num(x) for x in a) + ")"),
-        _fixed(
-            "div",
-            (2,),
-            lambda a: f"div(CAST({_num(a[0])} AS BIGINT), CAST({_num(a[1])} AS BIGINT))",
-        ),
-        _fixed("cast", (2,), lambda a: _cast(a)),
-        # timestamps (epoch millis, as in Druid)
-        _fixed("timestamp", (1, 2), lambda a: _timestamp(a)),
-        _fixed("unix_timestamp", (1, 2), lambda a: f"(({_timestamp(a)}) DIV 1000)"),
-        _fixed(
-            "timestamp_format",
-            (1, 2, 3),
-            lambda a: (
-                f"date_format(timestamp_millis(CAST({_num(a[0])} AS BIGINT)), "
-                + (_str_arg(a[1]) if len(a) > 1 else "'yyyy-MM-dd''T''HH:mm:ss.SSS''Z'''")
-                + ")"
-            ),
-        ),
-        # nested JSON, stored as JSON text (see specs: json/auto dimensions)
-        _fixed("parse_json", (1,), lambda a: f"to_json(try_parse_json({_str_arg(a[0])}))"),
-        _fixed("try_parse_json", (1,), lambda a: f"to_json(try_parse_json({_str_arg(a[0])}))"),
-        _fixed("to_json_string", (1,), lambda a: f"to_json({a[0]})"),
-        _fixed(
-            "json_value",
-            (2, 3),
-            lambda a: f"get_json_object({_str_arg(a[0])}, {a[1]})",
-        ),
-        _fixed("json_query", (2,), lambda a: f"get_json_object({_str_arg(a[0])}, {a[1]})"),
-    ]
-)
-
-_CAST_TYPES = {"STRING": "STRING", "LONG": "BIGINT", "DOUBLE": "DOUBLE", "FLOAT": "DOUBLE"}
+    def lambda_(self) -> _Node:
+        self.take("(")
+        names = []
+        while self.peek()[1] != ")":
+            tok = self.take()
+            if tok[0] == "id":
+                names.append(tok[1])
+        self.take(")")
+        self.take("->")
+        return _Node("lambda", names, [self.binary(0)])
 
 
-def _cast(args: list[str]) -> str:
-    target = args[1].strip("'").upper()
-    if target not in _CAST_TYPES:
-        raise ExpressionError(f"cast to {target!r} is not supported; use STRING, LONG or DOUBLE")
-    if target == "STRING":
-        return _str_arg(args[0])
-    return f"try_cast({_num(args[0])} AS {_CAST_TYPES[target]})"
+# --- emitting ---------------------------------------------------------------------------
 
 
-def _timestamp(args: list[str]) -> str:
-    text = _str_arg(args[0])
-    if len(args) == 2:
-        return f"unix_millis(try_to_timestamp({text}, {args[1]}))"
-    return f"unix_millis(try_cast({text} AS TIMESTAMP))"
-
-
-_ARITH = {"+": "+", "-": "-", "*": "*", "/": "/", "%": "%"}
 _COMPARE = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "=", "!=": "<>"}
+_APPLY = ("map", "filter", "fold", "any", "all", "cartesian_map", "cartesian_fold")
 
 
 class _Emitter:
-    """Emits Spark SQL; `types` gives the input columns' types (long, double,
-    string) when known: long stays long (so long / long divides as integers, as
-    in Druid); text read from JSON or CSV is made a double in numeric context."""
+    """Emits Spark SQL as typed `Arg`s; `types` gives the input columns' types
+    (long, double, string) when known: long stays long (so long / long divides as
+    integers, as in Druid); text read from JSON or CSV is a number in numeric
+    context."""
 
-    def __init__(self, types: dict[str, str] | None) -> None:
+    def __init__(self, types: dict[str, str] | None, time_column: str | None = None) -> None:
         self.types = types or {}
+        self.time_column = time_column
         self.columns: list[str] = []
+        self.scope: dict[str, Arg] = {}  # lambda parameters in scope
+        self.lambdas = 0
 
-    def num(self, node: _Node) -> tuple[str, str]:
-        sql = self.emit(node)
-        kind = self.type_of(node)
-        if kind in ("long", "double"):
-            return sql, kind
-        return f"try_cast(trim(CAST({sql} AS STRING)) AS DOUBLE)", "double"
-
-    def type_of(self, node: _Node) -> str:
+    def emit(self, node: _Node) -> Arg:
         kind = node.kind
         if kind == "num":
-            return "double" if ("." in node.value or "e" in node.value.lower()) else "long"
+            is_double = "." in node.value or "e" in node.value.lower()
+            if is_double:
+                return Arg(f"{node.value}D", "double", float(node.value), True)
+            return Arg(f"{node.value}L", "long", int(node.value), True)
         if kind == "str":
-            return "string"
-        if kind == "col":
-            return self.types.get(node.value, "string")
-        if kind in ("neg",):
-            return self.type_of(node.args[0]) if self.type_of(node.args[0]) == "long" else "double"
-        if kind == "not":
-            return "long"
-        if kind == "op":
-            op = node.value
-            if op in _COMPARE or op in ("&&", "||"):
-                return "long"
-            if op == "+" and (_is_string(node.args[0]) or _is_string(node.args[1])):
-                return "string"
-            if op == "^":
-                return "double"
-            kinds = {self.type_of(a) for a in node.args}
-            return "long" if kinds == {"long"} else "double"
-        if kind == "call":
-            return _CALL_TYPES.get(node.value, "any")
-        return "any"
-
-    def emit(self, node: _Node) -> str:
-        kind = node.kind
-        if kind == "num":
-            return node.value if self.type_of(node) == "double" else f"{node.value}L"
-        if kind == "str":
-            return _sql_string(node.value)
+            return Arg(sql_string(node.value), "string", node.value, True)
         if kind == "null":
-            return "NULL"
+            return Arg("NULL", "string", None, True)
         if kind == "col":
-            if node.value not in self.columns:
-                self.columns.append(node.value)
-            return _ident(node.value)
+            return self.column(node.value)
+        if kind == "array":
+            return self.array_literal(node)
         if kind == "neg":
-            return f"(- {self.num(node.args[0])[0]})"
+            operand = self.emit(node.args[0])
+            return Arg(f"(- {num(operand)})", operand.kind if operand.kind in NUMERIC else "double")
         if kind == "not":
-            return f"(CASE WHEN {self.truth(node.args[0])} THEN 0L ELSE 1L END)"
+            return Arg(as_long_bool(f"NOT {truth(self.emit(node.args[0]))}"), "long")
         if kind == "op":
             return self.op(node)
+        if kind == "lambda":
+            raise ExpressionError("a lambda is only an argument of map, filter, fold, any, all")
         return self.call(node)
 
-    def truth(self, node: _Node) -> str:
-        """Druid truthiness: a non-zero number, or the string 'true'."""
-        sql = self.emit(node)
-        if self.type_of(node) in ("long", "double"):
-            return f"coalesce({sql} <> 0, false)"
-        return (
-            f"coalesce(lower(CAST({sql} AS STRING)) = 'true' "
-            f"OR try_cast(CAST({sql} AS STRING) AS DOUBLE) <> 0, false)"
+    def column(self, name: str) -> Arg:
+        if name in self.scope:
+            return self.scope[name]
+        if name not in self.columns:
+            self.columns.append(name)
+        if name == "__time" and self.time_column:  # the row's timestamp, epoch millis
+            return Arg(_ident(self.time_column), "long")
+        return Arg(_ident(name), self.types.get(name, "string"))
+
+    def array_literal(self, node: _Node) -> Arg:
+        values = [self.emit(e) for e in node.args]
+        kind = node.value
+        if kind is None:
+            kinds = {v.kind for v in values if v.sql != "NULL"}
+            if kinds and kinds <= set(NUMERIC):
+                kind = "array<double>" if "double" in kinds else "array<long>"
+            else:
+                kind = "array<string>"
+        elem = element_kind(kind)
+        items = [cast_to(v, elem) for v in values]
+        return Arg(f"CAST(array({', '.join(items)}) AS {SPARK_TYPE[kind]})", kind)
+
+    def op(self, node: _Node) -> Arg:
+        op = node.value
+        a, b = (self.emit(x) for x in node.args)
+        if op in ("&&", "||"):
+            word = "AND" if op == "&&" else "OR"  # Spark's AND/OR are three-valued, as Druid's
+            return Arg(as_long_bool(f"{truth(a)} {word} {truth(b)}"), "long")
+        stringy = _is_text(node.args[0], a) or _is_text(node.args[1], b)
+        if op in _COMPARE:
+            return Arg(as_long_bool(_compare(op, a, b, stringy)), "long")
+        if op == "+" and stringy:
+            return Arg(f"concat({text(a)}, {text(b)})", "string")
+        left, right = num(a), num(b)
+        both_long = a.kind == "long" and b.kind == "long"
+        if op == "^":
+            return Arg(f"power({left}, {right})", "double")
+        if op == "/":
+            if both_long:  # Druid: long / long is integer division
+                return Arg(f"(CASE WHEN {right} = 0 THEN NULL ELSE {left} DIV {right} END)", "long")
+            return Arg(f"try_divide({left}, {right})", "double")
+        if op == "%":
+            return Arg(f"try_mod({left}, {right})", "long" if both_long else "double")
+        return Arg(f"({left} {op} {right})", "long" if both_long else "double")
+
+    def call(self, node: _Node) -> Arg:
+        name = node.value
+        if name in _APPLY:
+            return self.apply(node)
+        if name not in FUNCTIONS:
+            if name in REFUSED:
+                raise ExpressionError(f"function {name}() is not supported: {REFUSED[name]}")
+            raise ExpressionError(f"function {name}() is not supported: {_unknown(name)}")
+        function = FUNCTIONS[name]
+        lo, hi = function.arity
+        if len(node.args) < lo or (hi is not None and len(node.args) > hi):
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}" if hi else f"at least {lo}"
+            raise ExpressionError(f"{name}() takes {want} arguments, not {len(node.args)}")
+        sql, kind = function.emit([self.emit(arg) for arg in node.args])
+        return Arg(sql, kind)
+
+    def apply(self, node: _Node) -> Arg:
+        """map/filter/fold/any/all with a lambda, as Spark's higher-order functions."""
+        name, args = node.value, node.args
+        if name.startswith("cartesian_"):
+            return self.cartesian(node)
+        want = 3 if name == "fold" else 2
+        if len(args) != want or args[0].kind != "lambda":
+            raise ExpressionError(f"{name}() takes a lambda and {want - 1} more arguments")
+        params, body = args[0].value, args[0].args[0]
+        arr, kind = array(self.emit(args[1]))
+        init = self.emit(args[2]) if name == "fold" else None
+        if len(params) != (2 if name == "fold" else 1):
+            raise ExpressionError(
+                f"{name}(): the lambda takes {2 if name == 'fold' else 1} arguments"
+            )
+        names = self.fresh(len(params))
+        bound = [Arg(names[0], element_kind(kind))] + ([Arg(names[1], init.kind)] if init else [])
+        result = self.body(params, bound, body)
+        x = names[0]
+        if name == "map":
+            return Arg(f"transform({arr}, {x} -> {result.sql})", f"array<{_scalar(result.kind)}>")
+        if name == "filter":
+            kept = f"filter({arr}, {x} -> {truth(result)})"
+            return Arg(f"(CASE WHEN size({kept}) > 0 THEN {kept} END)", kind)
+        if name in ("any", "all"):
+            spark = "exists" if name == "any" else "forall"
+            return Arg(as_long_bool(f"{spark}({arr}, {x} -> {truth(result)})"), "long")
+        step = cast_to(result, init.kind)
+        return Arg(
+            f"aggregate({arr}, {cast_to(init, init.kind)}, ({names[1]}, {x}) -> {step})", init.kind
         )
 
-    def op(self, node: _Node) -> str:
-        op = node.value
-        a, b = node.args
-        if op in ("&&", "||"):
-            word = "AND" if op == "&&" else "OR"
-            return f"(CASE WHEN {self.truth(a)} {word} {self.truth(b)} THEN 1L ELSE 0L END)"
-        if op in _COMPARE:
-            if _is_string(a) or _is_string(b):
-                left, right = _str_arg(self.emit(a)), _str_arg(self.emit(b))
-            else:
-                left, right = self.num(a)[0], self.num(b)[0]
-            return f"(CASE WHEN {left} {_COMPARE[op]} {right} THEN 1L ELSE 0L END)"
-        if op == "+" and (_is_string(a) or _is_string(b)):
-            return f"concat({_str_arg(self.emit(a))}, {_str_arg(self.emit(b))})"
-        (left, lk), (right, rk) = self.num(a), self.num(b)
-        if op == "^":
-            return f"power({left}, {right})"
-        if op == "/":
-            if lk == rk == "long":  # Druid: long / long is integer division
-                return f"CAST(try_divide({left}, {right}) AS BIGINT)"
-            return f"try_divide({left}, {right})"
-        if op == "%" and lk == rk == "long":
-            return f"try_mod({left}, {right})"
-        return f"({left} {_ARITH[op]} {right})"
+    def cartesian(self, node: _Node) -> Arg:
+        """cartesian_map / cartesian_fold: the lambda over every combination of
+        the arrays' elements (nested transforms, flattened)."""
+        name, args = node.value, node.args
+        folding = name == "cartesian_fold"
+        inputs = args[1:-1] if folding else args[1:]
+        if not args or args[0].kind != "lambda" or not inputs:
+            raise ExpressionError(f"{name}() takes a lambda and its arrays")
+        params, body = args[0].value, args[0].args[0]
+        if len(params) != len(inputs) + folding:
+            raise ExpressionError(f"{name}(): the lambda takes one argument per array")
+        arrays = [array(self.emit(a)) for a in inputs]
+        names = self.fresh(len(inputs))
+        if not folding:
+            bound = [Arg(n, element_kind(k)) for n, (_, k) in zip(names, arrays, strict=True)]
+            result = self.body(params, bound, body)
+            return Arg(_product(arrays, names, result.sql), f"array<{_scalar(result.kind)}>")
+        init = self.emit(args[-1])
+        row, acc = self.fresh(2)
+        bound = [
+            Arg(f"{row}.{n}", element_kind(k)) for n, (_, k) in zip(names, arrays, strict=True)
+        ]
+        result = self.body(params, [*bound, Arg(acc, init.kind)], body)
+        rows = _product(
+            arrays, names, "named_struct(" + ", ".join(f"'{n}', {n}" for n in names) + ")"
+        )
+        step = cast_to(result, init.kind)
+        return Arg(
+            f"aggregate({rows}, {cast_to(init, init.kind)}, ({acc}, {row}) -> {step})", init.kind
+        )
 
-    def call(self, node: _Node) -> str:
-        name = node.value
-        if name not in FUNCTIONS:
-            raise ExpressionError(
-                f"function {name}() is not supported in transforms; supported: "
-                + ", ".join(sorted(FUNCTIONS))
-            )
-        arity, template = FUNCTIONS[name]
-        if arity is not None and len(node.args) not in arity:
-            raise ExpressionError(f"{name}() takes {' or '.join(map(str, arity))} arguments")
-        if arity is None and not node.args:
-            raise ExpressionError(f"{name}() needs at least one argument")
-        args = []
-        for arg in node.args:
-            sql = self.emit(arg)
-            args.append(_Arg(sql, self.type_of(arg), self))
-        return template(args)
+    def fresh(self, count: int) -> list[str]:
+        """New lambda variable names (never an input column's)."""
+        self.lambdas += count
+        return [f"_l{i}" for i in range(self.lambdas - count + 1, self.lambdas + 1)]
 
-
-class _Arg(str):
-    """An emitted argument: its SQL text, its type, and its numeric form."""
-
-    def __new__(cls, sql: str, kind: str, emitter: _Emitter):
-        obj = super().__new__(cls, sql)
-        obj.kind = kind
-        return obj
+    def body(self, params: list[str], bound: list[Arg], body: _Node) -> Arg:
+        """A lambda's body, its parameters shadowing input columns of their names."""
+        saved = dict(self.scope)
+        self.scope.update(zip(params, bound, strict=True))
+        try:
+            return self.emit(body)
+        finally:
+            self.scope = saved
 
 
-def _num(arg) -> str:
-    if getattr(arg, "kind", None) in ("long", "double"):
-        return str(arg)
-    return f"try_cast(trim(CAST({arg} AS STRING)) AS DOUBLE)"
+def _product(arrays: list[tuple[str, str]], names: list[str], inner: str) -> str:
+    for (arr, _), n in reversed(list(zip(arrays, names, strict=True))):
+        inner = f"transform({arr}, {n} -> {inner})"
+    for _ in arrays[1:]:
+        inner = f"flatten({inner})"
+    return inner
 
 
-def _bool(arg) -> str:
-    if getattr(arg, "kind", None) in ("long", "double"):
-        return f"coalesce({arg} <> 0, false)"
-    return (
-        f"coalesce(lower(CAST({arg} AS STRING)) = 'true' "
-        f"OR try_cast(CAST({arg} AS STRING) AS DOUBLE) <> 0, false)"
-    )
-
-
-_CALL_TYPES = {
-    "concat": "string",
-    "upper": "string",
-    "lower": "string",
-    "trim": "string",
-    "ltrim": "string",
-    "rtrim": "string",
-    "reverse": "string",
-    "substring": "string",
-    "left": "string",
-    "right": "string",
-    "replace": "string",
-    "lpad": "string",
-    "rpad": "string",
-    "regexp_extract": "string",
-    "timestamp_format": "string",
-    "parse_json": "string",
-    "try_parse_json": "string",
-    "to_json_string": "string",
-    "json_value": "string",
-    "json_query": "string",
-    "strlen": "long",
-    "strpos": "long",
-    "like": "long",
-    "regexp_like": "long",
-    "isnull": "long",
-    "notnull": "long",
-    "timestamp": "long",
-    "unix_timestamp": "long",
-    "div": "long",
-    "sqrt": "double",
-    "exp": "double",
-    "log": "double",
-    "log10": "double",
-    "pow": "double",
-    "ceil": "double",
-    "floor": "double",
+_SQL_NAMES = {
+    "time_floor": "timestamp_floor",
+    "time_ceil": "timestamp_ceil",
+    "time_shift": "timestamp_shift",
+    "time_extract": "timestamp_extract",
+    "time_parse": "timestamp_parse",
+    "time_format": "timestamp_format",
+    "millis_to_timestamp": "a long of epoch millis as is",
+    "timestamp_to_millis": "a long of epoch millis as is",
+    "textcat": "concat",
+    "char_length": "strlen",
+    "length": "strlen",
+    "position": "strpos",
+    "nullif": "case_searched",
+    "array_agg": "an aggregator",
 }
 
 
-def _is_string(node: _Node) -> bool:
-    return node.kind == "str" or (
-        node.kind == "call" and node.value in ("concat", "upper", "lower")
+def _unknown(name: str) -> str:
+    """Why an unknown function is refused, and what to use when it is a Druid SQL name."""
+    if name in _SQL_NAMES:
+        return f"it is a Druid SQL function; the native expression uses {_SQL_NAMES[name]}"
+    if name.startswith("mv_"):
+        return "it is a Druid SQL function; native expressions use the array_* functions"
+    return (
+        "it is not one of the functions of Druid's expression reference "
+        "(docs/druid-expression-status.md lists them and their status here)"
     )
 
 
-def translate(text: str, types: dict[str, str] | None = None) -> Translated:
+def _compare(op: str, a: Arg, b: Arg, stringy: bool) -> str:
+    """Text compares as text, numbers as numbers; two input columns (text here,
+    even when JSON held numbers) compare as numbers when both read as numbers."""
+    sign = _COMPARE[op]
+    if stringy:
+        return f"{text(a)} {sign} {text(b)}"
+    if a.kind in NUMERIC or b.kind in NUMERIC:
+        return f"{num(a)} {sign} {num(b)}"
+    numbers = f"{num(a)} IS NOT NULL AND {num(b)} IS NOT NULL"
+    return f"CASE WHEN {numbers} THEN {num(a)} {sign} {num(b)} ELSE {text(a)} {sign} {text(b)} END"
+
+
+def _scalar(kind: str) -> str:
+    return kind if kind in ("long", "double", "string") else "string"
+
+
+# Functions whose text result may be a number read as text (an input field, a JSON
+# literal): like an input column, it adds and compares as a number against a number.
+_MAYBE_NUMBER = {
+    "json_value",
+    "array_offset",
+    "array_ordinal",
+    "coalesce",
+    "nvl",
+    "if",
+    "case_searched",
+    "case_simple",
+    "greatest",
+    "least",
+}
+
+
+def _is_text(node: _Node, arg: Arg) -> bool:
+    """Whether `+` concatenates and comparisons compare as text: a string literal or
+    a function returning text. Input columns are text here but compare as numbers
+    against numbers (JSON/CSV numbers arrive as text)."""
+    if node.kind == "col" or (node.kind == "call" and node.value in _MAYBE_NUMBER):
+        return False
+    return arg.kind in ("string", "json")
+
+
+def translate(
+    source: str, types: dict[str, str] | None = None, *, time_column: str | None = None
+) -> Translated:
     """A Druid expression as a Spark SQL expression; raises ExpressionError.
 
     `types` maps input columns to long/double/string where known (the worker
-    passes the input's column types; validation passes none)."""
-    if not isinstance(text, str) or not text.strip():
+    passes the input's column types; validation passes none). `time_column`
+    names the column holding the row's timestamp in epoch millis, which the
+    expression reads as `__time` (as Druid's transforms do)."""
+    if not isinstance(source, str) or not source.strip():
         raise ExpressionError("is required (a Druid expression)")
-    emitter = _Emitter(types)
-    sql = emitter.emit(_Parser(text).parse())
-    return Translated(sql=sql, columns=tuple(emitter.columns))
+    emitter = _Emitter(types, time_column)
+    result = emitter.emit(_Parser(source).parse())
+    sql = result.sql
+    if result.kind == "string" and sql == "NULL":
+        sql = "CAST(NULL AS STRING)"
+    return Translated(sql=sql, columns=tuple(emitter.columns), kind=result.kind)
+
+
+def translate_predicate(
+    source: str, types: dict[str, str] | None = None, *, time_column: str | None = None
+) -> Translated:
+    """A Druid expression used as a filter (Druid's `expression` filter): a Spark
+    boolean, true where the value is true in Druid's sense (a positive number,
+    the text 'true'), false where it is false or null."""
+    result = translate(source, types, time_column=time_column)
+    truthy = truth(Arg(result.sql, result.kind))
+    return Translated(sql=f"coalesce({truthy}, false)", columns=result.columns, kind="boolean")

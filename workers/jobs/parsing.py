@@ -44,7 +44,13 @@ _DATE_TRUNC = {
 }
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double")
-_DISCOVERED = {t: "long" for t in _NUMERIC[:4]} | {"float": "double", "double": "double"}
+# Booleans are longs 1/0 in Druid (druid.expressions.useStrictBooleans, the default).
+_DISCOVERED = {t: "long" for t in (*_NUMERIC[:4], "boolean")} | {
+    "float": "double",
+    "double": "double",
+}
+# A JSON array of booleans (and nulls) only, as text: stored as Druid's ARRAY<LONG>.
+_BOOLEAN_ARRAY = r"^\[\s*(true|false|null)(\s*,\s*(true|false|null))*\s*\]$"
 
 
 class ParseExceptionsExceeded(Exception):
@@ -180,7 +186,7 @@ def number_col(raw, kind: str, dtype: str = "string"):
     """(parsed value, error flag): 'long' or 'double'; '' and null are null without error."""
     from pyspark.sql import functions as F
 
-    if dtype in _NUMERIC:
+    if dtype in (*_NUMERIC, "boolean"):  # a boolean is a long 1/0, as in Druid
         return raw.cast(kind), F.lit(False)
     text = F.trim(raw.cast("string"))
     if kind == "long":
@@ -427,6 +433,8 @@ def _kind_of(dtype: str) -> str:
         return "long"
     if dtype in ("float", "double") or dtype.startswith("decimal"):
         return "double"
+    if dtype.startswith(("struct", "array", "map")):
+        return "complex"  # expressions read it as JSON (schema discovery's nested fields)
     return "string"
 
 
@@ -437,22 +445,43 @@ def apply_transforms(raw, spec: IngestionSpec):
 
     if not spec.transforms:
         return raw
+    time_column = None
+    if any("__time" in t.columns for t in spec.transforms):
+        raw, time_column = _with_row_time(raw, spec), _ROW_TIME
     for t in spec.transforms:
         for c in t.columns:
-            if c not in raw.columns:
+            if c not in raw.columns and c != "__time":
                 raw = raw.withColumn(c, F.lit(None).cast("string"))
     kinds = {name: _kind_of(dtype) for name, dtype in raw.dtypes}
     exprs = {}
     for i, t in enumerate(spec.transforms):
         try:
-            exprs[t.name] = F.expr(translate(t.expression, kinds).sql)
+            exprs[t.name] = F.expr(translate(t.expression, kinds, time_column=time_column).sql)
         except Exception as exc:  # noqa: BLE001 - surfaced as a spec error naming the field
             raise SpecError(
                 f"spec.dataSchema.transformSpec.transforms[{i}].expression",
                 str(exc).splitlines()[0],
             ) from exc
-    keep = [F.col(f"`{c}`") for c in raw.columns if c not in exprs]
+    keep = [F.col(f"`{c}`") for c in raw.columns if c not in exprs and c != _ROW_TIME]
     return raw.select(*keep, *[e.alias(n) for n, e in exprs.items()])
+
+
+_ROW_TIME = "__transform_row_time"
+
+
+def _with_row_time(raw, spec: IngestionSpec):
+    """`raw` with the row's timestamp in epoch millis, which transforms read as
+    `__time`: a druid input's own `__time`, or the parsed timestampSpec column."""
+    from pyspark.sql import functions as F
+
+    types = dict(raw.dtypes)
+    if types.get("__time") in ("timestamp", "timestamp_ntz"):
+        ts = F.col("__time")
+    else:
+        name = spec.timestamp_column
+        column = F.col(f"`{name}`") if name in types else F.lit(None).cast("string")
+        ts = timestamp_col(column, spec.timestamp_format, types.get(name, "string"))
+    return raw.withColumn(_ROW_TIME, F.unix_millis(ts))
 
 
 def read_segments(spark, pieces: Sequence[SourcePiece], interval: Interval):
@@ -751,6 +780,18 @@ def _string_dim(col, dtype: str, handling: str, list_delimiter: str | None):
     return F.when(values.isNull(), text).otherwise(F.coalesce(listed, single))
 
 
+def _auto_dim(col, dtype: str):
+    """An auto/json dimension, stored as JSON text; booleans are Druid's longs
+    (useStrictBooleans): a boolean is 1/0, an array of booleans [1,0,null]."""
+    from pyspark.sql import functions as F
+
+    if dtype == "boolean":
+        return col.cast("long").cast("string")
+    text = text_col(col, dtype)
+    longs = F.regexp_replace(F.regexp_replace(text, "true", "1"), "false", "0")
+    return F.when(text.rlike(_BOOLEAN_ARRAY), longs).otherwise(text)
+
+
 def _parse_one(spec: IngestionSpec, raw, from_druid: bool):
     """(parsed DataFrame, dimensions, metric inputs) of one raw input."""
     from pyspark.sql import functions as F
@@ -789,7 +830,7 @@ def _parse_one(spec: IngestionSpec, raw, from_druid: bool):
             )
             dim_exprs.append(value.alias(name))
         elif dtype == "json":
-            dim_exprs.append(text_of(name).alias(name))
+            dim_exprs.append(_auto_dim(col_of(name), source_type).alias(name))
         else:
             value, bad = number_col(col_of(name), dtype, source_type)
             dim_exprs.append(value.alias(name))
