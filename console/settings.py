@@ -18,9 +18,12 @@ Environment (documented in the README):
   DJANGO_ALLOWED_HOSTS default: *
   STRATA_PG_PREPARE_THRESHOLD  default: 2; PostgreSQL only: uses after which the lock
                       box's statements are prepared on the server (empty: never)
+  STRATA_ADVERTISED_ADDRESS  default: <hostname>:8000; the web process in Druid SQL's
+                      sys.servers
 """
 
 import os
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -94,6 +97,12 @@ if STRATA_TASK_SLOTS < 1:
 STRATA_HEARTBEAT_SECONDS = float(os.environ.get("STRATA_HEARTBEAT_SECONDS", "1"))
 
 REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{STRATA_DATA_DIR / 'redis.sock'}"
+
+# --- SQL (owner: issue 26) ------------------------------------------------------
+# The web process as Druid's sys.servers names it (host:port).
+STRATA_ADVERTISED_ADDRESS = os.environ.get(
+    "STRATA_ADVERTISED_ADDRESS", f"{socket.gethostname()}:8000"
+)
 
 # --- Django -----------------------------------------------------------------
 INSTALLED_APPS = [

@@ -22,7 +22,7 @@ import decimal
 import threading
 from dataclasses import dataclass, field
 
-from metastore import selectors
+from metastore import selectors, sql_catalog, sql_guard
 from metastore.intervals import Interval
 from metastore.models import DataSource, Segment
 
@@ -278,7 +278,8 @@ _schema_lock = threading.Lock()
 _schemas: dict[str, tuple] = {}  # segment files never change: their schemas are cached
 
 
-def _schema(path: str) -> tuple:
+def file_schema(path: str) -> tuple:
+    """((column, pyarrow type text), ...) of a segment file, cached."""
     with _schema_lock:
         found = _schemas.get(path)
     if found is None:
@@ -299,7 +300,7 @@ def table_sql(source: TableSource) -> str:
     would make every time function go through the time zone library)."""
     # Files written with other dimensions are matched by column name; reading the
     # schema of every file at each query would cost more than the query itself.
-    mixed = len({_schema(f) for f in source.files}) > 1
+    mixed = len({file_schema(f) for f in source.files}) > 1
     option = ", union_by_name = true" if mixed else ""
     parts = []
     if source.whole:
@@ -321,40 +322,106 @@ def table_sql(source: TableSource) -> str:
     return f"SELECT * REPLACE (CAST(__time AS TIMESTAMP) AS __time) FROM ({union})"
 
 
+def macro_names() -> list[str]:
+    """The names of the functions Strata defines for queries (Druid's time functions)."""
+    return [macro.split()[2].split("(")[0] for macro in _MACROS]
+
+
+def allowed_functions() -> frozenset[str]:
+    return sql_guard.FUNCTIONS | frozenset(macro_names())
+
+
+@dataclass
+class BoundQuery:
+    """A checked query whose table names are bound to the tables registered for it:
+    dataSources by name, metadata tables under `$<schema>.<name>`."""
+
+    sql: str
+    sources: list[TableSource]
+    system: dict[str, sql_catalog.Table]
+
+
+def bind_query(con, sql: str, *, as_of: int | None = None) -> BoundQuery:
+    """Parse `sql` with DuckDB, refuse what Strata does not run (metastore.sql_guard),
+    and bind the tables it reads: a bare or `druid.` name is a dataSource (its
+    visible rows, as of `as_of`), `sys.` and `INFORMATION_SCHEMA.` names Druid's
+    metadata tables (metastore.sql_catalog). Anything else is not found."""
+    names = list(DataSource.objects.values_list("name", flat=True))
+    exact, by_lower = set(names), {n.lower(): n for n in names}
+    sources: dict[str, TableSource] = {}
+    system: dict[str, sql_catalog.Table] = {}
+
+    def bind(name: sql_guard.TableName) -> tuple[str, str]:
+        schema = name.schema.lower()
+        if name.catalog.lower() in ("", sql_catalog.CATALOG) and schema in ("", "druid"):
+            real = name.table if name.table in exact else by_lower.get(name.table.lower())
+            if real is not None:
+                if real not in sources:
+                    sources[real] = visible_source(datasource=real, as_of=as_of)
+                return real, name.table
+        elif name.catalog.lower() in ("", sql_catalog.CATALOG):
+            table = sql_catalog.find_table(schema, name.table)
+            if table is not None:
+                view = f"${table.schema}.{table.name}"
+                system[view] = table
+                return view, name.table
+        raise sql_guard.SqlRefused(
+            f"table {name} not found: query a dataSource, sys.<table> or INFORMATION_SCHEMA.<table>"
+        )
+
+    try:
+        tree = sql_guard.parse(con, sql)
+        sql_guard.check(tree, functions=allowed_functions(), bind=bind)
+        text = sql_guard.deparse(con, tree)
+    except sql_guard.SqlRefused as exc:
+        raise QueryError(str(exc)) from None
+    return BoundQuery(sql=text, sources=list(sources.values()), system=system)
+
+
+def _register(con, sources: list[TableSource], system=None) -> None:
+    for source in sources:
+        con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {table_sql(source)}")
+    for view, table in (system or {}).items():
+        con.register(view, sql_catalog.arrow_table(table))
+
+
+def _fetch(con, sql: str, params: list | None) -> QueryResult:
+    import duckdb
+    import pyarrow as pa
+
+    try:
+        relation = con.sql(sql, params=params or None)
+        if relation is None:
+            return QueryResult(columns=[], rows=[])
+        reader = relation.to_arrow_reader(10_000)
+        batches, count = [], 0
+        for batch in reader:
+            count += batch.num_rows
+            if count > MAX_ROWS:
+                raise QueryError(
+                    f"the result has more than {MAX_ROWS} rows: add a LIMIT or aggregate"
+                )
+            batches.append(batch)
+    except duckdb.Error as exc:
+        raise QueryError(_first_line(exc)) from None
+    return arrow_result(pa.Table.from_batches(batches, schema=reader.schema))
+
+
 def duckdb_query(
     sql: str, sources: list[TableSource], *, root: str, params: list | None = None
 ) -> QueryResult:
-    """Run a (checked) query on DuckDB over the given tables."""
-    import duckdb
-
+    """Run a (checked) query on DuckDB over the given tables, named as the dataSources."""
     con = _database(root).cursor()
     try:
-        for source in sources:
-            con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {table_sql(source)}")
-        try:
-            relation = con.sql(sql, params=params or None)
-            if relation is None:
-                return QueryResult(columns=[], rows=[])
-            reader = relation.to_arrow_reader(10_000)
-            batches, count = [], 0
-            for batch in reader:
-                count += batch.num_rows
-                if count > MAX_ROWS:
-                    raise QueryError(
-                        f"the result has more than {MAX_ROWS} rows: add a LIMIT or aggregate"
-                    )
-                batches.append(batch)
-        except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from None
-        import pyarrow as pa
-
-        return arrow_result(pa.Table.from_batches(batches, schema=reader.schema))
+        _register(con, sources)
+        return _fetch(con, sql, params)
     finally:
         con.close()
 
 
 def run_query(*, sql: str, as_of: int | None = None, params: list | None = None) -> QueryResult:
-    """SQL over the visible rows of the dataSources it names, on DuckDB."""
+    """SQL over the visible rows of the dataSources it names and Druid's metadata
+    tables, on DuckDB."""
     from django.conf import settings
 
     if as_of is not None and (
@@ -362,9 +429,13 @@ def run_query(*, sql: str, as_of: int | None = None, params: list | None = None)
     ):
         raise QueryError("as_of must be a commit sequence number", field="as_of")
     check_read_only(sql)
-    sql, names = prepare(sql)
-    sources = [visible_source(datasource=name, as_of=as_of) for name in names]
-    return duckdb_query(sql, sources, root=str(settings.STRATA_DEEP_STORAGE), params=params)
+    con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
+    try:
+        bound = bind_query(con, sql, as_of=as_of)
+        _register(con, bound.sources, bound.system)
+        return _fetch(con, bound.sql, params)
+    finally:
+        con.close()
 
 
 # --- results -----------------------------------------------------------------------------

@@ -412,6 +412,23 @@ def segments_for(
     return qs.order_by("start", "end", "version", "minor_version", "partition")
 
 
+def metric_types() -> dict[str, dict[str, str]]:
+    """{dataSource: {metric column: aggregator type}} from the schemas of the used
+    segments (a column's type in its newest segment wins). One query."""
+    out: dict[str, dict[str, str]] = {}
+    rows = (
+        Segment.objects.filter(used=True)
+        .exclude(schema={})
+        .order_by("datasource__name", "created_at")
+        .values_list("datasource__name", "schema")
+    )
+    for name, schema in rows:
+        for metric in (schema or {}).get("metrics") or ():
+            if isinstance(metric, dict) and metric.get("name"):
+                out.setdefault(name, {})[metric["name"]] = metric.get("type")
+    return out
+
+
 @dataclass
 class SegmentView:
     """A segment with its visibility, for pages and the API."""

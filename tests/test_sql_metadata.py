@@ -1,0 +1,255 @@
+"""Druid SQL's metadata tables (metastore/sql_catalog.py): INFORMATION_SCHEMA and sys,
+with the columns Druid's "SQL metadata tables" page lists, answered from the
+metastore and never from the engine's own catalog.
+
+The metastore states are built through the services with real Parquet files, as
+in test_query.py (its `history` fixture: `wiki`, partly overshadowed, with a
+tombstone), plus a rolled-up `sketchy` dataSource whose segment schema names a
+theta sketch, a float and a first/last pair.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import test_query
+from django.conf import settings
+from django.db import transaction
+
+from metastore import query, services
+from metastore.intervals import Interval
+from metastore.models import Task, TaskStatus
+
+pytestmark = pytest.mark.django_db
+history = test_query.history  # the shared metastore history fixture
+t = test_query.t
+
+COLUMNS_COLUMNS = [
+    "TABLE_CATALOG",
+    "TABLE_SCHEMA",
+    "TABLE_NAME",
+    "COLUMN_NAME",
+    "ORDINAL_POSITION",
+    "COLUMN_DEFAULT",
+    "IS_NULLABLE",
+    "DATA_TYPE",
+    "CHARACTER_MAXIMUM_LENGTH",
+    "CHARACTER_OCTET_LENGTH",
+    "NUMERIC_PRECISION",
+    "NUMERIC_PRECISION_RADIX",
+    "NUMERIC_SCALE",
+    "DATETIME_PRECISION",
+    "CHARACTER_SET_NAME",
+    "COLLATION_NAME",
+    "JDBC_TYPE",
+]
+
+
+def rows(sql: str) -> list[list]:
+    return query.run_query(sql=sql).rows
+
+
+@pytest.fixture
+def sketchy(inline_spec):
+    """One rolled-up segment: a dimension, a long count, a float sum, a theta sketch
+    (bytes) and a stringFirst pair, with the schema the ingestion job records."""
+    path = settings.STRATA_DEEP_STORAGE / "sketchy" / uuid.uuid4().hex / "data.parquet"
+    path.parent.mkdir(parents=True)
+    pair = pa.struct([("time", pa.int64()), ("value", pa.string())])
+    table = pa.table(
+        {
+            "__time": pa.array([t("2024-02-01T00:00")], type=pa.timestamp("us", tz="UTC")),
+            "country": pa.array(["fr"]),
+            "count": pa.array([3], type=pa.int64()),
+            "price": pa.array([1.5], type=pa.float32()),
+            "users": pa.array([b"\x01\x02"], type=pa.binary()),
+            "first_page": pa.array([{"time": 1, "value": "a"}], type=pair),
+        }
+    )
+    pq.write_table(table, path)
+    schema = {
+        "dimensions": [{"name": "country", "type": "string"}],
+        "metrics": [
+            {"name": "count", "type": "count"},
+            {"name": "price", "type": "floatSum"},
+            {"name": "users", "type": "thetaSketch"},
+            {"name": "first_page", "type": "stringFirst"},
+        ],
+    }
+    with transaction.atomic():
+        task = services.task_submit(spec=inline_spec("sketchy"))
+        assert services.task_claim(task_id=task.id, worker="pytest")
+    task = Task.objects.get(id=task.id)
+    day = Interval.parse("2024-02-01/2024-02-02")
+    services.lock_acquire(task=task, interval=day)
+    alloc = services.segments_allocate(task=task, interval=day, count=1, append=False)
+    services.segments_publish(
+        task=task,
+        segments=[
+            services.NewSegment(
+                interval=day,
+                version=alloc.version,
+                partition=alloc.partitions[0],
+                core_partitions=alloc.core_partitions,
+                location=str(path),
+                num_rows=1,
+                size_bytes=path.stat().st_size,
+                schema=schema,
+            )
+        ],
+    )
+    services.task_finish(task_id=task.id, status=TaskStatus.SUCCESS)
+
+
+def test_information_schema_tables_lists_the_datasources_as_pydruid_asks(history):
+    # pydruid's SQLAlchemy dialect: get_table_names / has_table / get_schema_names.
+    assert rows(
+        "SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = 'druid'"
+    ) == [["wiki"]]
+    assert rows(
+        "SELECT COUNT(*) > 0 AS exists_ FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_NAME = 'wiki'"
+    ) == [[True]]
+    assert rows('SELECT SCHEMA_NAME FROM "INFORMATION_SCHEMA"."SCHEMATA" ORDER BY 1') == [
+        ["INFORMATION_SCHEMA"],
+        ["druid"],
+        ["lookup"],
+        ["sys"],
+    ]
+
+    everything = query.run_query(sql="SELECT * FROM INFORMATION_SCHEMA.TABLES")
+    assert everything.columns == [
+        "TABLE_CATALOG",
+        "TABLE_SCHEMA",
+        "TABLE_NAME",
+        "TABLE_TYPE",
+        "IS_JOINABLE",
+        "IS_BROADCAST",
+    ]
+    assert ["druid", "druid", "wiki", "TABLE", "NO", "NO"] in everything.rows
+    assert ["druid", "sys", "segments", "SYSTEM_TABLE", "NO", "NO"] in everything.rows
+    assert ["druid", "INFORMATION_SCHEMA", "COLUMNS", "SYSTEM_TABLE", "NO", "NO"] in (
+        everything.rows
+    )
+    system = {(r[1], r[2]) for r in everything.rows if r[3] == "SYSTEM_TABLE"}
+    assert system == {
+        ("INFORMATION_SCHEMA", name) for name in ("SCHEMATA", "TABLES", "COLUMNS", "ROUTINES")
+    } | {
+        ("sys", name) for name in ("segments", "servers", "server_segments", "tasks", "supervisors")
+    }
+
+
+def test_information_schema_columns_has_druids_columns_types_and_jdbc_codes(history):
+    result = query.run_query(
+        sql="SELECT * FROM INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_SCHEMA = 'druid' AND TABLE_NAME = 'wiki' ORDER BY ORDINAL_POSITION"
+    )
+
+    assert result.columns == COLUMNS_COLUMNS
+    varchar = ["UTF-16LE", "UTF-16LE$en_US$primary"]
+    assert result.rows == [
+        ["druid", "druid", "wiki", "__time", 1, None, "NO", "TIMESTAMP", None, None]
+        + [None, None, None, 3, None, None, 93],
+        ["druid", "druid", "wiki", "page", 2, None, "YES", "VARCHAR", None, None]
+        + [None, None, None, None, *varchar, 12],
+        ["druid", "druid", "wiki", "added", 3, None, "YES", "BIGINT", None, None]
+        + [19, 10, 0, None, None, None, -5],
+        ["druid", "druid", "wiki", "count", 4, None, "YES", "BIGINT", None, None]
+        + [19, 10, 0, None, None, None, -5],
+    ]
+    # pydruid's get_columns, through Druid's SQL endpoint.
+    described = rows(
+        "SELECT COLUMN_NAME, DATA_TYPE, IS_NULLABLE, COLUMN_DEFAULT "
+        "FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = 'wiki' AND TABLE_SCHEMA = 'druid'"
+    )
+    assert [r[:2] for r in described] == [
+        ["__time", "TIMESTAMP"],
+        ["page", "VARCHAR"],
+        ["added", "BIGINT"],
+        ["count", "BIGINT"],
+    ]
+
+
+def test_sketches_floats_and_pairs_have_druids_complex_types(sketchy):
+    typed = rows(
+        "SELECT COLUMN_NAME, DATA_TYPE, JDBC_TYPE FROM INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_NAME = 'sketchy' ORDER BY ORDINAL_POSITION"
+    )
+    assert typed == [
+        ["__time", "TIMESTAMP", 93],
+        ["country", "VARCHAR", 12],
+        ["count", "BIGINT", -5],
+        ["price", "FLOAT", 6],
+        ["users", "COMPLEX<thetaSketch>", 1111],
+        ["first_page", "COMPLEX<serializablePairLongString>", 1111],
+    ]
+
+
+def test_the_metadata_tables_describe_themselves(history):
+    own = rows(
+        "SELECT COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_SCHEMA = 'INFORMATION_SCHEMA' AND TABLE_NAME = 'COLUMNS' "
+        "ORDER BY ORDINAL_POSITION"
+    )
+    assert [r[0] for r in own] == COLUMNS_COLUMNS
+    assert [r[1] for r in own] == list(range(1, 18))
+    assert own[4][2] == "BIGINT" and own[7][2] == "VARCHAR"
+    segments = rows(
+        "SELECT COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_SCHEMA = 'sys' AND TABLE_NAME = 'segments' ORDER BY ORDINAL_POSITION"
+    )
+    assert [r[0] for r in segments][-2:] == ["last_compaction_state", "replication_factor"]
+    aggregators = rows(
+        "SELECT ROUTINE_NAME FROM INFORMATION_SCHEMA.ROUTINES WHERE IS_AGGREGATOR = 'YES'"
+    )
+    assert ["SUM"] in aggregators and ["COUNT"] in aggregators
+
+
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [
+        ("SELECT * FROM duckdb_tables()", "table function duckdb_tables is not supported"),
+        ("SELECT * FROM duckdb_settings", "table duckdb_settings not found"),
+        ("SELECT * FROM information_schema.schemata_x", "not found"),
+        ("SELECT * FROM pg_catalog.pg_class", "table pg_catalog.pg_class not found"),
+        ("SELECT * FROM main.wiki", "table main.wiki not found"),
+        ("SELECT * FROM memory.main.wiki", "not found"),
+        ("SELECT * FROM temp.main.wiki", "not found"),
+        ("SELECT * FROM lookup.countries", "table lookup.countries not found"),
+        ("SHOW TABLES", "show ref is not supported"),
+        ("DESCRIBE wiki", "show ref is not supported"),
+        # A CTE's name counts only inside the query that defines it.
+        (
+            "SELECT * FROM (WITH duckdb_settings AS (SELECT 1 AS a) "
+            "SELECT a FROM duckdb_settings), duckdb_settings",
+            "table duckdb_settings not found",
+        ),
+    ],
+)
+def test_the_engines_own_catalog_never_answers(history, sql, says):
+    with pytest.raises(query.QueryError) as err:
+        query.run_query(sql=sql)
+    assert says in str(err.value)
+
+
+def test_ctes_and_dataSource_names_bind_as_before(history):
+    assert rows(
+        "WITH w AS (SELECT page FROM druid.wiki) SELECT count(*) FROM w JOIN wiki USING (page)"
+    ) == [[6]]
+    assert rows('SELECT wiki.page FROM "WIKI" WHERE wiki.added = 4') == [["a"]]
+
+
+def test_druid_sql_endpoint_answers_the_inspector(api_client, history):
+    response = api_client.post(
+        "/druid/v2/sql",
+        {"query": "SELECT TABLE_NAME FROM INFORMATION_SCHEMA.TABLES WHERE TABLE_SCHEMA = 'druid'"},
+        format="json",
+    )
+    assert response.status_code == 200
+    assert response.json() == [{"TABLE_NAME": "wiki"}]
+    body = json.dumps({"query": "SELECT JDBC_TYPE FROM INFORMATION_SCHEMA.COLUMNS LIMIT 1"})
+    one = api_client.post("/druid/v2/sql", body, content_type="application/json")
+    assert one.status_code == 200 and isinstance(one.json()[0]["JDBC_TYPE"], int)
