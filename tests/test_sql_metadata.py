@@ -253,3 +253,208 @@ def test_druid_sql_endpoint_answers_the_inspector(api_client, history):
     body = json.dumps({"query": "SELECT JDBC_TYPE FROM INFORMATION_SCHEMA.COLUMNS LIMIT 1"})
     one = api_client.post("/druid/v2/sql", body, content_type="application/json")
     assert one.status_code == 200 and isinstance(one.json()[0]["JDBC_TYPE"], int)
+
+
+# --- sys --------------------------------------------------------------------------------
+
+SEGMENT_COLUMNS = [
+    "segment_id",
+    "datasource",
+    "start",
+    "end",
+    "size",
+    "version",
+    "partition_num",
+    "num_replicas",
+    "num_rows",
+    "is_active",
+    "is_published",
+    "is_available",
+    "is_realtime",
+    "is_overshadowed",
+    "shard_spec",
+    "dimensions",
+    "metrics",
+    "last_compaction_state",
+    "replication_factor",
+]
+
+
+def sys_rows(sql: str) -> list[dict]:
+    result = query.run_query(sql=sql)
+    return [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+
+
+def test_sys_segments_agrees_row_for_row_with_the_coordinator_api(api_client, history, sketchy):
+    api = api_client.get("/druid/coordinator/v1/metadata/segments?includeOvershadowedStatus")
+    assert api.status_code == 200
+    result = query.run_query(sql="SELECT * FROM sys.segments ORDER BY segment_id")
+    assert result.columns == SEGMENT_COLUMNS
+
+    expected = []
+    for entry in sorted(api.json(), key=lambda e: e["dataSegment"]["id"]):
+        seg, overshadowed = entry["dataSegment"], entry["overshadowed"]
+        start, end = seg["interval"].split("/")
+        names = (
+            [n for n in seg["dimensions"].split(",") if n],
+            [n for n in seg["metrics"].split(",") if n],
+        )
+        expected.append(
+            {
+                "segment_id": seg["id"],
+                "datasource": seg["dataSource"],
+                "start": start,
+                "end": end,
+                "size": seg["size"],
+                "version": seg["version"],
+                "partition_num": seg["shardSpec"].get("partitionNum", 0),
+                "is_overshadowed": int(overshadowed),
+                "is_active": int(not overshadowed),
+                "is_published": 1,
+                "is_realtime": 0,
+                "shard_spec": seg["shardSpec"],
+                "dimensions": names[0],
+                "metrics": names[1],
+                "last_compaction_state": seg.get("lastCompactionState"),
+            }
+        )
+    got = []
+    for row in (dict(zip(result.columns, r, strict=True)) for r in result.rows):
+        row["shard_spec"] = json.loads(row["shard_spec"])
+        row["dimensions"], row["metrics"] = (
+            json.loads(row["dimensions"]),
+            json.loads(row["metrics"]),
+        )
+        got.append({k: row[k] for k in expected[0]})
+    assert got == expected
+    # The history: day 2's v1 segment is hidden by the tombstone, everything else shows.
+    hidden = sys_rows(
+        "SELECT datasource, start, is_available, num_replicas FROM sys.segments "
+        "WHERE is_overshadowed = 1"
+    )
+    assert hidden == [
+        {
+            "datasource": "wiki",
+            "start": "2024-01-02T00:00:00.000Z",
+            "is_available": 0,
+            "num_replicas": 0,
+        }
+    ]
+    assert sys_rows("SELECT count(*) AS n FROM sys.segments WHERE is_available = 1") == [
+        {"n": len(expected) - 1}
+    ]
+
+
+def test_sys_segments_follows_the_timeline_after_a_mark_unused(history):
+    v2 = services.segments_mark_used(
+        datasource="wiki", used=False, interval=Interval.parse("2024-01-01T00/2024-01-01T06")
+    )
+    [removed] = v2.removed
+
+    ids = {r["segment_id"] for r in sys_rows("SELECT segment_id FROM sys.segments")}
+    assert removed not in ids and len(ids) == 4
+
+
+def test_druids_documented_sys_segments_summary_runs(history, sketchy):
+    summary = sys_rows(
+        """SELECT
+            datasource,
+            SUM("size") AS total_size,
+            CASE WHEN SUM("size") = 0 THEN 0 ELSE SUM("size") / (COUNT(*) FILTER(WHERE "size" > 0)) END AS avg_size,
+            CASE WHEN SUM(num_rows) = 0 THEN 0 ELSE SUM("num_rows") / (COUNT(*) FILTER(WHERE num_rows > 0)) END AS avg_num_rows,
+            COUNT(*) AS num_segments
+        FROM sys.segments
+        WHERE is_active = 1
+        GROUP BY 1
+        ORDER BY 1"""  # noqa: E501 - Druid's example as its page prints it
+    )
+    assert [(r["datasource"], r["num_segments"]) for r in summary] == [
+        ("sketchy", 1),
+        ("wiki", 4),  # day 1 v1 (two partitions), v2's hours, day 2's tombstone
+    ]
+    assert summary[1]["avg_num_rows"] == (3 + 2 + 2) / 3
+
+
+def test_sys_tasks_agrees_with_the_overlord_api(api_client, history):
+    api = api_client.get("/druid/indexer/v1/tasks").json()
+    tasks = sys_rows("SELECT * FROM sys.tasks")
+    assert list(tasks[0]) == [
+        "task_id",
+        "group_id",
+        "type",
+        "datasource",
+        "created_time",
+        "queue_insertion_time",
+        "status",
+        "runner_status",
+        "duration",
+        "location",
+        "host",
+        "plaintext_port",
+        "tls_port",
+        "error_msg",
+    ]
+    by_id = {t["task_id"]: t for t in tasks}
+    assert len(by_id) == len(api) == 3
+    for task in api:
+        row = by_id[task["id"]]
+        assert (row["group_id"], row["type"], row["datasource"]) == (
+            task["groupId"],
+            task["type"],
+            task["dataSource"],
+        )
+        assert (row["status"], row["runner_status"]) == ("SUCCESS", "NONE")
+        assert row["created_time"] == task["createdTime"]
+        assert row["duration"] == task["duration"]
+        assert row["error_msg"] is None and row["location"] is None
+    assert sys_rows("SELECT count(*) AS n FROM sys.tasks WHERE status = 'FAILED'") == [{"n": 0}]
+
+
+def test_sys_servers_maps_strata_processes_to_druid_roles(history, sketchy, settings):
+    settings.STRATA_ADVERTISED_ADDRESS = "strata.example:8000"
+    services.worker_heartbeat(name="worker-1:4242", capacity=2)
+
+    servers = sys_rows("SELECT * FROM sys.servers ORDER BY server_type")
+    assert [(s["server"], s["server_type"], s["is_leader"]) for s in servers] == [
+        ("strata.example:8000", "BROKER", None),
+        ("strata.example:8000", "COORDINATOR", 1),
+        ("strata.example:8000", "HISTORICAL", None),
+        ("worker-1:4242", "MIDDLE_MANAGER", None),
+        ("strata.example:8000", "OVERLORD", 1),
+    ]
+    historical = servers[2]
+    assert (historical["host"], historical["plaintext_port"], historical["tier"]) == (
+        "strata.example",
+        8000,
+        "_default_tier",
+    )
+    served = sys_rows("SELECT sum(size) AS n FROM sys.segments WHERE is_available = 1")
+    assert historical["current_size"] == served[0]["n"] > 0
+    # Druid's documented join, restricted to the HISTORICAL (which shares its address).
+    per_server = sys_rows(
+        """SELECT servers.server, count(segments.segment_id) AS num_segments
+        FROM sys.segments AS segments
+        INNER JOIN sys.server_segments AS server_segments
+          ON segments.segment_id = server_segments.segment_id
+        INNER JOIN sys.servers AS servers ON servers.server = server_segments.server
+        WHERE segments.datasource = 'wiki' AND servers.server_type = 'HISTORICAL'
+        GROUP BY servers.server"""
+    )
+    assert per_server == [{"server": "strata.example:8000", "num_segments": 4}]
+
+
+def test_sys_supervisors_is_present_and_empty(history):
+    result = query.run_query(sql="SELECT * FROM sys.supervisors")
+    assert result.columns == (
+        [
+            "supervisor_id",
+            "state",
+            "detailed_state",
+            "healthy",
+            "type",
+            "source",
+            "suspended",
+            "spec",
+        ]
+    )
+    assert result.rows == []
