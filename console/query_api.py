@@ -77,8 +77,29 @@ class QueryView(APIView):
                 sql=data.validated_data["sql"], as_of=data.validated_data.get("as_of")
             )
         except QueryError as exc:
-            return Response(error_body(exc.message, exc.field), status=status.HTTP_400_BAD_REQUEST)
+            return Response(error_body(exc.message, exc.field), status=_http_status(exc))
         return Response({"columns": result.columns, "rows": result.rows})
+
+
+def _http_status(exc: QueryError) -> int:
+    """400 for a query refused, Druid's status for one over a bound (504, 400, 429)."""
+    return getattr(exc, "http_status", status.HTTP_400_BAD_REQUEST)
+
+
+def _druid_bound_error(exc: QueryError) -> Response:
+    """Druid's error shape for a query over its time, size or concurrency bounds
+    (Druid's "Query execution failures")."""
+    from django.conf import settings
+
+    return Response(
+        {
+            "error": exc.druid_error,
+            "errorMessage": exc.message,
+            "errorClass": exc.error_class,
+            "host": settings.STRATA_ADVERTISED_ADDRESS,
+        },
+        status=_http_status(exc),
+    )
 
 
 _FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")
@@ -176,9 +197,12 @@ class DruidSqlView(APIView):
     @extend_schema(request=SQL_REQUEST, responses=SQL_RESPONSES)
     def post(self, request):
         sql, fmt, header, params = _druid_sql_request(request.data)
+        context = request.data.get("context") or {}
         try:
-            result = run_query(sql=sql, params=params or None)
+            result = run_query(sql=sql, params=params or None, timeout_ms=context.get("timeout"))
         except QueryError as exc:
+            if getattr(exc, "druid_error", None):
+                return _druid_bound_error(exc)
             field = "query" if exc.field == "sql" else exc.field
             return _druid_error(f"{field}: {exc.message}", field)
         if fmt == "object":

@@ -17,6 +17,7 @@ the tables the query names (no other file, no extension loading, no ATTACH).
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import decimal
 import threading
@@ -26,7 +27,6 @@ from metastore import selectors, sql_catalog, sql_guard
 from metastore.intervals import Interval
 from metastore.models import DataSource, Segment
 
-MAX_ROWS = 100_000  # a result larger than this is refused: add a LIMIT or aggregate
 # Longer or more deeply nested SQL is refused before DuckDB parses it: parsing
 # takes seconds per megabyte, and subqueries nested ~100,000 deep crash the
 # parser (and with it the web process) instead of raising an error.
@@ -43,6 +43,30 @@ class QueryError(ValueError):
         super().__init__(message)
         self.field = field
         self.message = message
+
+
+class QueryTimeout(QueryError):
+    """The query ran past its time limit and was interrupted (Druid's 504)."""
+
+    druid_error = "Query timeout"
+    error_class = "org.apache.druid.query.QueryTimeoutException"
+    http_status = 504
+
+
+class ResourceLimitExceeded(QueryError):
+    """The result is larger than a query may return (Druid's 400)."""
+
+    druid_error = "Resource limit exceeded"
+    error_class = "org.apache.druid.query.ResourceLimitExceededException"
+    http_status = 400
+
+
+class QueryCapacityExceeded(QueryError):
+    """Every query slot stayed busy for the whole wait (Druid's 429)."""
+
+    druid_error = "Query capacity exceeded"
+    error_class = "org.apache.druid.query.QueryCapacityExceededException"
+    http_status = 429
 
 
 @dataclass(frozen=True)
@@ -385,55 +409,171 @@ def _register(con, sources: list[TableSource], system=None) -> None:
         con.register(view, sql_catalog.arrow_table(table))
 
 
-def _fetch(con, sql: str, params: list | None) -> QueryResult:
-    import duckdb
-    import pyarrow as pa
+# --- bounds ------------------------------------------------------------------------------
+# Every query holds one of STRATA_QUERY_CONCURRENCY slots while it runs (waiting at
+# most STRATA_QUERY_QUEUE_MS for one), and a timer interrupts its DuckDB connection
+# at its deadline: DuckDB stops the query's work and the call returns, so a timed
+# out query leaves nothing running behind it.
 
+_slots_lock = threading.Lock()
+_slots: tuple[int, threading.BoundedSemaphore] | None = None
+_running_lock = threading.Lock()
+_running: set = set()  # the connections a query is running on now
+
+
+def _slot_semaphore() -> threading.BoundedSemaphore:
+    global _slots
+    from django.conf import settings
+
+    size = max(1, int(settings.STRATA_QUERY_CONCURRENCY))
+    with _slots_lock:
+        if _slots is None or _slots[0] != size:
+            _slots = (size, threading.BoundedSemaphore(size))
+        return _slots[1]
+
+
+def timeout_for(requested) -> int:
+    """The time limit in ms of a query asking for `requested` (Druid's context.timeout:
+    absent means the default, 0 means the longest allowed)."""
+    from django.conf import settings
+
+    default, longest = settings.STRATA_QUERY_TIMEOUT_MS, settings.STRATA_QUERY_MAX_TIMEOUT_MS
+    if requested is None:
+        return min(default, longest)
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 0:
+        raise QueryError("give a whole number of milliseconds, 0 or more", "context.timeout")
+    if requested > longest:
+        raise QueryError(
+            f"context.timeout {requested} ms is more than the limit of {longest} ms "
+            "(STRATA_QUERY_MAX_TIMEOUT_MS)",
+            "context.timeout",
+        )
+    return requested or longest
+
+
+def queries_in_engine() -> int:
+    """How many queries are running on DuckDB in this process now."""
+    with _running_lock:
+        return len(_running)
+
+
+def interrupt_all() -> None:
+    """Interrupt every query running in this process (their callers get an error)."""
+    with _running_lock:
+        running = list(_running)
+    for con in running:
+        con.interrupt()
+
+
+def _fetch(con, sql: str, params: list | None) -> QueryResult:
+    """Run on `con`, refusing a result over STRATA_QUERY_MAX_ROWS rows or
+    STRATA_QUERY_MAX_BYTES bytes (as Arrow) as soon as it gets there."""
+    import pyarrow as pa
+    from django.conf import settings
+
+    max_rows, max_bytes = settings.STRATA_QUERY_MAX_ROWS, settings.STRATA_QUERY_MAX_BYTES
+    relation = con.sql(sql, params=params or None)
+    if relation is None:
+        return QueryResult(columns=[], rows=[])
+    reader = relation.to_arrow_reader(10_000)
+    batches, count, size = [], 0, 0
     try:
-        relation = con.sql(sql, params=params or None)
-        if relation is None:
-            return QueryResult(columns=[], rows=[])
-        reader = relation.to_arrow_reader(10_000)
-        batches, count = [], 0
         for batch in reader:
-            count += batch.num_rows
-            if count > MAX_ROWS:
-                raise QueryError(
-                    f"the result has more than {MAX_ROWS} rows: add a LIMIT or aggregate"
+            count, size = count + batch.num_rows, size + batch.nbytes
+            if count > max_rows:
+                raise ResourceLimitExceeded(
+                    f"the result has more than {max_rows} rows (STRATA_QUERY_MAX_ROWS): "
+                    "add a LIMIT or aggregate"
+                )
+            if size > max_bytes:
+                raise ResourceLimitExceeded(
+                    f"the result has more than {max_bytes} bytes (STRATA_QUERY_MAX_BYTES): "
+                    "select fewer columns, add a LIMIT or aggregate"
                 )
             batches.append(batch)
-    except duckdb.Error as exc:
-        raise QueryError(_first_line(exc)) from None
+    finally:
+        reader.close()
     return arrow_result(pa.Table.from_batches(batches, schema=reader.schema))
 
 
+def _bounded(con, timeout_ms: int, work):
+    """`work()` on `con` in a query slot, interrupted at `timeout_ms`."""
+    import duckdb
+    from django.conf import settings
+
+    slots = _slot_semaphore()
+    if not slots.acquire(timeout=settings.STRATA_QUERY_QUEUE_MS / 1000):
+        raise QueryCapacityExceeded(
+            f"all {settings.STRATA_QUERY_CONCURRENCY} query slots stayed busy for "
+            f"{settings.STRATA_QUERY_QUEUE_MS} ms (STRATA_QUERY_CONCURRENCY): try again"
+        )
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        con.interrupt()
+
+    timer = threading.Timer(timeout_ms / 1000, expire)
+    timer.daemon = True
+    with _running_lock:
+        _running.add(con)
+    timer.start()
+    try:
+        return work()
+    except duckdb.Error as exc:
+        if expired.is_set():
+            raise QueryTimeout(f"the query timed out after {timeout_ms} ms") from None
+        raise QueryError(_first_line(exc)) from None
+    finally:
+        timer.cancel()
+        with _running_lock:
+            _running.discard(con)
+        with contextlib.suppress(ValueError):  # the slot count changed while it ran
+            slots.release()
+
+
 def duckdb_query(
-    sql: str, sources: list[TableSource], *, root: str, params: list | None = None
+    sql: str,
+    sources: list[TableSource],
+    *,
+    root: str,
+    params: list | None = None,
+    timeout_ms: int | None = None,
 ) -> QueryResult:
-    """Run a (checked) query on DuckDB over the given tables, named as the dataSources."""
+    """Run a (checked) query on DuckDB over the given tables, named as the dataSources,
+    within the bounds (time, size, concurrency) every query has."""
+    limit = timeout_for(timeout_ms)
     con = _database(root).cursor()
     try:
         _register(con, sources)
-        return _fetch(con, sql, params)
+        return _bounded(con, limit, lambda: _fetch(con, sql, params))
     finally:
         con.close()
 
 
-def run_query(*, sql: str, as_of: int | None = None, params: list | None = None) -> QueryResult:
+def run_query(
+    *,
+    sql: str,
+    as_of: int | None = None,
+    params: list | None = None,
+    timeout_ms: int | None = None,
+) -> QueryResult:
     """SQL over the visible rows of the dataSources it names and Druid's metadata
-    tables, on DuckDB."""
+    tables, on DuckDB, within the time limit `timeout_ms` (Druid's context.timeout;
+    None: STRATA_QUERY_TIMEOUT_MS) and the size and concurrency limits."""
     from django.conf import settings
 
     if as_of is not None and (
         isinstance(as_of, bool) or not isinstance(as_of, int) or not 0 <= as_of <= MAX_SEQ
     ):
         raise QueryError("as_of must be a commit sequence number", field="as_of")
+    limit = timeout_for(timeout_ms)
     check_read_only(sql)
     con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
     try:
         bound = bind_query(con, sql, as_of=as_of)
         _register(con, bound.sources, bound.system)
-        return _fetch(con, bound.sql, params)
+        return _bounded(con, limit, lambda: _fetch(con, bound.sql, params))
     finally:
         con.close()
 

@@ -227,6 +227,8 @@ def check(
             stack.extend(_children(node, scope))
             continue
         kind = node.get("class") or node.get("type")
+        if node.get("at_clause"):
+            raise SqlRefused("AT (time travel on a table) is not supported: use as_of")
         if "class" in node:
             if node["class"] not in _EXPRESSIONS:
                 raise SqlRefused(f"{node['class'].lower()} expressions are not supported")
@@ -244,8 +246,6 @@ def check(
                 continue
             elif kind not in _TABLE_REFS and kind not in _OTHER_NODES:
                 raise SqlRefused(f"{kind.replace('_', ' ').lower()} is not supported")
-        if node.get("at_clause"):
-            raise SqlRefused("AT (time travel on a table) is not supported: use as_of")
         stack.extend(_children(node, scope))
     return seen
 
