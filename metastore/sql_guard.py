@@ -14,6 +14,8 @@ The engine's own catalog, settings and files are therefore never what answers.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -169,9 +171,32 @@ FUNCTIONS = SCALAR_FUNCTIONS | _AGGREGATES | _WINDOWS
 # --- parse, check, bind, print -----------------------------------------------------------
 
 
+_memo_lock = threading.Lock()
+_memo: OrderedDict[tuple[str, str], str] = OrderedDict()
+_MEMO_SIZE = 2048
+
+
+def _memoized(con, function: str, argument: str) -> str:
+    """`function(argument)` on DuckDB, remembered: the same query text parses to the
+    same tree and a tree prints as the same SQL, and a dashboard repeats its queries
+    (each call is a round trip through the engine, as long as a small query)."""
+    key = (function, argument)
+    with _memo_lock:
+        found = _memo.get(key)
+        if found is not None:
+            _memo.move_to_end(key)
+            return found
+    found = con.execute(f"SELECT {function}(?)", [argument]).fetchall()[0][0]
+    with _memo_lock:
+        _memo[key] = found
+        while len(_memo) > _MEMO_SIZE:
+            _memo.popitem(last=False)
+    return found
+
+
 def parse(con, sql: str) -> dict:
     """DuckDB's parse tree of one SELECT statement (`con`: any DuckDB connection)."""
-    text = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0]
+    text = _memoized(con, "json_serialize_sql", sql)
     try:
         tree = json.loads(text)
     except RecursionError:
@@ -185,7 +210,7 @@ def parse(con, sql: str) -> dict:
 
 def deparse(con, tree: dict) -> str:
     """The SQL text of a (checked, bound) tree."""
-    return con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
+    return _memoized(con, "json_deserialize_sql", json.dumps(tree))
 
 
 def _cte_names(node: dict) -> set[str]:
