@@ -440,6 +440,8 @@ def timeout_for(requested) -> int:
     default, longest = settings.STRATA_QUERY_TIMEOUT_MS, settings.STRATA_QUERY_MAX_TIMEOUT_MS
     if requested is None:
         return min(default, longest)
+    if isinstance(requested, str) and requested.strip().isdigit():
+        requested = int(requested)  # Druid reads context numbers given as strings too
     if isinstance(requested, bool) or not isinstance(requested, int) or requested < 0:
         raise QueryError("give a whole number of milliseconds, 0 or more", "context.timeout")
     if requested > longest:
