@@ -58,7 +58,7 @@ class QueryView(APIView):
 
     strata_role = "viewer"  # a read, sent as POST
 
-    @extend_schema(request=QueryInput, responses=responses({200: QueryOutput}, 400, 413, 415))
+    @extend_schema(request=QueryInput, responses=responses({200: QueryOutput}, 400, 413, 415, 504))
     def post(self, request):
         if not isinstance(request.data, dict):
             return Response(
@@ -87,8 +87,10 @@ def _http_status(exc: QueryError) -> int:
 
 
 def _druid_bound_error(exc: QueryError) -> Response:
-    """Druid's error shape for a query over its time, size or concurrency bounds
-    (Druid's "Query execution failures")."""
+    """Druid's error for a query over its time, size or concurrency bounds: the
+    "Query execution failures" fields (error, errorMessage, errorClass, host) with
+    the fields of Druid's newer error shape beside them, as Druid's SQL API sends
+    a legacy query failure."""
     from django.conf import settings
 
     return Response(
@@ -97,6 +99,11 @@ def _druid_bound_error(exc: QueryError) -> Response:
             "errorMessage": exc.message,
             "errorClass": exc.error_class,
             "host": settings.STRATA_ADVERTISED_ADDRESS,
+            "errorCode": "legacyQueryException",
+            "persona": "OPERATOR",
+            "category": exc.category,
+            "context": {},
+            "field": None,
         },
         status=_http_status(exc),
     )

@@ -20,6 +20,7 @@ import base64
 import contextlib
 import datetime as dt
 import decimal
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ class QueryTimeout(QueryError):
 
     druid_error = "Query timeout"
     error_class = "org.apache.druid.query.QueryTimeoutException"
+    category = "TIMEOUT"
     http_status = 504
 
 
@@ -58,6 +60,7 @@ class ResourceLimitExceeded(QueryError):
 
     druid_error = "Resource limit exceeded"
     error_class = "org.apache.druid.query.ResourceLimitExceededException"
+    category = "CAPACITY_EXCEEDED"
     http_status = 400
 
 
@@ -66,6 +69,7 @@ class QueryCapacityExceeded(QueryError):
 
     druid_error = "Query capacity exceeded"
     error_class = "org.apache.druid.query.QueryCapacityExceededException"
+    category = "CAPACITY_EXCEEDED"
     http_status = 429
 
 
@@ -440,7 +444,7 @@ def timeout_for(requested) -> int:
     default, longest = settings.STRATA_QUERY_TIMEOUT_MS, settings.STRATA_QUERY_MAX_TIMEOUT_MS
     if requested is None:
         return min(default, longest)
-    if isinstance(requested, str) and requested.strip().isdigit():
+    if isinstance(requested, str) and re.fullmatch(r"\s*[0-9]+\s*", requested):
         requested = int(requested)  # Druid reads context numbers given as strings too
     if isinstance(requested, bool) or not isinstance(requested, int) or requested < 0:
         raise QueryError("give a whole number of milliseconds, 0 or more", "context.timeout")

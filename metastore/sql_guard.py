@@ -245,6 +245,7 @@ def check(
     deep tree cannot exhaust Python's stack; a CTE's name counts only inside the
     query that defines it."""
     seen: list[TableName] = []
+    qualified: list[dict] = []  # column references naming schema.table.column
     stack = [(tree["statements"][0]["node"], frozenset())]
     while stack:
         node, scope = stack.pop()
@@ -259,6 +260,8 @@ def check(
                 raise SqlRefused(f"{node['class'].lower()} expressions are not supported")
             if "function_name" in node:
                 _check_function(node, functions, "function")
+            if node["class"] == "COLUMN_REF" and len(node.get("column_names") or ()) > 2:
+                qualified.append(node)
         elif isinstance(kind, str):
             if kind in _QUERY_NODES:
                 scope = scope | _cte_names(node)
@@ -272,6 +275,12 @@ def check(
             elif kind not in _TABLE_REFS and kind not in _OTHER_NODES:
                 raise SqlRefused(f"{kind.replace('_', ' ').lower()} is not supported")
         stack.extend(_children(node, scope))
+    # `druid.wiki.page` names its table as the query did; the bound table has no schema.
+    tables = {(t.schema.lower(), t.table.lower()) for t in seen if t.schema}
+    for node in qualified:
+        names = node["column_names"]
+        if (names[0].lower(), names[1].lower()) in tables:
+            node["column_names"] = names[1:]
     return seen
 
 

@@ -240,6 +240,10 @@ def test_ctes_and_dataSource_names_bind_as_before(history):
         "WITH w AS (SELECT page FROM druid.wiki) SELECT count(*) FROM w JOIN wiki USING (page)"
     ) == [[6]]
     assert rows('SELECT wiki.page FROM "WIKI" WHERE wiki.added = 4') == [["a"]]
+    assert rows("SELECT druid.wiki.page FROM druid.wiki WHERE druid.wiki.added = 4") == [["a"]]
+    assert rows(
+        "SELECT count(sys.segments.segment_id) FROM sys.segments WHERE datasource = 'wiki'"
+    ) == [[5]]
 
 
 def test_druid_sql_endpoint_answers_the_inspector(api_client, history):
