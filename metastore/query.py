@@ -367,6 +367,7 @@ class BoundQuery:
     sql: str
     sources: list[TableSource]
     system: dict[str, sql_catalog.Table]
+    as_of: int | None = None
 
 
 def bind_query(con, sql: str, *, as_of: int | None = None) -> BoundQuery:
@@ -374,7 +375,7 @@ def bind_query(con, sql: str, *, as_of: int | None = None) -> BoundQuery:
     and bind the tables it reads: a bare or `druid.` name is a dataSource (its
     visible rows, as of `as_of`), `sys.` and `INFORMATION_SCHEMA.` names Druid's
     metadata tables (metastore.sql_catalog). Anything else is not found."""
-    names = list(DataSource.objects.values_list("name", flat=True))
+    names = selectors.datasource_names()
     exact, by_lower = set(names), {n.lower(): n for n in names}
     sources: dict[str, TableSource] = {}
     system: dict[str, sql_catalog.Table] = {}
@@ -403,14 +404,14 @@ def bind_query(con, sql: str, *, as_of: int | None = None) -> BoundQuery:
         text = sql_guard.deparse(con, tree)
     except sql_guard.SqlRefused as exc:
         raise QueryError(str(exc)) from None
-    return BoundQuery(sql=text, sources=list(sources.values()), system=system)
+    return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
 
 
-def _register(con, sources: list[TableSource], system=None) -> None:
+def _register(con, sources: list[TableSource], system=None, as_of: int | None = None) -> None:
     for source in sources:
         con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {table_sql(source)}")
     for view, table in (system or {}).items():
-        con.register(view, sql_catalog.arrow_table(table))
+        con.register(view, sql_catalog.arrow_table(table, as_of=as_of))
 
 
 # --- bounds ------------------------------------------------------------------------------
@@ -578,7 +579,7 @@ def run_query(
     con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
     try:
         bound = bind_query(con, sql, as_of=as_of)
-        _register(con, bound.sources, bound.system)
+        _register(con, bound.sources, bound.system, as_of=bound.as_of)
         return _bounded(con, limit, lambda: _fetch(con, bound.sql, params))
     finally:
         con.close()

@@ -60,6 +60,8 @@ class Table:
     name: str
     columns: tuple[tuple[str, str], ...]
     rows: Callable[[], Iterable[tuple]]
+    # Whether `rows` takes `as_of` (a commit): the tables of segments travel in time.
+    travels: bool = False
 
 
 def _cols(text: str) -> tuple[tuple[str, str], ...]:
@@ -154,12 +156,19 @@ def _names_json(items) -> str:
     return json.dumps([i.get("name") for i in items or () if isinstance(i, dict)])
 
 
-def _segments_rows():
+def _segments_rows(as_of: int | None = None):
+    """One row per used segment -- as of commit `as_of` when given -- in the order
+    and with the overshadowed flag of the Coordinator's metadata API."""
     rows = []
-    for name in datasource_names():
-        timeline = selectors.timeline_for(datasource=name)
+    names = datasource_names() if as_of is None else selectors.datasource_names()
+    for name in names:
+        timeline = selectors.timeline_for(datasource=name, as_of=as_of)
         hidden = timeline.fully_overshadowed()
-        for seg in selectors.segments_for(datasource=name):
+        if as_of is None:
+            segments = selectors.segments_for(datasource=name)
+        else:
+            segments = selectors.segments_with_ids(ids={ref.id for ref in timeline.segments()})
+        for seg in segments:
             overshadowed = seg.id in hidden
             served = int(not overshadowed and timeline.get(seg.id) is not None)
             schema = seg.schema or {}
@@ -322,6 +331,7 @@ TABLES: dict[tuple[str, str], Table] = {
                 "last_compaction_state:VARCHAR replication_factor:BIGINT"
             ),
             _segments_rows,
+            travels=True,
         ),
         Table(
             SYS,
@@ -368,13 +378,14 @@ def find_table(schema: str, name: str) -> Table | None:
     return TABLES.get((schema.lower(), name.lower()))
 
 
-def arrow_table(table: Table):
-    """The table's rows as Arrow, typed as Druid declares its columns."""
+def arrow_table(table: Table, as_of: int | None = None):
+    """The table's rows as Arrow, typed as Druid declares its columns; a table of
+    segments as of commit `as_of` when given (the others are always the latest)."""
     import pyarrow as pa
 
     types = {"VARCHAR": pa.string(), "BIGINT": pa.int64()}
     schema = pa.schema([(c, types[t]) for c, t in table.columns])
-    rows = list(table.rows())
+    rows = list(table.rows(as_of) if table.travels else table.rows())
     columns = [[row[i] for row in rows] for i in range(len(table.columns))]
     return pa.table([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
                     schema=schema)  # fmt: skip

@@ -359,6 +359,27 @@ def test_sys_segments_follows_the_timeline_after_a_mark_unused(history):
     assert removed not in ids and len(ids) == 4
 
 
+def test_sys_segments_as_of_each_commit_is_that_commits_timeline(history):
+    seq1, seq2, seq3 = history
+    sql = (
+        'SELECT start, "end", is_overshadowed FROM sys.segments '
+        "WHERE datasource = 'wiki' ORDER BY start, \"end\", version, partition_num"
+    )
+
+    def at(seq):
+        return query.run_query(sql=sql, as_of=seq).rows
+
+    day1 = ["2024-01-01T00:00:00.000Z", "2024-01-02T00:00:00.000Z"]
+    day2 = ["2024-01-02T00:00:00.000Z", "2024-01-03T00:00:00.000Z"]
+    hours = ["2024-01-01T00:00:00.000Z", "2024-01-01T06:00:00.000Z"]
+    assert at(seq1) == [[*day1, 0], [*day1, 0], [*day2, 0]]
+    assert at(seq2) == [[*hours, 0], [*day1, 0], [*day1, 0], [*day2, 0]]
+    # The tombstone (v3) fully overshadows day 2's v1 segment.
+    assert at(seq3) == [[*hours, 0], [*day1, 0], [*day1, 0], [*day2, 1], [*day2, 0]]
+    assert at(seq3) == query.run_query(sql=sql).rows
+    assert at(seq1 - 1) == []
+
+
 def test_druids_documented_sys_segments_summary_runs(history, sketchy):
     summary = sys_rows(
         """SELECT
