@@ -10,8 +10,11 @@ tables on Spark SQL, the reference that scales on a cluster, and the tests check
 that both return the same rows.
 
 Read-only: one SELECT statement (a WITH ... SELECT, a VALUES, ...), anything
-else is refused before it runs; DuckDB itself may open only the segment files of
-the tables the query names (no other file, no extension loading, no ATTACH).
+else is refused before it runs; within it only what `metastore.sql_guard`'s
+allow-lists name (tables bound to dataSources and to Druid's metadata tables,
+`metastore.sql_catalog`; value functions). DuckDB itself may open only deep
+storage (no other file, no extension loading, no ATTACH). Every query runs
+within a time limit, a result-size limit and a number of concurrent queries.
 """
 
 from __future__ import annotations
@@ -398,13 +401,31 @@ def bind_query(con, sql: str, *, as_of: int | None = None) -> BoundQuery:
             f"table {name} not found: query a dataSource, sys.<table> or INFORMATION_SCHEMA.<table>"
         )
 
+    text = _guarded(con, sql, bind)
+    return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
+
+
+def _guarded(con, sql: str, bind) -> str:
+    """The SQL to run for `sql`, checked and bound by metastore.sql_guard."""
     try:
         tree = sql_guard.parse(con, sql)
         sql_guard.check(tree, functions=allowed_functions(), bind=bind)
-        text = sql_guard.deparse(con, tree)
+        return sql_guard.deparse(con, tree)
     except sql_guard.SqlRefused as exc:
         raise QueryError(str(exc)) from None
-    return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
+
+
+def _given_tables(sources: list[TableSource]):
+    """A binder that knows only `sources`, by name (bare or `druid.`)."""
+    by_lower = {s.name.lower(): s.name for s in sources}
+
+    def bind(name: sql_guard.TableName) -> tuple[str, str]:
+        known = by_lower.get(name.table.lower())
+        if name.catalog.lower() in ("", "druid") and name.schema.lower() in ("", "druid") and known:
+            return known, name.table
+        raise sql_guard.SqlRefused(f"table {name} not found")
+
+    return bind
 
 
 def _register(con, sources: list[TableSource], system=None, as_of: int | None = None) -> None:
@@ -547,13 +568,15 @@ def duckdb_query(
     params: list | None = None,
     timeout_ms: int | None = None,
 ) -> QueryResult:
-    """Run a (checked) query on DuckDB over the given tables, named as the dataSources,
-    within the bounds (time, size, concurrency) every query has."""
+    """Run a query on DuckDB over the given tables, named as the dataSources: checked
+    as every query is (metastore.sql_guard), within the bounds (time, size,
+    concurrency) every query has."""
     limit = timeout_for(timeout_ms)
     con = _database(root).cursor()
     try:
+        text = _guarded(con, sql, _given_tables(sources))
         _register(con, sources)
-        return _bounded(con, limit, lambda: _fetch(con, sql, params))
+        return _bounded(con, limit, lambda: _fetch(con, text, params))
     finally:
         con.close()
 

@@ -192,3 +192,22 @@ def test_druids_sql_functions_and_the_engines_value_functions_still_run(history)
         ["2024-01-01T00:00:00.000Z", "Z", "z", 64.0, 1, "big"],
         ["2024-01-01T00:00:00.000Z", "A", "-", 128.0, 2, "big"],
     ]
+
+
+def test_sql_run_over_given_tables_is_checked_and_bounded_the_same(history, settings):
+    # duckdb_query: the entry point for SQL built elsewhere (native queries, the tests).
+    root = str(settings.STRATA_DEEP_STORAGE)
+    sources = query.sources_for("SELECT * FROM wiki")
+    assert query.duckdb_query("SELECT count(*) AS n FROM druid.wiki", sources, root=root).rows == [
+        [4]
+    ]
+    for sql, says in (
+        ("SELECT current_setting('allowed_directories')", "function current_setting"),
+        ("SELECT * FROM read_csv('/etc/passwd')", "table function read_csv"),
+        ("SELECT * FROM sys.segments", "table sys.segments not found"),
+    ):
+        with pytest.raises(query.QueryError) as err:
+            query.duckdb_query(sql, sources, root=root)
+        assert says in str(err.value)
+    with pytest.raises(query.QueryTimeout):
+        query.duckdb_query(ENDLESS, sources, root=root, timeout_ms=200)
