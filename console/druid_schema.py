@@ -239,7 +239,15 @@ SQL_REQUEST = {
                         "type": "string",
                         "enum": ["UTC", "Etc/UTC", "Z"],
                         "nullable": True,
-                    }
+                    },
+                    "timeout": {
+                        "anyOf": [
+                            {"type": "integer", "minimum": 0},
+                            {"type": "string", "pattern": "^\\s*[0-9]+\\s*$"},
+                        ],
+                        "nullable": True,
+                        "description": "ms; at most STRATA_QUERY_MAX_TIMEOUT_MS (0: that)",
+                    },
                 },
             },
         },
@@ -257,7 +265,11 @@ SQL_RESPONSES = {
         {"type": "string"}, description="objectLines / arrayLines: one JSON value a line"
     ),
     **{key: value for key, value in responses({}, 413, 415).items()},
-    400: OpenApiResponse(DruidSqlErrorOutput, description="Druid's error for a refused query"),
+    400: OpenApiResponse(
+        DruidSqlErrorOutput,
+        description="Druid's error for a refused query, or a result over the size limit",
+    ),
+    504: OpenApiResponse(DruidSqlErrorOutput, description="Query timeout"),
 }
 
 TASK_LIST_PARAMS = [

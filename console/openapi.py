@@ -60,7 +60,8 @@ ERROR_TEXT = {
     409: "Conflict with the object's state",
     413: "Request body too large (STRATA_MAX_BODY_BYTES)",
     415: "Unsupported media type: send application/json",
-    429: "Too many requests",
+    429: "Too many requests (or every query slot busy: STRATA_QUERY_CONCURRENCY)",
+    504: "The query ran past its time limit and was stopped",
 }
 # What any authenticated endpoint can answer, whatever it does.
 # No 401: session auth comes first, so DRF answers 403 to missing or wrong credentials.

@@ -58,7 +58,7 @@ class QueryView(APIView):
 
     strata_role = "viewer"  # a read, sent as POST
 
-    @extend_schema(request=QueryInput, responses=responses({200: QueryOutput}, 400, 413, 415))
+    @extend_schema(request=QueryInput, responses=responses({200: QueryOutput}, 400, 413, 415, 504))
     def post(self, request):
         if not isinstance(request.data, dict):
             return Response(
@@ -77,8 +77,36 @@ class QueryView(APIView):
                 sql=data.validated_data["sql"], as_of=data.validated_data.get("as_of")
             )
         except QueryError as exc:
-            return Response(error_body(exc.message, exc.field), status=status.HTTP_400_BAD_REQUEST)
+            return Response(error_body(exc.message, exc.field), status=_http_status(exc))
         return Response({"columns": result.columns, "rows": result.rows})
+
+
+def _http_status(exc: QueryError) -> int:
+    """400 for a query refused, Druid's status for one over a bound (504, 400, 429)."""
+    return getattr(exc, "http_status", status.HTTP_400_BAD_REQUEST)
+
+
+def _druid_bound_error(exc: QueryError) -> Response:
+    """Druid's error for a query over its time, size or concurrency bounds: the
+    "Query execution failures" fields (error, errorMessage, errorClass, host) with
+    the fields of Druid's newer error shape beside them, as Druid's SQL API sends
+    a legacy query failure."""
+    from django.conf import settings
+
+    return Response(
+        {
+            "error": exc.druid_error,
+            "errorMessage": exc.message,
+            "errorClass": exc.error_class,
+            "host": settings.STRATA_ADVERTISED_ADDRESS,
+            "errorCode": "legacyQueryException",
+            "persona": "OPERATOR",
+            "category": exc.category,
+            "context": {},
+            "field": None,
+        },
+        status=_http_status(exc),
+    )
 
 
 _FORMATS = ("object", "array", "objectLines", "arrayLines", "csv")
@@ -176,9 +204,12 @@ class DruidSqlView(APIView):
     @extend_schema(request=SQL_REQUEST, responses=SQL_RESPONSES)
     def post(self, request):
         sql, fmt, header, params = _druid_sql_request(request.data)
+        context = request.data.get("context") or {}
         try:
-            result = run_query(sql=sql, params=params or None)
+            result = run_query(sql=sql, params=params or None, timeout_ms=context.get("timeout"))
         except QueryError as exc:
+            if getattr(exc, "druid_error", None):
+                return _druid_bound_error(exc)
             field = "query" if exc.field == "sql" else exc.field
             return _druid_error(f"{field}: {exc.message}", field)
         if fmt == "object":

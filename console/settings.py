@@ -18,9 +18,22 @@ Environment (documented in the README):
   DJANGO_ALLOWED_HOSTS default: *
   STRATA_PG_PREPARE_THRESHOLD  default: 2; PostgreSQL only: uses after which the lock
                       box's statements are prepared on the server (empty: never)
+  STRATA_ADVERTISED_ADDRESS  default: <hostname>:8000; the web process in Druid SQL's
+                      sys.servers
+  STRATA_QUERY_TIMEOUT_MS      default: 30000; a SQL query's time limit when the request
+                      sets no context.timeout (over it: Druid's "Query timeout", 504)
+  STRATA_QUERY_MAX_TIMEOUT_MS  default: 300000; the longest context.timeout accepted
+                      (context.timeout 0 means this)
+  STRATA_QUERY_MAX_ROWS        default: 100000; rows a result may hold ("Resource limit
+                      exceeded", 400)
+  STRATA_QUERY_MAX_BYTES       default: 268435456; bytes (as Arrow) a result may hold
+  STRATA_QUERY_CONCURRENCY     default: 4; SQL queries running at once in one web process
+  STRATA_QUERY_QUEUE_MS        default: 2000; how long a query waits for a free slot before
+                      "Query capacity exceeded" (429)
 """
 
 import os
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -94,6 +107,22 @@ if STRATA_TASK_SLOTS < 1:
 STRATA_HEARTBEAT_SECONDS = float(os.environ.get("STRATA_HEARTBEAT_SECONDS", "1"))
 
 REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{STRATA_DATA_DIR / 'redis.sock'}"
+
+# --- SQL (owner: issue 26) ------------------------------------------------------
+# The web process as Druid's sys.servers names it (host:port).
+STRATA_ADVERTISED_ADDRESS = os.environ.get(
+    "STRATA_ADVERTISED_ADDRESS", f"{socket.gethostname()}:8000"
+)
+# Every SQL query's bounds (metastore/query.py): its time limit when the request
+# gives none (Druid's context.timeout) and the longest a request may ask for; the
+# largest result, in rows and in bytes; how many queries run at once per process,
+# and how long a query waits for one of those slots before it is refused (429).
+STRATA_QUERY_TIMEOUT_MS = int(os.environ.get("STRATA_QUERY_TIMEOUT_MS", "30000"))
+STRATA_QUERY_MAX_TIMEOUT_MS = int(os.environ.get("STRATA_QUERY_MAX_TIMEOUT_MS", "300000"))
+STRATA_QUERY_MAX_ROWS = int(os.environ.get("STRATA_QUERY_MAX_ROWS", "100000"))
+STRATA_QUERY_MAX_BYTES = int(os.environ.get("STRATA_QUERY_MAX_BYTES", str(256 * 1024 * 1024)))
+STRATA_QUERY_CONCURRENCY = int(os.environ.get("STRATA_QUERY_CONCURRENCY", "4"))
+STRATA_QUERY_QUEUE_MS = int(os.environ.get("STRATA_QUERY_QUEUE_MS", "2000"))
 
 # --- Django -----------------------------------------------------------------
 INSTALLED_APPS = [

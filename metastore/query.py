@@ -10,23 +10,27 @@ tables on Spark SQL, the reference that scales on a cluster, and the tests check
 that both return the same rows.
 
 Read-only: one SELECT statement (a WITH ... SELECT, a VALUES, ...), anything
-else is refused before it runs; DuckDB itself may open only the segment files of
-the tables the query names (no other file, no extension loading, no ATTACH).
+else is refused before it runs; within it only what `metastore.sql_guard`'s
+allow-lists name (tables bound to dataSources and to Druid's metadata tables,
+`metastore.sql_catalog`; value functions). DuckDB itself may open only deep
+storage (no other file, no extension loading, no ATTACH). Every query runs
+within a time limit, a result-size limit and a number of concurrent queries.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import decimal
+import re
 import threading
 from dataclasses import dataclass, field
 
-from metastore import selectors
+from metastore import selectors, sql_catalog, sql_guard
 from metastore.intervals import Interval
 from metastore.models import DataSource, Segment
 
-MAX_ROWS = 100_000  # a result larger than this is refused: add a LIMIT or aggregate
 # Longer or more deeply nested SQL is refused before DuckDB parses it: parsing
 # takes seconds per megabyte, and subqueries nested ~100,000 deep crash the
 # parser (and with it the web process) instead of raising an error.
@@ -43,6 +47,33 @@ class QueryError(ValueError):
         super().__init__(message)
         self.field = field
         self.message = message
+
+
+class QueryTimeout(QueryError):
+    """The query ran past its time limit and was interrupted (Druid's 504)."""
+
+    druid_error = "Query timeout"
+    error_class = "org.apache.druid.query.QueryTimeoutException"
+    category = "TIMEOUT"
+    http_status = 504
+
+
+class ResourceLimitExceeded(QueryError):
+    """The result is larger than a query may return (Druid's 400)."""
+
+    druid_error = "Resource limit exceeded"
+    error_class = "org.apache.druid.query.ResourceLimitExceededException"
+    category = "CAPACITY_EXCEEDED"
+    http_status = 400
+
+
+class QueryCapacityExceeded(QueryError):
+    """Every query slot stayed busy for the whole wait (Druid's 429)."""
+
+    druid_error = "Query capacity exceeded"
+    error_class = "org.apache.druid.query.QueryCapacityExceededException"
+    category = "CAPACITY_EXCEEDED"
+    http_status = 429
 
 
 @dataclass(frozen=True)
@@ -278,7 +309,8 @@ _schema_lock = threading.Lock()
 _schemas: dict[str, tuple] = {}  # segment files never change: their schemas are cached
 
 
-def _schema(path: str) -> tuple:
+def file_schema(path: str) -> tuple:
+    """((column, pyarrow type text), ...) of a segment file, cached."""
     with _schema_lock:
         found = _schemas.get(path)
     if found is None:
@@ -299,7 +331,7 @@ def table_sql(source: TableSource) -> str:
     would make every time function go through the time zone library)."""
     # Files written with other dimensions are matched by column name; reading the
     # schema of every file at each query would cost more than the query itself.
-    mixed = len({_schema(f) for f in source.files}) > 1
+    mixed = len({file_schema(f) for f in source.files}) > 1
     option = ", union_by_name = true" if mixed else ""
     parts = []
     if source.whole:
@@ -321,50 +353,259 @@ def table_sql(source: TableSource) -> str:
     return f"SELECT * REPLACE (CAST(__time AS TIMESTAMP) AS __time) FROM ({union})"
 
 
-def duckdb_query(
-    sql: str, sources: list[TableSource], *, root: str, params: list | None = None
-) -> QueryResult:
-    """Run a (checked) query on DuckDB over the given tables."""
-    import duckdb
+def macro_names() -> list[str]:
+    """The names of the functions Strata defines for queries (Druid's time functions)."""
+    return [macro.split()[2].split("(")[0] for macro in _MACROS]
 
+
+def allowed_functions() -> frozenset[str]:
+    return sql_guard.FUNCTIONS | frozenset(macro_names())
+
+
+@dataclass
+class BoundQuery:
+    """A checked query whose table names are bound to the tables registered for it:
+    dataSources by name, metadata tables under `$<schema>.<name>`."""
+
+    sql: str
+    sources: list[TableSource]
+    system: dict[str, sql_catalog.Table]
+    as_of: int | None = None
+
+
+def bind_query(con, sql: str, *, as_of: int | None = None) -> BoundQuery:
+    """Parse `sql` with DuckDB, refuse what Strata does not run (metastore.sql_guard),
+    and bind the tables it reads: a bare or `druid.` name is a dataSource (its
+    visible rows, as of `as_of`), `sys.` and `INFORMATION_SCHEMA.` names Druid's
+    metadata tables (metastore.sql_catalog). Anything else is not found."""
+    names = selectors.datasource_names()
+    exact, by_lower = set(names), {n.lower(): n for n in names}
+    sources: dict[str, TableSource] = {}
+    system: dict[str, sql_catalog.Table] = {}
+
+    def bind(name: sql_guard.TableName) -> tuple[str, str]:
+        schema = name.schema.lower()
+        if name.catalog.lower() in ("", sql_catalog.CATALOG) and schema in ("", "druid"):
+            real = name.table if name.table in exact else by_lower.get(name.table.lower())
+            if real is not None:
+                if real not in sources:
+                    sources[real] = visible_source(datasource=real, as_of=as_of)
+                return real, name.table
+        elif name.catalog.lower() in ("", sql_catalog.CATALOG):
+            table = sql_catalog.find_table(schema, name.table)
+            if table is not None:
+                view = f"${table.schema}.{table.name}"
+                system[view] = table
+                return view, name.table
+        raise sql_guard.SqlRefused(
+            f"table {name} not found: query a dataSource, sys.<table> or INFORMATION_SCHEMA.<table>"
+        )
+
+    text = _guarded(con, sql, bind)
+    return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
+
+
+def _guarded(con, sql: str, bind) -> str:
+    """The SQL to run for `sql`, checked and bound by metastore.sql_guard."""
+    try:
+        tree = sql_guard.parse(con, sql)
+        sql_guard.check(tree, functions=allowed_functions(), bind=bind)
+        return sql_guard.deparse(con, tree)
+    except sql_guard.SqlRefused as exc:
+        raise QueryError(str(exc)) from None
+
+
+def _given_tables(sources: list[TableSource]):
+    """A binder that knows only `sources`, by name (bare or `druid.`)."""
+    by_lower = {s.name.lower(): s.name for s in sources}
+
+    def bind(name: sql_guard.TableName) -> tuple[str, str]:
+        known = by_lower.get(name.table.lower())
+        if name.catalog.lower() in ("", "druid") and name.schema.lower() in ("", "druid") and known:
+            return known, name.table
+        raise sql_guard.SqlRefused(f"table {name} not found")
+
+    return bind
+
+
+def _register(con, sources: list[TableSource], system=None, as_of: int | None = None) -> None:
+    for source in sources:
+        con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {table_sql(source)}")
+    for view, table in (system or {}).items():
+        con.register(view, sql_catalog.arrow_table(table, as_of=as_of))
+
+
+# --- bounds ------------------------------------------------------------------------------
+# Every query holds one of STRATA_QUERY_CONCURRENCY slots while it runs (waiting at
+# most STRATA_QUERY_QUEUE_MS for one), and a timer interrupts its DuckDB connection
+# at its deadline: DuckDB stops the query's work and the call returns, so a timed
+# out query leaves nothing running behind it.
+
+_slots_lock = threading.Lock()
+_slots: tuple[int, threading.BoundedSemaphore] | None = None
+_running_lock = threading.Lock()
+_running: set = set()  # the connections a query is running on now
+
+
+def _slot_semaphore() -> threading.BoundedSemaphore:
+    global _slots
+    from django.conf import settings
+
+    size = max(1, int(settings.STRATA_QUERY_CONCURRENCY))
+    with _slots_lock:
+        if _slots is None or _slots[0] != size:
+            _slots = (size, threading.BoundedSemaphore(size))
+        return _slots[1]
+
+
+def timeout_for(requested) -> int:
+    """The time limit in ms of a query asking for `requested` (Druid's context.timeout:
+    absent means the default, 0 means the longest allowed)."""
+    from django.conf import settings
+
+    default, longest = settings.STRATA_QUERY_TIMEOUT_MS, settings.STRATA_QUERY_MAX_TIMEOUT_MS
+    if requested is None:
+        return min(default, longest)
+    if isinstance(requested, str) and re.fullmatch(r"\s*[0-9]+\s*", requested):
+        requested = int(requested)  # Druid reads context numbers given as strings too
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 0:
+        raise QueryError("give a whole number of milliseconds, 0 or more", "context.timeout")
+    if requested > longest:
+        raise QueryError(
+            f"context.timeout {requested} ms is more than the limit of {longest} ms "
+            "(STRATA_QUERY_MAX_TIMEOUT_MS)",
+            "context.timeout",
+        )
+    return requested or longest
+
+
+def queries_in_engine() -> int:
+    """How many queries are running on DuckDB in this process now."""
+    with _running_lock:
+        return len(_running)
+
+
+def interrupt_all() -> None:
+    """Interrupt every query running in this process (their callers get an error)."""
+    with _running_lock:
+        running = list(_running)
+    for con in running:
+        con.interrupt()
+
+
+def _fetch(con, sql: str, params: list | None) -> QueryResult:
+    """Run on `con`, refusing a result over STRATA_QUERY_MAX_ROWS rows or
+    STRATA_QUERY_MAX_BYTES bytes (as Arrow) as soon as it gets there."""
+    import pyarrow as pa
+    from django.conf import settings
+
+    max_rows, max_bytes = settings.STRATA_QUERY_MAX_ROWS, settings.STRATA_QUERY_MAX_BYTES
+    relation = con.sql(sql, params=params or None)
+    if relation is None:
+        return QueryResult(columns=[], rows=[])
+    reader = relation.to_arrow_reader(10_000)
+    batches, count, size = [], 0, 0
+    try:
+        for batch in reader:
+            count, size = count + batch.num_rows, size + batch.nbytes
+            if count > max_rows:
+                raise ResourceLimitExceeded(
+                    f"the result has more than {max_rows} rows (STRATA_QUERY_MAX_ROWS): "
+                    "add a LIMIT or aggregate"
+                )
+            if size > max_bytes:
+                raise ResourceLimitExceeded(
+                    f"the result has more than {max_bytes} bytes (STRATA_QUERY_MAX_BYTES): "
+                    "select fewer columns, add a LIMIT or aggregate"
+                )
+            batches.append(batch)
+    finally:
+        reader.close()
+    return arrow_result(pa.Table.from_batches(batches, schema=reader.schema))
+
+
+def _bounded(con, timeout_ms: int, work):
+    """`work()` on `con` in a query slot, interrupted at `timeout_ms`."""
+    import duckdb
+    from django.conf import settings
+
+    slots = _slot_semaphore()
+    if not slots.acquire(timeout=settings.STRATA_QUERY_QUEUE_MS / 1000):
+        raise QueryCapacityExceeded(
+            f"all {settings.STRATA_QUERY_CONCURRENCY} query slots stayed busy for "
+            f"{settings.STRATA_QUERY_QUEUE_MS} ms (STRATA_QUERY_CONCURRENCY): try again"
+        )
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        con.interrupt()
+
+    timer = threading.Timer(timeout_ms / 1000, expire)
+    timer.daemon = True
+    with _running_lock:
+        _running.add(con)
+    timer.start()
+    try:
+        return work()
+    except duckdb.Error as exc:
+        if expired.is_set():
+            raise QueryTimeout(f"the query timed out after {timeout_ms} ms") from None
+        raise QueryError(_first_line(exc)) from None
+    finally:
+        timer.cancel()
+        with _running_lock:
+            _running.discard(con)
+        with contextlib.suppress(ValueError):  # the slot count changed while it ran
+            slots.release()
+
+
+def duckdb_query(
+    sql: str,
+    sources: list[TableSource],
+    *,
+    root: str,
+    params: list | None = None,
+    timeout_ms: int | None = None,
+) -> QueryResult:
+    """Run a query on DuckDB over the given tables, named as the dataSources: checked
+    as every query is (metastore.sql_guard), within the bounds (time, size,
+    concurrency) every query has."""
+    limit = timeout_for(timeout_ms)
     con = _database(root).cursor()
     try:
-        for source in sources:
-            con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {table_sql(source)}")
-        try:
-            relation = con.sql(sql, params=params or None)
-            if relation is None:
-                return QueryResult(columns=[], rows=[])
-            reader = relation.to_arrow_reader(10_000)
-            batches, count = [], 0
-            for batch in reader:
-                count += batch.num_rows
-                if count > MAX_ROWS:
-                    raise QueryError(
-                        f"the result has more than {MAX_ROWS} rows: add a LIMIT or aggregate"
-                    )
-                batches.append(batch)
-        except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from None
-        import pyarrow as pa
-
-        return arrow_result(pa.Table.from_batches(batches, schema=reader.schema))
+        text = _guarded(con, sql, _given_tables(sources))
+        _register(con, sources)
+        return _bounded(con, limit, lambda: _fetch(con, text, params))
     finally:
         con.close()
 
 
-def run_query(*, sql: str, as_of: int | None = None, params: list | None = None) -> QueryResult:
-    """SQL over the visible rows of the dataSources it names, on DuckDB."""
+def run_query(
+    *,
+    sql: str,
+    as_of: int | None = None,
+    params: list | None = None,
+    timeout_ms: int | None = None,
+) -> QueryResult:
+    """SQL over the visible rows of the dataSources it names and Druid's metadata
+    tables, on DuckDB, within the time limit `timeout_ms` (Druid's context.timeout;
+    None: STRATA_QUERY_TIMEOUT_MS) and the size and concurrency limits."""
     from django.conf import settings
 
     if as_of is not None and (
         isinstance(as_of, bool) or not isinstance(as_of, int) or not 0 <= as_of <= MAX_SEQ
     ):
         raise QueryError("as_of must be a commit sequence number", field="as_of")
+    limit = timeout_for(timeout_ms)
     check_read_only(sql)
-    sql, names = prepare(sql)
-    sources = [visible_source(datasource=name, as_of=as_of) for name in names]
-    return duckdb_query(sql, sources, root=str(settings.STRATA_DEEP_STORAGE), params=params)
+    con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
+    try:
+        bound = bind_query(con, sql, as_of=as_of)
+        _register(con, bound.sources, bound.system, as_of=bound.as_of)
+        return _bounded(con, limit, lambda: _fetch(con, bound.sql, params))
+    finally:
+        con.close()
 
 
 # --- results -----------------------------------------------------------------------------

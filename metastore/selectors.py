@@ -415,6 +415,37 @@ def segments_for(
     return qs.order_by("start", "end", "version", "minor_version", "partition")
 
 
+def segments_with_ids(*, ids: Collection[str]) -> QuerySet[Segment]:
+    """The segments `ids` (used or not now), in segments_for's order."""
+    return (
+        Segment.objects.filter(id__in=list(ids))
+        .select_related("datasource")
+        .order_by("datasource__name", "start", "end", "version", "minor_version", "partition")
+    )
+
+
+def datasource_names() -> list[str]:
+    """Every dataSource's name, whether it has used segments or not."""
+    return list(DataSource.objects.order_by("name").values_list("name", flat=True))
+
+
+def metric_types() -> dict[str, dict[str, str]]:
+    """{dataSource: {metric column: aggregator type}} from the schemas of the used
+    segments (a column's type in its newest segment wins). One query."""
+    out: dict[str, dict[str, str]] = {}
+    rows = (
+        Segment.objects.filter(used=True)
+        .exclude(schema={})
+        .order_by("datasource__name", "created_at")
+        .values_list("datasource__name", "schema")
+    )
+    for name, schema in rows:
+        for metric in (schema or {}).get("metrics") or ():
+            if isinstance(metric, dict) and metric.get("name"):
+                out.setdefault(name, {})[metric["name"]] = metric.get("type")
+    return out
+
+
 @dataclass
 class SegmentView:
     """A segment with its visibility, for pages and the API."""
