@@ -1,0 +1,84 @@
+"""Druid's native query endpoint, `POST /druid/v2`: a thin edge.
+
+The body is compiled by the Druid dialect (`metastore.druid.native`) into SQL over
+the dataSource's visible rows, run by the relational layer SQL uses
+(`metastore.query.run_query`), and the rows are put in Druid's result shapes
+(`metastore.druid.native_results`). Authenticated as the other Druid endpoints
+(session, token or HTTP Basic); a viewer may query. Errors come in Druid's
+query error shape, `{"error", "errorMessage", "errorClass", "host"}`, with the
+field at fault named in `errorMessage`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+from django.http import HttpResponse
+from django.urls import re_path
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions, status
+
+from console.druid import DruidView
+from metastore import query
+from metastore.druid import native
+from metastore.druid.native_results import shape
+
+_INVALID = ("Unknown exception", "java.lang.IllegalArgumentException")
+_UNSUPPORTED = ("Unsupported operation", "java.lang.UnsupportedOperationException")
+_TOO_LARGE = ("Resource limit exceeded", "org.apache.druid.query.ResourceLimitExceededException")
+
+
+def _druid_error(kind: tuple[str, str], message: str) -> HttpResponse:
+    error, error_class = kind
+    body = {"error": error, "errorMessage": message, "errorClass": error_class, "host": None}
+    return HttpResponse(
+        json.dumps(body), status=status.HTTP_400_BAD_REQUEST, content_type="application/json"
+    )
+
+
+def _run(sql: str, timeout_ms: int | None) -> query.QueryResult:
+    # The SQL layer's own time limit applies; context.timeout is passed on where the
+    # layer takes one.
+    if timeout_ms is not None and "timeout_ms" in inspect.signature(query.run_query).parameters:
+        return query.run_query(sql=sql, timeout_ms=timeout_ms)
+    return query.run_query(sql=sql)
+
+
+def _schema(datasource: str) -> dict[str, str] | None:
+    """The dataSource's columns (name -> kind), or None if there is no such table."""
+    probe = f"SELECT * FROM {native._q(datasource)} LIMIT 0"
+    if query.prepare(probe)[1] != [datasource]:
+        return None
+    result = query.run_query(sql=probe)
+    return native.column_kinds(result.columns, result.types)
+
+
+class NativeQueryView(DruidView):
+    """POST /druid/v2: a native query -> its results, as Druid returns them."""
+
+    strata_role = "viewer"  # a read, sent as POST
+
+    def handle_exception(self, exc):
+        if isinstance(exc, exceptions.ParseError):
+            return _druid_error(_INVALID, f"the body is not JSON: {exc.detail}")
+        if isinstance(exc, native.NativeQueryError):
+            return _druid_error(_UNSUPPORTED if exc.unsupported else _INVALID, str(exc))
+        if isinstance(exc, query.QueryError):
+            too_large = "rows" in exc.message and "more than" in exc.message
+            return _druid_error(_TOO_LARGE if too_large else _INVALID, exc.message)
+        return super().handle_exception(exc)
+
+    @extend_schema(exclude=True)  # Druid's own query language, documented by Druid
+    def post(self, request):
+        _kind, datasource = native.query_datasource(request.data)
+        schema = _schema(datasource)
+        if schema is None:  # Druid answers a query of an unknown dataSource with no rows
+            return HttpResponse("[]", content_type="application/json")
+        plan = native.compile_query(request.data, schema)
+        result = _run(plan.sql, plan.timeout_ms)
+        # json.dumps writes NaN and Infinity as Druid's Jackson does.
+        return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")
+
+
+urlpatterns = [re_path(r"^druid/v2/?$", NativeQueryView.as_view(), name="druid-native")]

@@ -1,0 +1,647 @@
+"""Druid's native queries, `POST /druid/v2` (metastore/druid/native.py, console/druid_native.py).
+
+A small `wiki` dataSource is published through the services as real Parquet
+segments (day 1 in two partitions, day 3; nothing on day 2). Each native query,
+mostly the example queries of Druid's querying docs adapted to these columns,
+is checked against SQL over the same visible rows (`metastore.query.run_query`),
+and its result against Druid's JSON shape and types: longs as integers, doubles
+as floats, timestamps as `2024-01-01T00:00:00.000Z`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from django.conf import settings
+from django.db import transaction
+
+from metastore import query, services
+from metastore.intervals import Interval
+from metastore.models import Task, TaskStatus
+
+INTERVAL = ["2024-01-01/2024-01-04"]
+DAY1_P0 = [
+    ("2024-01-01T01:00", "Main", "alice", 10, 1.5),
+    ("2024-01-01T05:00", "Talk", None, 20, 2.25),
+]
+DAY1_P1 = [("2024-01-01T12:00", "Main", "bob", -3, 0.5)]
+DAY3 = [
+    ("2024-01-03T02:00", "Help", "alice", 7, None),
+    ("2024-01-03T10:00", "Main", "carol", 100, 10.0),
+]
+
+
+def _segment_file(rows: list[tuple]) -> str:
+    path = settings.STRATA_DEEP_STORAGE / "wiki" / uuid.uuid4().hex / "data.parquet"
+    path.parent.mkdir(parents=True)
+    times = [datetime.fromisoformat(r[0]).replace(tzinfo=UTC) for r in rows]
+    table = pa.table(
+        {
+            "__time": pa.array(times, type=pa.timestamp("us", tz="UTC")),
+            "page": pa.array([r[1] for r in rows], type=pa.string()),
+            "user": pa.array([r[2] for r in rows], type=pa.string()),
+            "added": pa.array([r[3] for r in rows], type=pa.int64()),
+            "delta": pa.array([r[4] for r in rows], type=pa.float64()),
+            "count": pa.array([1] * len(rows), type=pa.int64()),
+        }
+    )
+    pq.write_table(table, path)
+    return str(path)
+
+
+def publish_wiki(inline_spec) -> None:
+    """One task publishes day 1 (two partitions) and day 3 of `wiki`."""
+    with transaction.atomic():
+        task = services.task_submit(spec=inline_spec("wiki"))
+        assert services.task_claim(task_id=task.id, worker="pytest")
+    task = Task.objects.get(id=task.id)
+    services.lock_acquire(task=task, interval=Interval.parse("2024-01-01/2024-01-04"))
+    new = []
+    for chunk, partitions in (
+        ("2024-01-01/2024-01-02", [DAY1_P0, DAY1_P1]),
+        ("2024-01-03/2024-01-04", [DAY3]),
+    ):
+        interval = Interval.parse(chunk)
+        alloc = services.segments_allocate(
+            task=task, interval=interval, count=len(partitions), append=False
+        )
+        for partition, rows in zip(alloc.partitions, partitions, strict=True):
+            new.append(
+                services.NewSegment(
+                    interval=interval,
+                    version=alloc.version,
+                    partition=partition,
+                    core_partitions=alloc.core_partitions,
+                    location=_segment_file(rows),
+                    num_rows=len(rows),
+                    shard_spec={"type": "numbered", "partitionNum": partition},
+                )
+            )
+    services.segments_publish(task=task, segments=new)
+    services.task_finish(task_id=task.id, status=TaskStatus.SUCCESS)
+
+
+@pytest.fixture
+def wiki(db, inline_spec):
+    publish_wiki(inline_spec)
+
+
+def native(client, body: dict, status: int = 200):
+    response = client.post("/druid/v2", body, format="json")
+    assert response.status_code == status, response.content
+    return response.json()
+
+
+def sql(text: str) -> list[list]:
+    return query.run_query(sql=text).rows
+
+
+def only_types(values) -> list[type]:
+    return [type(v) for v in values]
+
+
+# --- timeseries ----------------------------------------------------------------------------
+
+
+def test_timeseries_doc_example_by_day_fills_the_empty_day_as_druid_does(wiki, api_client):
+    # timeseriesquery.md's example: a filter of and/or selectors, longSum, doubleSum and
+    # an arithmetic "/" post-aggregator.
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "day",
+        "filter": {
+            "type": "and",
+            "fields": [
+                {
+                    "type": "not",
+                    "field": {"type": "selector", "dimension": "page", "value": "Help"},
+                },
+                {
+                    "type": "or",
+                    "fields": [
+                        {"type": "selector", "dimension": "page", "value": "Main"},
+                        {"type": "selector", "dimension": "page", "value": "Talk"},
+                    ],
+                },
+            ],
+        },
+        "aggregations": [
+            {"type": "longSum", "name": "sample_name1", "fieldName": "added"},
+            {"type": "doubleSum", "name": "sample_name2", "fieldName": "delta"},
+        ],
+        "postAggregations": [
+            {
+                "type": "arithmetic",
+                "name": "sample_divide",
+                "fn": "/",
+                "fields": [
+                    {"type": "fieldAccess", "name": "a", "fieldName": "sample_name1"},
+                    {"type": "fieldAccess", "name": "b", "fieldName": "sample_name2"},
+                ],
+            }
+        ],
+        "intervals": INTERVAL,
+    }
+    result = native(api_client, body)
+
+    expected = sql(
+        "SELECT date_trunc('day', __time), sum(added), sum(delta) FROM wiki "
+        "WHERE page IN ('Main', 'Talk') GROUP BY 1 ORDER BY 1"
+    )
+    assert expected == [
+        ["2024-01-01T00:00:00.000Z", 27, 4.25],
+        ["2024-01-03T00:00:00.000Z", 100, 10.0],
+    ]
+    assert result == [
+        {
+            "timestamp": "2024-01-01T00:00:00.000Z",
+            "result": {"sample_name1": 27, "sample_name2": 4.25, "sample_divide": 27 / 4.25},
+        },
+        # Day 2 has no rows: Druid fills an interior bucket; a sum over nothing is null,
+        # and a post-aggregator over nulls is null.
+        {
+            "timestamp": "2024-01-02T00:00:00.000Z",
+            "result": {"sample_name1": None, "sample_name2": None, "sample_divide": None},
+        },
+        {
+            "timestamp": "2024-01-03T00:00:00.000Z",
+            "result": {"sample_name1": 100, "sample_name2": 10.0, "sample_divide": 10.0},
+        },
+    ]
+    assert only_types(result[0]["result"].values()) == [int, float, float]
+
+
+def test_timeseries_skip_empty_buckets_descending_grand_total_and_limit(wiki, api_client):
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "day",
+        "descending": "true",
+        "aggregations": [
+            {"type": "count", "name": "rows"},
+            {"type": "longMax", "name": "max_added", "fieldName": "added"},
+            {"type": "floatSum", "name": "fsum", "fieldName": "delta"},
+        ],
+        "intervals": INTERVAL,
+        "limit": 1,
+        "context": {"skipEmptyBuckets": "true", "grandTotal": True, "priority": 5},
+    }
+    result = native(api_client, body)
+
+    [[count, top, total]] = sql("SELECT count(*), max(added), sum(delta) FROM wiki")
+    assert result == [
+        {
+            "timestamp": "2024-01-03T00:00:00.000Z",
+            "result": {"rows": 2, "max_added": 100, "fsum": 10.0},
+        },
+        {"timestamp": None, "result": {"rows": count, "max_added": top, "fsum": total}},
+    ]
+
+
+def test_timeseries_all_granularity_is_stamped_with_the_first_row_even_when_nothing_matches(
+    wiki, api_client
+):
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "all",
+        "filter": {"type": "selector", "dimension": "page", "value": "nothing"},
+        "aggregations": [
+            {"type": "count", "name": "rows"},
+            {"type": "longSum", "name": "s", "fieldName": "added"},
+        ],
+        "intervals": INTERVAL,
+    }
+    assert native(api_client, body) == [
+        {"timestamp": "2024-01-01T01:00:00.000Z", "result": {"rows": 0, "s": None}}
+    ]
+
+
+def test_period_granularity_with_a_time_zone_writes_local_timestamps(wiki, api_client):
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": {"type": "period", "period": "P1D", "timeZone": "America/Los_Angeles"},
+        "aggregations": [{"type": "count", "name": "rows"}],
+        "intervals": INTERVAL,
+        "context": {"skipEmptyBuckets": True},
+    }
+    result = native(api_client, body)
+
+    expected = sql(
+        "SELECT strftime(timezone('America/Los_Angeles', timezone('UTC', __time)), '%Y-%m-%d') d, "
+        "count(*) FROM wiki GROUP BY 1 ORDER BY 1"
+    )
+    assert [(r["timestamp"], r["result"]["rows"]) for r in result] == [
+        (f"{d}T00:00:00.000-08:00", n) for d, n in expected
+    ]
+
+
+# --- topN ----------------------------------------------------------------------------------
+
+
+def test_topn_doc_example_ranks_by_the_metric(wiki, api_client):
+    body = {
+        "queryType": "topN",
+        "dataSource": "wiki",
+        "dimension": "page",
+        "threshold": 2,
+        "metric": "count",
+        "granularity": "all",
+        "aggregations": [
+            {"type": "longSum", "name": "count", "fieldName": "count"},
+            {"type": "doubleSum", "name": "some_metric", "fieldName": "delta"},
+        ],
+        "postAggregations": [
+            {
+                "type": "arithmetic",
+                "name": "average",
+                "fn": "/",
+                "fields": [
+                    {"type": "fieldAccess", "name": "some_metric", "fieldName": "some_metric"},
+                    {"type": "fieldAccess", "name": "count", "fieldName": "count"},
+                ],
+            }
+        ],
+        "intervals": INTERVAL,
+    }
+    [result] = native(api_client, body)
+
+    expected = sql(
+        "SELECT page, sum(count), sum(delta), sum(delta) / sum(count) FROM wiki "
+        "GROUP BY page ORDER BY 2 DESC, page LIMIT 2"
+    )
+    assert result["timestamp"] == "2024-01-01T01:00:00.000Z"
+    assert [list(r.values()) for r in result["result"]] == expected
+    assert result["result"][0] == {"page": "Main", "count": 3, "some_metric": 12.0, "average": 4.0}
+
+
+def test_topn_by_day_with_a_dimension_metric_lists_null_first(wiki, api_client):
+    body = {
+        "queryType": "topN",
+        "dataSource": "wiki",
+        "dimension": "user",
+        "threshold": 2,
+        "metric": {"type": "dimension", "ordering": "lexicographic"},
+        "granularity": "day",
+        "aggregations": [{"type": "count", "name": "rows"}],
+        "intervals": INTERVAL,
+    }
+    assert native(api_client, body) == [
+        {
+            "timestamp": "2024-01-01T00:00:00.000Z",
+            "result": [{"user": None, "rows": 1}, {"user": "alice", "rows": 1}],
+        },
+        {
+            "timestamp": "2024-01-03T00:00:00.000Z",
+            "result": [{"user": "alice", "rows": 1}, {"user": "carol", "rows": 1}],
+        },
+    ]
+
+
+# --- groupBy -------------------------------------------------------------------------------
+
+
+GROUP_BY = {
+    "queryType": "groupBy",
+    "dataSource": "wiki",
+    "granularity": "day",
+    "dimensions": ["page", {"type": "default", "dimension": "user", "outputName": "who"}],
+    "limitSpec": {"type": "default", "limit": 5000, "columns": ["page", "data_transfer"]},
+    "aggregations": [
+        {"type": "longSum", "name": "total_usage", "fieldName": "added"},
+        {"type": "doubleSum", "name": "data_transfer", "fieldName": "delta"},
+    ],
+    "postAggregations": [
+        {
+            "type": "arithmetic",
+            "name": "avg_usage",
+            "fn": "/",
+            "fields": [
+                {"type": "fieldAccess", "fieldName": "data_transfer"},
+                {"type": "fieldAccess", "fieldName": "total_usage"},
+            ],
+        }
+    ],
+    "intervals": INTERVAL,
+    "having": {"type": "greaterThan", "aggregation": "total_usage", "value": 5},
+}
+
+
+def test_groupby_doc_example_in_the_v1_row_shape(wiki, api_client):
+    result = native(api_client, GROUP_BY)
+
+    expected = sql(
+        "SELECT date_trunc('day', __time) d, page, user, sum(added), sum(delta) FROM wiki "
+        "GROUP BY ALL HAVING sum(added) > 5 ORDER BY d, page, sum(delta) NULLS FIRST"
+    )
+    assert [
+        [
+            r["timestamp"],
+            r["event"]["page"],
+            r["event"]["who"],
+            r["event"]["total_usage"],
+            r["event"]["data_transfer"],
+        ]
+        for r in result
+    ] == expected
+    assert result[0] == {
+        "version": "v1",
+        "timestamp": "2024-01-01T00:00:00.000Z",
+        "event": {
+            "page": "Main",
+            "who": "alice",
+            "total_usage": 10,
+            "data_transfer": 1.5,
+            "avg_usage": 0.15,
+        },
+    }
+
+
+def test_groupby_result_as_array_all_granularity_and_limit_offset(wiki, api_client):
+    body = {
+        **GROUP_BY,
+        "granularity": "all",
+        "dimensions": ["page"],
+        "having": None,
+        "postAggregations": [],
+        "limitSpec": {
+            "type": "default",
+            "limit": 2,
+            "offset": 1,
+            "columns": [{"dimension": "total_usage", "direction": "descending"}],
+        },
+        "context": {"resultAsArray": True},
+    }
+    expected = sql(
+        "SELECT page, sum(added), sum(delta) FROM wiki GROUP BY page ORDER BY 2 DESC LIMIT 2 OFFSET 1"
+    )
+    assert native(api_client, body) == expected
+
+
+def test_groupby_virtual_column_filtered_aggregator_and_expression_post_aggregator(
+    wiki, api_client
+):
+    body = {
+        "queryType": "groupBy",
+        "dataSource": "wiki",
+        "granularity": "all",
+        "intervals": INTERVAL,
+        "virtualColumns": [
+            {"type": "expression", "name": "big", "expression": "if(added > 15, 'big', 'small')"}
+        ],
+        "dimensions": ["big"],
+        "aggregations": [
+            {
+                "type": "filtered",
+                "name": "with_user",
+                "filter": {"type": "not", "field": {"type": "null", "column": "user"}},
+                "aggregator": {"type": "count", "name": "x"},
+            },
+            {"type": "doubleMin", "name": "dmin", "fieldName": "delta"},
+            {"type": "stringLast", "name": "last_user", "fieldName": "user"},
+        ],
+        "postAggregations": [{"type": "expression", "name": "plus", "expression": "with_user + 1"}],
+    }
+    result = native(api_client, body)
+
+    expected = sql(
+        "SELECT CASE WHEN added > 15 THEN 'big' ELSE 'small' END b, count(user), min(delta), "
+        "arg_max(user, __time) FILTER (WHERE user IS NOT NULL), count(user) + 1 "
+        "FROM wiki GROUP BY 1 ORDER BY 1"
+    )
+    assert [list(r["event"].values()) for r in result] == expected
+    assert only_types(result[0]["event"].values()) == [str, int, float, str, int]
+
+
+# --- filters -------------------------------------------------------------------------------
+
+FILTERS = [
+    ({"type": "selector", "dimension": "added", "value": "10"}, "added = 10"),
+    ({"type": "selector", "dimension": "user", "value": None}, "user IS NULL"),
+    (
+        {"type": "equals", "column": "delta", "matchValueType": "DOUBLE", "matchValue": 2.25},
+        "delta = 2.25",
+    ),
+    ({"type": "null", "column": "delta"}, "delta IS NULL"),
+    (
+        {"type": "in", "dimension": "user", "values": ["alice", None]},
+        "user = 'alice' OR user IS NULL",
+    ),
+    (
+        {
+            "type": "bound",
+            "dimension": "added",
+            "lower": "7",
+            "upper": "20",
+            "upperStrict": True,
+            "ordering": "numeric",
+        },
+        "added >= 7 AND added < 20",
+    ),
+    ({"type": "bound", "dimension": "page", "upper": "Main"}, "page <= 'Main'"),
+    (
+        {"type": "bound", "dimension": "added", "lower": "2", "ordering": "lexicographic"},
+        "CAST(added AS VARCHAR) >= '2'",
+    ),
+    (
+        {
+            "type": "range",
+            "column": "added",
+            "matchValueType": "LONG",
+            "lower": 0,
+            "lowerOpen": True,
+        },
+        "added > 0",
+    ),
+    ({"type": "like", "dimension": "page", "pattern": "Ma%"}, "page LIKE 'Ma%'"),
+    ({"type": "regex", "dimension": "user", "pattern": "^[ab]"}, "regexp_matches(user, '^[ab]')"),
+    (
+        {
+            "type": "search",
+            "dimension": "page",
+            "query": {"type": "insensitive_contains", "value": "AL"},
+        },
+        "lower(page) LIKE '%al%'",
+    ),
+    (
+        {
+            "type": "search",
+            "dimension": "page",
+            "query": {"type": "fragment", "values": ["a", "i"], "caseSensitive": True},
+        },
+        "page LIKE '%a%' AND page LIKE '%i%'",
+    ),
+    ({"type": "columnComparison", "dimensions": ["page", "page"]}, "page IS NOT NULL"),
+    (
+        {"type": "interval", "dimension": "__time", "intervals": ["2024-01-01T04/2024-01-03T03"]},
+        "__time >= '2024-01-01T04:00' AND __time < '2024-01-03T03:00'",
+    ),
+    ({"type": "expression", "expression": "added * 2 > delta * 10"}, "added * 2 > delta * 10"),
+    (
+        {
+            "type": "or",
+            "fields": [
+                {"type": "false"},
+                {
+                    "type": "not",
+                    "field": {"type": "selector", "dimension": "page", "value": "Main"},
+                },
+            ],
+        },
+        "page <> 'Main'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("druid_filter", "where"), FILTERS, ids=[f[0]["type"] for f in FILTERS])
+def test_filter_matches_the_rows_sql_matches(wiki, api_client, druid_filter, where):
+    body = {
+        "queryType": "scan",
+        "dataSource": "wiki",
+        "intervals": INTERVAL,
+        "columns": ["__time"],
+        "order": "ascending",
+        "filter": druid_filter,
+        "resultFormat": "compactedList",
+    }
+    result = native(api_client, body)
+
+    expected = sql(f"SELECT epoch_ms(__time) FROM wiki WHERE {where} ORDER BY 1")
+    assert [e for batch in result for e in batch["events"]] == expected
+    assert expected  # every case matches some rows
+
+
+# --- scan and timeBoundary -----------------------------------------------------------------
+
+
+def test_scan_doc_example_lists_rows_with_time_in_millis(wiki, api_client):
+    body = {
+        "queryType": "scan",
+        "dataSource": "wiki",
+        "resultFormat": "list",
+        "columns": [],
+        "intervals": INTERVAL,
+        "batchSize": 2,
+        "limit": 3,
+        "offset": 1,
+        "order": "descending",
+    }
+    result = native(api_client, body)
+
+    names = ["__time", "page", "user", "added", "delta", "count"]
+    rows = sql(
+        "SELECT epoch_ms(__time), page, user, added, delta, count FROM wiki "
+        "ORDER BY __time DESC LIMIT 3 OFFSET 1"
+    )
+    assert result == [
+        {
+            "segmentId": None,
+            "columns": names,
+            "events": [dict(zip(names, r, strict=True)) for r in rows[:2]],
+        },
+        {"segmentId": None, "columns": names, "events": [dict(zip(names, rows[2], strict=True))]},
+    ]
+
+
+def test_time_boundary_doc_example_and_bound(wiki, api_client):
+    [[low, high]] = sql("SELECT min(__time), max(__time) FROM wiki")
+    assert native(api_client, {"queryType": "timeBoundary", "dataSource": "wiki"}) == [
+        {"timestamp": low, "result": {"minTime": low, "maxTime": high}}
+    ]
+    body = {
+        "queryType": "timeBoundary",
+        "dataSource": "wiki",
+        "bound": "maxTime",
+        "filter": {"type": "selector", "dimension": "page", "value": "Talk"},
+    }
+    assert native(api_client, body) == [
+        {"timestamp": "2024-01-01T05:00:00.000Z", "result": {"maxTime": "2024-01-01T05:00:00.000Z"}}
+    ]
+
+
+# --- refusals ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "named"),
+    [
+        (
+            {"aggregations": [{"type": "javascript", "name": "j"}]},
+            "Unsupported operation",
+            "aggregations[0].type",
+        ),
+        (
+            {"aggregations": [{"type": "hyperUnique", "name": "u", "fieldName": "user"}]},
+            "Unsupported operation",
+            "aggregations[0].type",
+        ),
+        (
+            {
+                "filter": {
+                    "type": "selector",
+                    "dimension": "page",
+                    "value": "a",
+                    "extractionFn": {"type": "upper"},
+                }
+            },
+            "Unsupported operation",
+            "filter.extractionFn",
+        ),
+        ({"granularity": "fortnight"}, "Unknown exception", "granularity"),
+        ({"intervals": ["yesterday"]}, "Unknown exception", "intervals[0]"),
+        ({"queryType": "search"}, "Unsupported operation", "queryType"),
+        ({"bySegment": True}, "Unsupported operation", "bySegment"),
+        (
+            {"aggregations": [{"type": "longSum", "name": "s"}]},
+            "Unknown exception",
+            "aggregations[0].fieldName",
+        ),
+    ],
+)
+def test_what_is_not_implemented_is_refused_in_druids_error_shape(
+    wiki, api_client, change, error, named
+):
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "all",
+        "intervals": INTERVAL,
+        "aggregations": [{"type": "count", "name": "c"}],
+        **change,
+    }
+    result = native(api_client, body, status=400)
+
+    assert set(result) == {"error", "errorMessage", "errorClass", "host"}
+    assert result["error"] == error
+    assert result["errorMessage"].startswith(named)
+    assert result["host"] is None
+
+
+def test_a_body_that_is_not_json_and_an_unknown_datasource(wiki, api_client):
+    response = api_client.post("/druid/v2", "{nope", content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "Unknown exception"
+
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "nosuch",
+        "granularity": "all",
+        "intervals": INTERVAL,
+        "aggregations": [{"type": "count", "name": "c"}],
+    }
+    assert native(api_client, body) == []
+
+
+def test_native_queries_need_authentication(wiki, client):
+    response = client.post(
+        "/druid/v2",
+        {"queryType": "timeBoundary", "dataSource": "wiki"},
+        content_type="application/json",
+    )
+    assert response.status_code in (401, 403)
