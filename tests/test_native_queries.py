@@ -645,3 +645,70 @@ def test_native_queries_need_authentication(wiki, client):
         content_type="application/json",
     )
     assert response.status_code in (401, 403)
+
+
+# --- the real client -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def druid_client(transactional_db, inline_spec, live_server, user):
+    """pydruid's native client, with HTTP Basic as Druid users send it, against a live
+    Strata serving the published `wiki`."""
+    from pydruid.client import PyDruid
+
+    from tests.conftest import TEST_PASSWORD
+
+    publish_wiki(inline_spec)
+    client = PyDruid(live_server.url, "druid/v2")
+    client.set_basic_auth_credentials(user.username, TEST_PASSWORD)
+    return client
+
+
+def test_pydruid_timeseries_topn_and_groupby_give_the_sql_answers(druid_client):
+    from pydruid.utils.aggregators import count, doublesum, longsum
+    from pydruid.utils.filters import Dimension
+    from pydruid.utils.postaggregator import Field
+
+    aggregations = {"rows": count("count"), "added": longsum("added"), "delta": doublesum("delta")}
+    ts = druid_client.timeseries(
+        datasource="wiki",
+        granularity="day",
+        intervals=INTERVAL[0],
+        aggregations=aggregations,
+        post_aggregations={"ratio": Field("delta") / Field("rows")},
+        filter=Dimension("page") != "Help",
+        context={"skipEmptyBuckets": True},
+    )
+    expected = sql(
+        "SELECT date_trunc('day', __time), count(*), sum(added), sum(delta), sum(delta) / count(*) "
+        "FROM wiki WHERE page <> 'Help' GROUP BY 1 ORDER BY 1"
+    )
+    assert [[r["timestamp"], *r["result"].values()] for r in ts.result] == expected
+
+    top = druid_client.topn(
+        datasource="wiki",
+        granularity="all",
+        intervals=INTERVAL[0],
+        aggregations=aggregations,
+        dimension="page",
+        metric="added",
+        threshold=2,
+    )
+    expected = sql(
+        "SELECT page, count(*), sum(added), sum(delta) FROM wiki GROUP BY 1 ORDER BY 3 DESC LIMIT 2"
+    )
+    assert [list(r.values()) for r in top.result[0]["result"]] == expected
+
+    group = druid_client.groupby(
+        datasource="wiki",
+        granularity="all",
+        intervals=INTERVAL[0],
+        dimensions=["page", "user"],
+        aggregations=aggregations,
+    )
+    expected = sql(
+        "SELECT page, user, count(*), sum(added), sum(delta) FROM wiki GROUP BY ALL "
+        "ORDER BY page NULLS FIRST, user NULLS FIRST"
+    )
+    assert [list(r["event"].values()) for r in group.result] == expected
+    assert {r["timestamp"] for r in group.result} == {"2024-01-01T00:00:00.000Z"}
