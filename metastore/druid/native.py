@@ -574,18 +574,20 @@ class Granularity:
 
     def series(self) -> str:
         """SQL: one row per bucket (column `__bucket`, epoch millis) from the bucket of
-        `span.lo` to the bucket of `span.hi` (a CTE `span` of naive UTC TIMESTAMPs)."""
+        `__span.lo` to the bucket of `__span.hi` (a CTE `__span` of naive UTC TIMESTAMPs)."""
         if self.kind == "duration":
-            lo, hi = self.bucket_ms("span.lo"), self.bucket_ms("span.hi")
-            return f"SELECT unnest(range({lo}, {hi} + 1, {self.duration_ms})) AS __bucket FROM span"
-        first, last = (self.trunc_local(self.to_local(t)) for t in ("span.lo", "span.hi"))
+            lo, hi = self.bucket_ms("__span.lo"), self.bucket_ms("__span.hi")
+            return (
+                f"SELECT unnest(range({lo}, {hi} + 1, {self.duration_ms})) AS __bucket FROM __span"
+            )
+        first, last = (self.trunc_local(self.to_local(t)) for t in ("__span.lo", "__span.hi"))
         single = len(self.units) == 1 and self.units[0][1] == 1
         step = (
             self._interval() if single or self.origin else f"INTERVAL 1 {self.units[0][0].upper()}"
         )
         return (
             f"SELECT DISTINCT {self.from_local_ms(self.trunc_local('g.x'))} AS __bucket "
-            f"FROM span, generate_series({first}, {last}, {step}) AS g(x)"
+            f"FROM __span, generate_series({first}, {last}, {step}) AS g(x)"
         )
 
     def render_zone(self) -> ZoneInfo | None:
@@ -626,7 +628,10 @@ def _period_granularity(period, tz, origin, field: str) -> Granularity:
 
 def _timestamp(value, field: str) -> datetime:
     if isinstance(value, int) and not isinstance(value, bool):
-        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=value)
+        try:
+            return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=value)
+        except OverflowError:
+            raise NativeQueryError(field, "is outside the years 1 to 9999") from None
     try:
         return parse_ts(value)
     except ValueError as exc:
@@ -1311,7 +1316,7 @@ def _parse_common(body: dict, schema: dict[str, str]) -> _Query:
 
 
 def _base(q: _Query) -> str:
-    return f"base AS (SELECT * FROM {_q(q.datasource)} WHERE {_intervals_sql(q.intervals)})"
+    return f"__base AS (SELECT * FROM {_q(q.datasource)} WHERE {_intervals_sql(q.intervals)})"
 
 
 def _aggregators(q: _Query) -> list[Agg]:
@@ -1347,39 +1352,39 @@ def _timeseries(q: _Query) -> Plan:
     skip = _bool(q.context.get("skipEmptyBuckets"), "context.skipEmptyBuckets")
     total = _bool(q.context.get("grandTotal"), "context.grandTotal")
     agg_sql = [(a.name, a.sql) for a in aggs]
-    ctes = [_base(q), "span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM base)"]
+    ctes = [_base(q), "__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
     if gran.kind == "all":
         having = " HAVING COUNT(*) > 0" if skip else ""
         # One row whenever the intervals hold data, even if the filter matches none of it.
         grouped = (
-            f"SELECT epoch_ms(span.lo) AS __bucket, g.* FROM span, "
-            f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM base "
+            f"SELECT epoch_ms(__span.lo) AS __bucket, g.* FROM __span, "
+            f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
             f"WHERE {q.where}{having}) AS g"
         )
-        filled = "SELECT * FROM grouped WHERE __bucket IS NOT NULL"
+        filled = "SELECT * FROM __grouped WHERE __bucket IS NOT NULL"
     else:
         grouped = (
             f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)} "
-            f"FROM base WHERE {q.where} GROUP BY 1"
+            f"FROM __base WHERE {q.where} GROUP BY 1"
         )
-        filled = "SELECT * FROM grouped"
+        filled = "SELECT * FROM __grouped"
         if not skip and gran.kind != "none":
-            ctes.append(f"buckets AS ({gran.series()})")
+            ctes.append(f"__buckets AS ({gran.series()})")
             keep = " OR ".join(
                 f"(__bucket >= {gran.bucket_ms(_ts_lit(iv.start))} AND __bucket < {_ms(iv.end)})"
                 for iv in q.intervals
             )
-            fill = [(a.name, f"coalesce(grouped.{_q(a.name)}, {a.empty})") for a in aggs]
+            fill = [(a.name, f"coalesce(__grouped.{_q(a.name)}, {a.empty})") for a in aggs]
             filled = (
-                f"SELECT buckets.__bucket{_comma(fill)} FROM buckets LEFT JOIN grouped "
+                f"SELECT __buckets.__bucket{_comma(fill)} FROM __buckets LEFT JOIN __grouped "
                 f"USING (__bucket) WHERE {keep}"
             )
-    ctes += [f"grouped AS ({grouped})", f"filled AS ({filled})"]
+    ctes += [f"__grouped AS ({grouped})", f"__filled AS ({filled})"]
     rows = (
-        f"SELECT __bucket, 0 AS __total{_comma([(a.name, _q(a.name)) for a in aggs])} FROM filled"
+        f"SELECT __bucket, 0 AS __total{_comma([(a.name, _q(a.name)) for a in aggs])} FROM __filled"
     )
     if total:
-        rows += f" UNION ALL SELECT NULL, 1{_comma(agg_sql)} FROM base WHERE {q.where}"
+        rows += f" UNION ALL SELECT NULL, 1{_comma(agg_sql)} FROM __base WHERE {q.where}"
     order = "DESC" if _bool(q.body.get("descending"), "descending") else "ASC"
     outputs = [(a.name, _q(a.name)) for a in aggs] + [(n, c.sql) for n, c in posts]
     sql = (
@@ -1413,7 +1418,7 @@ def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
 def _grouped_bucket(q: _Query, gran: Granularity) -> tuple[str, str]:
     """(bucket SQL, extra FROM) for a grouping query's time buckets."""
     if gran.kind == "all":
-        return "epoch_ms(span.lo)", ", span"
+        return "epoch_ms(__span.lo)", ", __span"
     return gran.bucket_ms("__time"), ""
 
 
@@ -1464,13 +1469,13 @@ def _topn(q: _Query) -> Plan:
         [(dim, _q(dim))] + [(a.name, _q(a.name)) for a in aggs] + [(n, c.sql) for n, c in posts]
     )
     sql = (
-        f"WITH {_base(q)}, span AS (SELECT min(__time) AS lo FROM base), "
-        f"grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM base{span} "
+        f"WITH {_base(q)}, __span AS (SELECT min(__time) AS lo FROM __base), "
+        f"__grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
         f"WHERE {q.where} GROUP BY 1, 2), "
-        f"post AS (SELECT __bucket{_comma(outputs)} FROM grouped), "
-        f"ranked AS (SELECT *, row_number() OVER (PARTITION BY __bucket ORDER BY "
-        f"{', '.join(order)}) AS __rank FROM post WHERE {where or 'true'}) "
-        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM ranked "
+        f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped), "
+        f"__ranked AS (SELECT *, row_number() OVER (PARTITION BY __bucket ORDER BY "
+        f"{', '.join(order)}) AS __rank FROM __post WHERE {where or 'true'}) "
+        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM __ranked "
         f"WHERE __rank <= {threshold} ORDER BY __bucket, __rank"
     )
     columns = [(dim, dim_kind)] + [(a.name, a.kind) for a in aggs] + [(n, c.kind) for n, c in posts]
@@ -1590,10 +1595,10 @@ def _groupby(q: _Query) -> Plan:
     )
     group_by = ", ".join(str(i) for i in range(1, len(dims) + 2))
     sql = (
-        f"WITH {_base(q)}, grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM base{span} "
+        f"WITH {_base(q)}, __grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
         f"WHERE {q.where} GROUP BY {group_by}), "
-        f"post AS (SELECT __bucket{_comma(outputs)} FROM grouped) "
-        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM post WHERE {having} "
+        f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped) "
+        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM __post WHERE {having} "
         f"ORDER BY {', '.join(order) or '__bucket'}"
         + (f" LIMIT {limit}" if limit is not None else "")
         + (f" OFFSET {offset}" if offset else "")
@@ -1644,8 +1649,8 @@ def _scan(q: _Query) -> Plan:
     offset = _int(body.get("offset") or 0, "offset")
     batch = _int(body.get("batchSize") or 20480, "batchSize", minimum=1)
     sql = (
-        f"WITH {_base(q)} SELECT {_select_list(items)} FROM base WHERE {q.where}"
-        + (f" ORDER BY base.__time {order}" if order else "")
+        f"WITH {_base(q)} SELECT {_select_list(items)} FROM __base WHERE {q.where}"
+        + (f" ORDER BY __base.__time {order}" if order else "")
         + (f" LIMIT {_int(limit, 'limit')}" if limit is not None else "")
         + (f" OFFSET {offset}" if offset else "")
     )
@@ -1660,7 +1665,7 @@ def _time_boundary(q: _Query) -> Plan:
         raise NativeQueryError("bound", "must be minTime or maxTime")
     sql = (
         f"WITH {_base(q)} SELECT epoch_ms(min(__time)) AS minTime, "
-        f"epoch_ms(max(__time)) AS maxTime FROM base WHERE {q.where}"
+        f"epoch_ms(max(__time)) AS maxTime FROM __base WHERE {q.where}"
     )
     return Plan(
         "timeBoundary",
@@ -1700,8 +1705,11 @@ def compile_query(body, schema: dict[str, str]) -> Plan:
     """A native query (parsed JSON) as a Plan over a table with columns `schema`
     (name -> kind, see `column_kinds`). Raises NativeQueryError."""
     query_datasource(body)
-    q = _parse_common(body, schema)
-    plan = _COMPILERS[body["queryType"]](q)
+    try:
+        q = _parse_common(body, schema)
+        plan = _COMPILERS[body["queryType"]](q)
+    except RecursionError:
+        raise NativeQueryError("(body)", "the query is nested too deeply") from None
     return Plan(
         plan.query_type,
         plan.datasource,
