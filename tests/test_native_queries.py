@@ -595,7 +595,7 @@ def test_time_boundary_doc_example_and_bound(wiki, api_client):
         ),
         ({"granularity": "fortnight"}, "Unknown exception", "granularity"),
         ({"intervals": ["yesterday"]}, "Unknown exception", "intervals[0]"),
-        ({"queryType": "search"}, "Unsupported operation", "queryType"),
+        ({"queryType": "segmentMetadata"}, "Unsupported operation", "queryType"),
         ({"bySegment": True}, "Unsupported operation", "bySegment"),
         (
             {"aggregations": [{"type": "longSum", "name": "s"}]},
@@ -712,3 +712,36 @@ def test_pydruid_timeseries_topn_and_groupby_give_the_sql_answers(druid_client):
     )
     assert [list(r["event"].values()) for r in group.result] == expected
     assert {r["timestamp"] for r in group.result} == {"2024-01-01T00:00:00.000Z"}
+
+
+def test_search_doc_example_finds_matching_values_with_counts(wiki, api_client):
+    body = {
+        "queryType": "search",
+        "dataSource": "wiki",
+        "granularity": "day",
+        "searchDimensions": ["page", "user"],
+        "query": {"type": "insensitive_contains", "value": "A"},
+        "sort": {"type": "lexicographic"},
+        "intervals": INTERVAL,
+    }
+    result = native(api_client, body)
+
+    expected = sql(
+        "SELECT d, dim, v, n FROM ("
+        " SELECT date_trunc('day', __time) d, 'page' dim, page v, count(*) n FROM wiki"
+        " WHERE lower(page) LIKE '%a%' GROUP BY ALL UNION ALL"
+        " SELECT date_trunc('day', __time), 'user', user, count(*) FROM wiki"
+        " WHERE lower(user) LIKE '%a%' GROUP BY ALL) ORDER BY d, v, dim"
+    )
+    assert [
+        [r["timestamp"], hit["dimension"], hit["value"], hit["count"]]
+        for r in result
+        for hit in r["result"]
+    ] == expected
+
+
+def test_datasource_metadata_gives_the_latest_event_time(wiki, api_client):
+    [[latest]] = sql("SELECT max(__time) FROM wiki")
+    assert native(api_client, {"queryType": "dataSourceMetadata", "dataSource": "wiki"}) == [
+        {"timestamp": latest, "result": {"maxIngestedEventTime": latest}}
+    ]

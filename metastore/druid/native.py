@@ -28,8 +28,16 @@ from metastore.intervals import MAX_TS, MIN_TS, Interval, parse_ts
 
 __all__ = ["NativeQueryError", "Plan", "compile_query", "column_kinds", "QUERY_TYPES"]
 
-QUERY_TYPES = ("timeseries", "topN", "groupBy", "scan", "timeBoundary")
-_REFUSED_TYPES = ("search", "segmentMetadata", "dataSourceMetadata", "select", "windowOperator")
+QUERY_TYPES = (
+    "timeseries",
+    "topN",
+    "groupBy",
+    "scan",
+    "timeBoundary",
+    "search",
+    "dataSourceMetadata",
+)
+_REFUSED_TYPES = ("segmentMetadata", "select", "windowOperator")
 
 
 class NativeQueryError(ValueError):
@@ -1261,6 +1269,8 @@ _ALLOWED = {
     "scan": _COMMON
     | {"resultFormat", "columns", "batchSize", "limit", "offset", "order", "orderBy", "legacy"},
     "timeBoundary": _COMMON | {"bound"},
+    "search": _COMMON | {"granularity", "searchDimensions", "query", "sort", "limit"},
+    "dataSourceMetadata": {"queryType", "dataSource", "context"},
 }
 
 
@@ -1308,7 +1318,8 @@ def _parse_common(body: dict, schema: dict[str, str]) -> _Query:
     cols = _Columns(schema, _virtual_columns(body.get("virtualColumns")))
     for name in cols.virtual:
         cols.get(name)  # validate every virtual column, used or not
-    intervals = parse_intervals(body.get("intervals"), required=kind != "timeBoundary")
+    optional = kind in ("timeBoundary", "dataSourceMetadata")
+    intervals = parse_intervals(body.get("intervals"), required=not optional)
     where = "true"
     if body.get("filter") is not None:
         where = compile_filter(body["filter"], cols)
@@ -1677,12 +1688,67 @@ def _time_boundary(q: _Query) -> Plan:
     )
 
 
+def _search_spec(spec: dict, field: str) -> dict:
+    """Druid's SearchQuerySpec as the search filter's query (`case_sensitive` or
+    `caseSensitive`); `regex` matches anywhere in the value."""
+    spec = dict(_obj(spec, field))
+    if "case_sensitive" in spec:
+        spec["caseSensitive"] = spec.pop("case_sensitive")
+    return spec
+
+
+def _search_query(q: _Query) -> Plan:
+    gran = parse_granularity(q.body.get("granularity"))
+    spec = _search_spec(q.body.get("query"), "query")
+    names = _list(q.body.get("searchDimensions") or [], "searchDimensions")
+    dims = [dimension_spec(d, f"searchDimensions[{i}]")[:2] for i, d in enumerate(names)]
+    if not names:  # Druid searches every dimension: here, every string column
+        dims = [(n, n) for n, kind in q.cols.schema.items() if kind == "string"]
+    limit = _int(q.body.get("limit", 1000), "limit", minimum=1)
+    sort = _ordering({"ordering": _obj(q.body.get("sort") or {}, "sort").get("type")}, "sort")
+    bucket, span = _grouped_bucket(q, gran)
+    hits = []
+    for name, out in dims:
+        value = _cast(q.cols.get(name), "string")
+        if spec.get("type") == "regex":
+            match = f"regexp_matches({value}, {_lit(_str(spec.get('pattern'), 'query.pattern'))})"
+        else:
+            match = _search_match(value, spec, "query")
+        hits.append(
+            f"SELECT {bucket} AS __bucket, {_lit(out)} AS dimension, {value} AS value, "
+            f"COUNT(*) AS count FROM __base{span} WHERE ({q.where}) AND {match} GROUP BY 1, 3"
+        )
+    keys = {
+        "lexicographic": ["value"],
+        "numeric": ["TRY_CAST(value AS DOUBLE)", "value"],
+        "strlen": ["length(value)", "value"],
+    }[sort]
+    union = " UNION ALL ".join(hits) or "SELECT NULL::BIGINT, '', '', 0 WHERE false"
+    sql = (
+        f"WITH {_base(q)}, __span AS (SELECT min(__time) AS lo FROM __base), "
+        f"__hits AS ({union}), "
+        f"__ranked AS (SELECT *, row_number() OVER (PARTITION BY __bucket ORDER BY "
+        f"{', '.join(f'{k} ASC NULLS FIRST' for k in keys)}, dimension) AS __rank FROM __hits) "
+        f"SELECT __bucket, dimension, value, count FROM __ranked WHERE __rank <= {limit} "
+        f"ORDER BY __bucket, __rank"
+    )
+    columns = (("dimension", "string"), ("value", "string"), ("count", "long"))
+    return Plan("search", q.datasource, sql, columns, gran)
+
+
+def _datasource_metadata(q: _Query) -> Plan:
+    sql = f"SELECT epoch_ms(max(__time)) AS maxIngestedEventTime FROM {_q(q.datasource)}"
+    return Plan("dataSourceMetadata", q.datasource, sql, (("maxIngestedEventTime", "long"),))
+
+
 _COMPILERS = {
     "timeseries": _timeseries,
     "topN": _topn,
     "groupBy": _groupby,
     "scan": _scan,
     "timeBoundary": _time_boundary,
+    "search": _search_query,
+    "dataSourceMetadata": _datasource_metadata,
 }
 
 

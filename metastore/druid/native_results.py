@@ -125,12 +125,22 @@ def _time_boundary(plan: Plan, rows: list[list]) -> list:
     return [{"timestamp": druid_timestamp(stamp), "result": result}]
 
 
+def _datasource_metadata(plan: Plan, rows: list[list]) -> list:
+    latest = rows[0][0] if rows else None
+    if latest is None:
+        return []
+    stamp = druid_timestamp(latest)
+    return [{"timestamp": stamp, "result": {"maxIngestedEventTime": stamp}}]
+
+
 _SHAPES = {
     "timeseries": _timeseries,
     "topN": _topn,
     "groupBy": _groupby,
     "scan": _scan,
     "timeBoundary": _time_boundary,
+    "search": _topn,  # the same nesting: per bucket, a list of hits
+    "dataSourceMetadata": _datasource_metadata,
 }
 
 
