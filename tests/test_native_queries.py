@@ -745,3 +745,24 @@ def test_datasource_metadata_gives_the_latest_event_time(wiki, api_client):
     assert native(api_client, {"queryType": "dataSourceMetadata", "dataSource": "wiki"}) == [
         {"timestamp": latest, "result": {"maxIngestedEventTime": latest}}
     ]
+
+
+def test_hostile_native_queries_get_a_400_not_a_500(wiki, api_client):
+    import json
+
+    head = '{"queryType": "timeseries", "dataSource": "wiki", "granularity": "all", '
+    head += (
+        '"intervals": ["2024-01-01/2024-01-04"], "aggregations": [{"type": "count", "name": "c"}]'
+    )
+    nots = '{"type": "not", "field": ' * 600 + '{"type": "true"}' + "}" * 600
+    deep_json = '{"type": "not", "field": ' * 50000 + '{"type": "true"}' + "}" * 50000
+    huge_in = json.dumps(
+        {"type": "in", "dimension": "page", "values": [f"v{i}" for i in range(20000)]}
+    )
+    deep_expr = json.dumps({"type": "expression", "expression": "(" * 3000 + "1" + ")" * 3000})
+    for druid_filter in (nots, deep_json, huge_in, deep_expr):
+        response = api_client.post(
+            "/druid/v2", f'{head}, "filter": {druid_filter}}}', content_type="application/json"
+        )
+        assert response.status_code == 400, response.content[:300]
+        assert set(response.json()) == {"error", "errorMessage", "errorClass", "host"}
