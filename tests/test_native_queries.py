@@ -766,3 +766,22 @@ def test_hostile_native_queries_get_a_400_not_a_500(wiki, api_client):
         )
         assert response.status_code == 400, response.content[:300]
         assert set(response.json()) == {"error", "errorMessage", "errorClass", "host"}
+
+
+def test_doubles_read_as_longs_truncate_as_java_does(wiki, api_client):
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "all",
+        "intervals": INTERVAL,
+        "virtualColumns": [
+            {"type": "expression", "name": "whole", "expression": "delta", "outputType": "LONG"}
+        ],
+        "aggregations": [
+            {"type": "longSum", "name": "sum_as_long", "fieldName": "delta"},
+            {"type": "longMax", "name": "max_whole", "fieldName": "whole"},
+        ],
+    }
+    [row] = native(api_client, body)
+    # 1.5 + 2.25 + 0.5 + 10.0, each truncated: 1 + 2 + 0 + 10
+    assert row["result"] == {"sum_as_long": 13, "max_whole": 10}

@@ -195,6 +195,8 @@ def _cast(col: Col, kind: str) -> str:
         return f"TRY_CAST(trim({col.sql}) AS {target})"
     if col.kind == "pair":
         return f"TRY_CAST(struct_extract({col.sql}, 'value') AS {target})"
+    if kind == "long" and col.kind in ("double", "float"):
+        return f"TRY_CAST(trunc({col.sql}) AS BIGINT)"  # Java's (long) truncates
     if col.kind in ("sketch", "other"):
         raise _unsupported("", f"a {col.kind} column cannot be read as a number")
     return f"TRY_CAST({col.sql} AS {target})"
