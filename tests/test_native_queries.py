@@ -499,22 +499,22 @@ FILTERS = [
 ]
 
 
-@pytest.mark.parametrize(("druid_filter", "where"), FILTERS, ids=[f[0]["type"] for f in FILTERS])
-def test_filter_matches_the_rows_sql_matches(wiki, api_client, druid_filter, where):
-    body = {
-        "queryType": "scan",
-        "dataSource": "wiki",
-        "intervals": INTERVAL,
-        "columns": ["__time"],
-        "order": "ascending",
-        "filter": druid_filter,
-        "resultFormat": "compactedList",
-    }
-    result = native(api_client, body)
+def test_each_filter_matches_the_rows_sql_matches(wiki, api_client):
+    for druid_filter, where in FILTERS:
+        body = {
+            "queryType": "scan",
+            "dataSource": "wiki",
+            "intervals": INTERVAL,
+            "columns": ["__time"],
+            "order": "ascending",
+            "filter": druid_filter,
+            "resultFormat": "compactedList",
+        }
+        result = native(api_client, body)
 
-    expected = sql(f"SELECT epoch_ms(__time) FROM wiki WHERE {where} ORDER BY 1")
-    assert [e for batch in result for e in batch["events"]] == expected
-    assert expected  # every case matches some rows
+        expected = sql(f"SELECT epoch_ms(__time) FROM wiki WHERE {where} ORDER BY 1")
+        assert [e for batch in result for e in batch["events"]] == expected, druid_filter
+        assert expected, druid_filter  # every case matches some rows
 
 
 # --- scan and timeBoundary -----------------------------------------------------------------
@@ -785,3 +785,49 @@ def test_doubles_read_as_longs_truncate_as_java_does(wiki, api_client):
     [row] = native(api_client, body)
     # 1.5 + 2.25 + 0.5 + 10.0, each truncated: 1 + 2 + 0 + 10
     assert row["result"] == {"sum_as_long": 13, "max_whole": 10}
+
+
+# --- the same native queries on Spark SQL --------------------------------------------------
+
+# Kept few: a Spark query costs seconds. (A period granularity in a time zone and a
+# topN with a quotient by zero gave the same results too when checked this way.)
+ON_BOTH_ENGINES = [
+    GROUP_BY,
+    {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "six_hour",
+        "intervals": INTERVAL,
+        "filter": {"type": "regex", "dimension": "page", "pattern": "^[MT]"},
+        "aggregations": [
+            {"type": "count", "name": "rows"},
+            {"type": "doubleFirst", "name": "first", "fieldName": "delta"},
+            {"type": "longSum", "name": "s", "expression": "added / 2"},
+        ],
+        "context": {"grandTotal": True},
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from workers.spark import get_spark
+
+    return get_spark(master="local[1]", shuffle_partitions=1, driver_memory="1g")
+
+
+@pytest.mark.spark
+def test_native_queries_give_the_same_results_on_duckdb_and_spark(wiki, spark):
+    from metastore.druid import native
+    from metastore.druid.native_results import shape
+    from workers.query import spark_query
+
+    probe = query.run_query(sql="SELECT * FROM wiki LIMIT 0")
+    schema = native.column_kinds(probe.columns, probe.types)
+    sources = [query.visible_source(datasource="wiki")]
+    for body in ON_BOTH_ENGINES:
+        duck = native.compile_query(body, schema)
+        on_spark = native.compile_query(body, schema, dialect="spark")
+        expected = shape(duck, query.run_query(sql=duck.sql).rows)
+        assert expected, body
+        assert shape(on_spark, spark_query(spark, on_spark.sql, sources).rows) == expected, body

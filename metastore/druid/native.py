@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -54,12 +55,67 @@ def _unsupported(field: str, message: str) -> NativeQueryError:
     return NativeQueryError(field, message, unsupported=True)
 
 
+# The SQL dialect being emitted: DuckDB (the API's engine) or Spark SQL (the engine
+# that scales out, `workers.query.spark_query`); set by `compile_query`.
+_DIALECT: ContextVar[str] = ContextVar("native_sql_dialect", default="duckdb")
+DIALECTS = ("duckdb", "spark")
+
+
+def _spark() -> bool:
+    return _DIALECT.get() == "spark"
+
+
 def _q(name: str) -> str:
+    if _spark():
+        return "`" + name.replace("`", "``") + "`"
     return '"' + name.replace('"', '""') + '"'
 
 
 def _lit(text: str) -> str:
+    if _spark():  # Spark reads backslash escapes in string literals
+        return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
     return "'" + str(text).replace("'", "''") + "'"
+
+
+def _epoch_ms(ts: str) -> str:
+    return f"unix_millis({ts})" if _spark() else f"epoch_ms({ts})"
+
+
+def _text() -> str:
+    return "STRING" if _spark() else "VARCHAR"
+
+
+def _value_of(pair: str) -> str:
+    """The value of a stored (time, value) first/last pair."""
+    return f"({pair}).value" if _spark() else f"struct_extract({pair}, 'value')"
+
+
+def _int_div(a: str, b: str) -> str:
+    return f"div({a}, NULLIF({b}, 0))" if _spark() else f"({a} // NULLIF({b}, 0))"
+
+
+def _divide(a: str, b: str) -> str:
+    """Double division as Java does it: by zero, +-Infinity or NaN (DuckDB already
+    does; Spark's ANSI mode would fail)."""
+    if not _spark():
+        return f"({a} / {b})"
+    by_zero = (
+        f"CASE WHEN {a} > 0 THEN CAST('Infinity' AS DOUBLE) WHEN {a} < 0 "
+        f"THEN CAST('-Infinity' AS DOUBLE) WHEN {a} = 0 THEN CAST('NaN' AS DOUBLE) END"
+    )
+    return f"(CASE WHEN {b} = 0 THEN {by_zero} ELSE try_divide({a}, {b}) END)"
+
+
+def _matches(text: str, pattern: str) -> str:
+    return f"regexp({text}, {pattern})" if _spark() else f"regexp_matches({text}, {pattern})"
+
+
+def _truncated_long(x: str) -> str:
+    return f"TRY_CAST({x} AS BIGINT)" if _spark() else f"TRY_CAST(trunc({x}) AS BIGINT)"
+
+
+def _micros_ts(micros: str) -> str:
+    return f"timestamp_micros({micros})" if _spark() else f"make_timestamp({micros})"
 
 
 def _ts_lit(ts: datetime) -> str:
@@ -170,7 +226,7 @@ class _Columns:
             finally:
                 self._resolving.discard(name)
         if name == "__time":
-            return Col("epoch_ms(__time)", "long")
+            return Col(_epoch_ms("__time"), "long")
         kind = self.schema.get(name)
         if kind is None:
             return _NULL
@@ -189,14 +245,14 @@ def _cast(col: Col, kind: str) -> str:
     if col.kind == kind or col.sql == "NULL":
         return col.sql
     if kind == "string":
-        return f"CAST({col.sql} AS VARCHAR)"
+        return f"CAST({col.sql} AS {_text()})"
     target = "BIGINT" if kind == "long" else "DOUBLE"
     if col.kind == "string":
         return f"TRY_CAST(trim({col.sql}) AS {target})"
     if col.kind == "pair":
-        return f"TRY_CAST(struct_extract({col.sql}, 'value') AS {target})"
+        return f"TRY_CAST({_value_of(col.sql)} AS {target})"
     if kind == "long" and col.kind in ("double", "float"):
-        return f"TRY_CAST(trunc({col.sql}) AS BIGINT)"  # Java's (long) truncates
+        return _truncated_long(col.sql)  # Java's (long) truncates
     if col.kind in ("sketch", "other"):
         raise _unsupported("", f"a {col.kind} column cannot be read as a number")
     return f"TRY_CAST({col.sql} AS {target})"
@@ -229,8 +285,8 @@ def _truth(col: Col) -> str:
     if col.kind in ("long", "double", "float"):
         return f"coalesce(({col.sql}) <> 0, false)"
     return (
-        f"coalesce(lower(CAST({col.sql} AS VARCHAR)) = 'true' "
-        f"OR TRY_CAST(CAST({col.sql} AS VARCHAR) AS DOUBLE) <> 0, false)"
+        f"coalesce(lower(CAST({col.sql} AS {_text()})) = 'true' "
+        f"OR TRY_CAST(CAST({col.sql} AS {_text()}) AS DOUBLE) <> 0, false)"
     )
 
 
@@ -284,11 +340,11 @@ class _Emit:
             return Col(f"pow({a.sql}, {b.sql})", "double")
         if op == "/":
             if longs:  # long / long divides as integers in Druid
-                return Col(f"({a.sql} // NULLIF({b.sql}, 0))", "long")
-            return Col(f"(CAST({a.sql} AS DOUBLE) / {b.sql})", "double")
+                return Col(_int_div(a.sql, b.sql), "long")
+            return Col(_divide(f"CAST({a.sql} AS DOUBLE)", b.sql), "double")
         if op == "%":
             return Col(
-                f"({a.sql} % NULLIF({b.sql}, 0))" if longs else f"fmod({a.sql}, {b.sql})",
+                f"({a.sql} % NULLIF({b.sql}, 0))" if longs else _double_mod(a.sql, b.sql),
                 "long" if longs else "double",
             )
         return Col(f"({a.sql} {op} {b.sql})", "long" if longs else "double")
@@ -306,6 +362,10 @@ class _Emit:
         if arity is not None and len(node.args) not in arity:
             raise NativeQueryError(self.field, f"{name}() takes {arity} arguments")
         return build(self, [self.emit(a) for a in node.args], node.args)
+
+
+def _double_mod(a: str, b: str) -> str:
+    return f"try_mod({a}, {b})" if _spark() else f"fmod({a}, {b})"
 
 
 def _s(c: Col) -> str:
@@ -379,7 +439,7 @@ def _timestamp_floor(e, a, n):
         raise _unsupported(e.field, "timestamp_floor with an origin")
     tz = _const(n[3], e.field) if len(n) > 3 else None
     gran = _period_granularity(_const(n[1], e.field), tz, None, e.field)
-    ts = f"make_timestamp(CAST({_n(a[0])} AS BIGINT) * 1000)"
+    ts = _micros_ts(f"CAST({_n(a[0])} AS BIGINT) * 1000")
     return Col(gran.bucket_ms(ts), "long")
 
 
@@ -403,9 +463,10 @@ _UNITS = {
 
 def _timestamp_extract(e, a, n):
     unit = _const(n[1], e.field).upper()
-    if unit not in _UNITS or len(n) > 2:
+    spark_units = ("SECOND", "MINUTE", "HOUR", "DAY", "DOY", "WEEK", "MONTH", "QUARTER", "YEAR")
+    if unit not in _UNITS or len(n) > 2 or (_spark() and unit not in spark_units):
         raise _unsupported(e.field, f"timestamp_extract unit {unit!r} or time zone")
-    ts = f"make_timestamp(CAST({_n(a[0])} AS BIGINT) * 1000)"
+    ts = _micros_ts(f"CAST({_n(a[0])} AS BIGINT) * 1000")
     return Col(f"CAST(date_part('{_UNITS[unit]}', {ts}) AS BIGINT)", "long")
 
 
@@ -443,7 +504,10 @@ _FUNCTIONS = {
     ),
     "strpos": (
         (2,),
-        lambda e, a, n: Col(f"(CAST(strpos({_s(a[0])}, {_s(a[1])}) AS BIGINT) - 1)", "long"),
+        lambda e, a, n: Col(
+            f"(CAST({'instr' if _spark() else 'strpos'}({_s(a[0])}, {_s(a[1])}) AS BIGINT) - 1)",
+            "long",
+        ),
     ),
     "contains_string": (
         (2,),
@@ -456,7 +520,7 @@ _FUNCTIONS = {
     "like": ((2,), lambda e, a, n: Col(_bool_long(f"({_s(a[0])} LIKE {_s(a[1])})"), "long")),
     "regexp_like": (
         (2,),
-        lambda e, a, n: Col(_bool_long(f"regexp_matches({_s(a[0])}, {_s(a[1])})"), "long"),
+        lambda e, a, n: Col(_bool_long(_matches(_s(a[0]), _s(a[1]))), "long"),
     ),
     "regexp_extract": (
         (2, 3),
@@ -495,7 +559,7 @@ _FUNCTIONS = {
     "div": (
         (2,),
         lambda e, a, n: Col(
-            f"(CAST({_n(a[0])} AS BIGINT) // NULLIF(CAST({_n(a[1])} AS BIGINT), 0))", "long"
+            _int_div(f"CAST({_n(a[0])} AS BIGINT)", f"CAST({_n(a[1])} AS BIGINT)"), "long"
         ),
     ),
     "cast": ((2,), _cast_fn),
@@ -540,11 +604,17 @@ class Granularity:
 
     # SQL over `ts`, a naive UTC TIMESTAMP expression.
     def to_local(self, ts: str) -> str:
-        return ts if self.tz is None else f"timezone({_lit(self.tz)}, timezone('UTC', {ts}))"
+        if self.tz is None:
+            return ts
+        if _spark():
+            return f"from_utc_timestamp({ts}, {_lit(self.tz)})"
+        return f"timezone({_lit(self.tz)}, timezone('UTC', {ts}))"
 
     def from_local_ms(self, local: str) -> str:
         if self.tz is None:
-            return f"epoch_ms({local})"
+            return _epoch_ms(local)
+        if _spark():
+            return f"unix_millis(to_utc_timestamp({local}, {_lit(self.tz)}))"
         return f"epoch_ms(timezone({_lit(self.tz)}, {local}))"
 
     def _origin_local(self) -> str:
@@ -558,12 +628,14 @@ class Granularity:
 
     def trunc_local(self, local: str) -> str:
         if self.origin is not None:
+            if _spark():
+                raise _unsupported("granularity.origin", "a period origin on Spark SQL")
             return f"time_bucket({self._interval()}, {local}, {self._origin_local()})"
         [(unit, n)] = self.units
         if n == 1:
             return f"date_trunc('{unit}', {local})"
         if unit == "year":
-            return f"make_timestamp(CAST(year({local}) - year({local}) % {n} AS BIGINT), 1, 1, 0, 0, 0)"
+            return f"make_timestamp(CAST(year({local}) - year({local}) % {n} AS INTEGER), 1, 1, 0, 0, 0)"
         if unit == "month":
             m0 = f"(month({local}) - 1)"
             return f"make_timestamp(year({local}), {m0} - {m0} % {n} + 1, 1, 0, 0, 0)"
@@ -571,15 +643,20 @@ class Granularity:
             count = f"((day({local}) - 1) - (day({local}) - 1) % {n})"
         else:
             count = f"(date_part('{unit}', {local}) - date_part('{unit}', {local}) % {n})"
+        if _spark():
+            args = ["0", "0", "0", "0"]
+            args[("day", "hour", "minute", "second").index(unit)] = f"CAST({count} AS INTEGER)"
+            return f"(date_trunc('{_PARENT[unit]}', {local}) + make_dt_interval({', '.join(args)}))"
         return f"(date_trunc('{_PARENT[unit]}', {local}) + to_{unit}s(CAST({count} AS INTEGER)))"
 
     def bucket_ms(self, ts: str) -> str:
         """SQL: the epoch millis of the start of the bucket holding `ts`."""
         if self.kind == "none":
-            return f"epoch_ms({ts})"
+            return _epoch_ms(ts)
         if self.kind == "duration":
             o, d = _ms(self.origin) if self.origin else 0, self.duration_ms
-            return f"(epoch_ms({ts}) - (((epoch_ms({ts}) - {o}) % {d}) + {d}) % {d})"
+            ms = _epoch_ms(ts)
+            return f"({ms} - ((({ms} - {o}) % {d}) + {d}) % {d})"
         return self.from_local_ms(self.trunc_local(self.to_local(ts)))
 
     def series(self) -> str:
@@ -587,6 +664,11 @@ class Granularity:
         `__span.lo` to the bucket of `__span.hi` (a CTE `__span` of naive UTC TIMESTAMPs)."""
         if self.kind == "duration":
             lo, hi = self.bucket_ms("__span.lo"), self.bucket_ms("__span.hi")
+            if _spark():
+                return (
+                    f"SELECT explode(sequence({lo}, {hi}, CAST({self.duration_ms} AS BIGINT))) "
+                    "AS __bucket FROM __span"
+                )
             return (
                 f"SELECT unnest(range({lo}, {hi} + 1, {self.duration_ms})) AS __bucket FROM __span"
             )
@@ -595,8 +677,14 @@ class Granularity:
         step = (
             self._interval() if single or self.origin else f"INTERVAL 1 {self.units[0][0].upper()}"
         )
+        bucket = self.from_local_ms(self.trunc_local("g.x"))
+        if _spark():
+            return (
+                f"SELECT DISTINCT {bucket} AS __bucket FROM __span "
+                f"LATERAL VIEW explode(sequence({first}, {last}, {step})) g AS x"
+            )
         return (
-            f"SELECT DISTINCT {self.from_local_ms(self.trunc_local('g.x'))} AS __bucket "
+            f"SELECT DISTINCT {bucket} AS __bucket "
             f"FROM __span, generate_series({first}, {last}, {step}) AS g(x)"
         )
 
@@ -897,7 +985,7 @@ def _like(spec, field, cols):
 def _regex(spec, field, cols):
     col = _filter_column(spec, field, cols)
     pattern = _str(spec.get("pattern"), f"{field}.pattern")
-    return f"regexp_matches({_cast(col, 'string')}, {_lit(pattern)})"
+    return _matches(_cast(col, "string"), _lit(pattern))
 
 
 def _search(spec, field, cols):
@@ -932,7 +1020,8 @@ def _column_comparison(spec, field, cols):
     for i, d in enumerate(dims):
         name, _, _ = dimension_spec(d, f"{field}.dimensions[{i}]")
         texts.append(_cast(cols.get(name), "string"))
-    return "(" + " AND ".join(f"({texts[0]} IS NOT DISTINCT FROM {t})" for t in texts[1:]) + ")"
+    same = "<=>" if _spark() else "IS NOT DISTINCT FROM"
+    return "(" + " AND ".join(f"({texts[0]} {same} {t})" for t in texts[1:]) + ")"
 
 
 def _interval_filter(spec, field, cols):
@@ -1061,9 +1150,9 @@ def _as_kind(col: Col, kind: str, field: str) -> str:
     if col.kind in ("sketch", "other"):
         raise _unsupported(field, f"a {kind} aggregation over a {col.kind} column")
     if kind == "long" and col.kind in ("double", "float"):
-        return f"CAST(trunc({col.sql}) AS BIGINT)"  # Druid reads a double as a long by truncation
+        return _truncated_long(col.sql)  # Druid reads a double as a long by truncation
     if kind == "long" and col.kind == "pair":
-        return _cast(Col(f"struct_extract({col.sql}, 'value')", "double"), "long")
+        return _cast(Col(_value_of(col.sql), "double"), "long")
     return _cast(col, "double" if kind == "float" else kind)
 
 
@@ -1079,7 +1168,7 @@ def _pick_agg(spec, field, cols, cond) -> Agg:
     col = cols.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
     if col.kind == "pair":  # stored (time, value) pairs order by time first
         fn = "min" if op == "First" else "max"
-        value = f"struct_extract({_with_filter(f'{fn}({col.sql})', cond)}, 'value')"
+        value = _value_of(_with_filter(f"{fn}({col.sql})", cond))
         return Agg(spec["name"], _cast(Col(value, "double"), kind), kind)
     value = _as_kind(col, kind, field)
     if kind == "string" and spec.get("maxStringBytes") is not None:
@@ -1089,7 +1178,8 @@ def _pick_agg(spec, field, cols, cond) -> Agg:
         return Agg(spec["name"], f"any_value({value}) FILTER (WHERE {present})", kind)
     time_name = spec.get("timeColumn") or "__time"
     ts = "__time" if time_name == "__time" else cols.get(time_name).sql
-    fn = "arg_min" if op == "First" else "arg_max"
+    by_time = ("min_by", "max_by") if _spark() else ("arg_min", "arg_max")
+    fn = by_time[0] if op == "First" else by_time[1]
     return Agg(spec["name"], f"{fn}({value}, {ts}) FILTER (WHERE {present})", kind)
 
 
@@ -1103,6 +1193,8 @@ def _cardinality(spec, field, cols, cond) -> Agg:
         texts.append(_cast(cols.get(name), "string"))
     if len(texts) == 1:
         sql = _with_filter(f"COUNT(DISTINCT {texts[0]})", cond)
+    elif _spark():
+        raise _unsupported(f"{field}.fields", "a cardinality over several fields on Spark SQL")
     elif _bool(spec.get("byRow"), f"{field}.byRow"):
         sql = _with_filter(f"COUNT(DISTINCT row({', '.join(texts)}))", cond)
     else:
@@ -1212,9 +1304,9 @@ def _arithmetic(spec: dict, field: str, out: _Outputs) -> Col:
     sql = values[0]
     for value in values[1:]:
         if fn == "/":  # Druid: division by zero is 0
-            sql = f"(CASE WHEN {value} = 0 THEN 0.0 ELSE {sql} / {value} END)"
+            sql = f"(CASE WHEN {value} = 0 THEN 0.0 ELSE {_divide(sql, value)} END)"
         elif fn == "quotient":
-            sql = f"({sql} / {value})"
+            sql = _divide(sql, value)
         elif fn == "pow":
             sql = f"pow({sql}, {value})"
         else:
@@ -1370,7 +1462,7 @@ def _timeseries(q: _Query) -> Plan:
         having = " HAVING COUNT(*) > 0" if skip else ""
         # One row whenever the intervals hold data, even if the filter matches none of it.
         grouped = (
-            f"SELECT epoch_ms(__span.lo) AS __bucket, g.* FROM __span, "
+            f"SELECT {_epoch_ms('__span.lo')} AS __bucket, g.* FROM __span, "
             f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
             f"WHERE {q.where}{having}) AS g"
         )
@@ -1431,7 +1523,7 @@ def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
 def _grouped_bucket(q: _Query, gran: Granularity) -> tuple[str, str]:
     """(bucket SQL, extra FROM) for a grouping query's time buckets."""
     if gran.kind == "all":
-        return "epoch_ms(__span.lo)", ", __span"
+        return _epoch_ms("__span.lo"), ", __span"
     return gran.bucket_ms("__time"), ""
 
 
@@ -1677,8 +1769,8 @@ def _time_boundary(q: _Query) -> Plan:
     if bound not in (None, "minTime", "maxTime"):
         raise NativeQueryError("bound", "must be minTime or maxTime")
     sql = (
-        f"WITH {_base(q)} SELECT epoch_ms(min(__time)) AS minTime, "
-        f"epoch_ms(max(__time)) AS maxTime FROM __base WHERE {q.where}"
+        f"WITH {_base(q)} SELECT {_epoch_ms('min(__time)')} AS minTime, "
+        f"{_epoch_ms('max(__time)')} AS maxTime FROM __base WHERE {q.where}"
     )
     return Plan(
         "timeBoundary",
@@ -1713,7 +1805,7 @@ def _search_query(q: _Query) -> Plan:
     for name, out in dims:
         value = _cast(q.cols.get(name), "string")
         if spec.get("type") == "regex":
-            match = f"regexp_matches({value}, {_lit(_str(spec.get('pattern'), 'query.pattern'))})"
+            match = _matches(value, _lit(_str(spec.get("pattern"), "query.pattern")))
         else:
             match = _search_match(value, spec, "query")
         hits.append(
@@ -1725,7 +1817,7 @@ def _search_query(q: _Query) -> Plan:
         "numeric": ["TRY_CAST(value AS DOUBLE)", "value"],
         "strlen": ["length(value)", "value"],
     }[sort]
-    union = " UNION ALL ".join(hits) or "SELECT NULL::BIGINT, '', '', 0 WHERE false"
+    union = " UNION ALL ".join(hits) or "SELECT CAST(NULL AS BIGINT), '', '', 0 WHERE false"
     sql = (
         f"WITH {_base(q)}, __span AS (SELECT min(__time) AS lo FROM __base), "
         f"__hits AS ({union}), "
@@ -1739,7 +1831,7 @@ def _search_query(q: _Query) -> Plan:
 
 
 def _datasource_metadata(q: _Query) -> Plan:
-    sql = f"SELECT epoch_ms(max(__time)) AS maxIngestedEventTime FROM {_q(q.datasource)}"
+    sql = f"SELECT {_epoch_ms('max(__time)')} AS maxIngestedEventTime FROM {_q(q.datasource)}"
     return Plan("dataSourceMetadata", q.datasource, sql, (("maxIngestedEventTime", "long"),))
 
 
@@ -1769,15 +1861,21 @@ def query_datasource(body) -> tuple[str, str]:
     return kind, _datasource(body.get("dataSource"))
 
 
-def compile_query(body, schema: dict[str, str]) -> Plan:
+def compile_query(body, schema: dict[str, str], dialect: str = "duckdb") -> Plan:
     """A native query (parsed JSON) as a Plan over a table with columns `schema`
-    (name -> kind, see `column_kinds`). Raises NativeQueryError."""
+    (name -> kind, see `column_kinds`), in DuckDB's or Spark's SQL (`dialect`).
+    Raises NativeQueryError."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {DIALECTS}")
     query_datasource(body)
+    token = _DIALECT.set(dialect)
     try:
         q = _parse_common(body, schema)
         plan = _COMPILERS[body["queryType"]](q)
     except RecursionError:
         raise NativeQueryError("(body)", "the query is nested too deeply") from None
+    finally:
+        _DIALECT.reset(token)
     return Plan(
         plan.query_type,
         plan.datasource,
