@@ -831,3 +831,30 @@ def test_native_queries_give_the_same_results_on_duckdb_and_spark(wiki, spark):
         expected = shape(duck, query.run_query(sql=duck.sql).rows)
         assert expected, body
         assert shape(on_spark, spark_query(spark, on_spark.sql, sources).rows) == expected, body
+
+
+def test_groupby_over_druids_eternity_is_stamped_with_its_start(wiki, api_client):
+    body = {
+        "queryType": "groupBy",
+        "dataSource": "wiki",
+        "granularity": "all",
+        "intervals": ["-146136543-09-08T08:23:32.096Z/146140482-04-24T15:36:27.903Z"],
+        "dimensions": [],
+        "aggregations": [{"type": "count", "name": "rows"}],
+    }
+    [[rows]] = sql("SELECT count(*) FROM wiki")
+    assert native(api_client, body) == [
+        {"version": "v1", "timestamp": "-146136543-09-08T08:23:32.096Z", "event": {"rows": rows}}
+    ]
+
+
+def test_the_native_dialect_is_pure():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, metastore.druid.native, metastore.druid.native_results; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'pyspark')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -27,7 +27,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from metastore.druid_expr import ExpressionError, _Node, _Parser
 from metastore.intervals import MAX_TS, MIN_TS, Interval, parse_ts
 
-__all__ = ["NativeQueryError", "Plan", "compile_query", "column_kinds", "QUERY_TYPES"]
+__all__ = [
+    "ETERNITY_START_MS",
+    "NativeQueryError",
+    "Plan",
+    "compile_query",
+    "column_kinds",
+    "QUERY_TYPES",
+]
 
 QUERY_TYPES = (
     "timeseries",
@@ -772,6 +779,8 @@ def parse_granularity(spec, field: str = "granularity") -> Granularity:
 # --- intervals ---------------------------------------------------------------------------
 
 _FAR = re.compile(r"^[-+]|^\d{5,}")
+# Druid's eternity starts at Long.MIN_VALUE / 2 millis, -146136543-09-08T08:23:32.096Z.
+ETERNITY_START_MS = -(2**62)
 
 
 def _instant(text: str, end: bool, field: str) -> datetime:
@@ -1684,7 +1693,9 @@ def _groupby(q: _Query) -> Plan:
     }
     posts = compile_post_aggregators(q.body.get("postAggregations"), known)
     if gran.kind == "all":  # Druid stamps every row with the first interval's start
-        bucket, span = f"CAST({_ms(q.intervals[0].start)} AS BIGINT)", ""
+        start = q.intervals[0].start
+        stamp = ETERNITY_START_MS if start == MIN_TS else _ms(start)
+        bucket, span = f"CAST({stamp} AS BIGINT)", ""
     else:
         bucket, span = _grouped_bucket(q, gran)
     items = [(n, s) for n, s, _ in dims] + [(a.name, a.sql) for a in aggs]

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from metastore.druid.native import Plan
+from metastore.druid.native import ETERNITY_START_MS, Plan
 
 __all__ = ["shape", "druid_timestamp"]
 
@@ -25,6 +25,8 @@ def druid_timestamp(ms: int | None, zone=None) -> str | None:
     """Epoch millis as Druid writes a timestamp: `2013-08-31T01:02:33.000Z`."""
     if ms is None:
         return None
+    if ms == ETERNITY_START_MS:  # the start of Druid's eternity, as Joda writes it
+        return "-146136543-09-08T08:23:32.096Z"
     t = _EPOCH + timedelta(milliseconds=int(ms))
     if zone is not None:
         t = t.astimezone(zone)
