@@ -20,9 +20,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
 
 from console.druid import DruidView
-from metastore import query
+from metastore import query, selectors
 from metastore.druid import native
 from metastore.druid.native_results import shape
+from metastore.intervals import MAX_TS, MIN_TS, Interval
 
 _INVALID = ("Unknown exception", "java.lang.IllegalArgumentException")
 _UNSUPPORTED = ("Unsupported operation", "java.lang.UnsupportedOperationException")
@@ -54,6 +55,16 @@ def _schema(datasource: str) -> dict[str, str] | None:
     return native.column_kinds(result.columns, result.types)
 
 
+def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval]]]:
+    """The visible segments with data: (id, interval, the pieces of it that show)."""
+    pieces: dict[str, tuple[Interval, list[Interval]]] = {}
+    timeline = selectors.timeline_for(datasource=datasource)
+    for piece, ref in timeline.lookup(Interval(MIN_TS, MAX_TS)):
+        if not ref.tombstone:
+            pieces.setdefault(ref.id, (ref.interval, []))[1].append(piece)
+    return [(seg_id, interval, ivs) for seg_id, (interval, ivs) in pieces.items()]
+
+
 class NativeQueryView(DruidView):
     """POST /druid/v2: a native query -> its results, as Druid returns them."""
 
@@ -71,11 +82,12 @@ class NativeQueryView(DruidView):
 
     @extend_schema(exclude=True)  # Druid's own query language, documented by Druid
     def post(self, request):
-        _kind, datasource = native.query_datasource(request.data)
+        kind, datasource = native.query_datasource(request.data)
         schema = _schema(datasource)
         if schema is None:  # Druid answers a query of an unknown dataSource with no rows
             return HttpResponse("[]", content_type="application/json")
-        plan = native.compile_query(request.data, schema)
+        segments = _segments(datasource) if kind == "segmentMetadata" else None
+        plan = native.compile_query(request.data, schema, segments=segments)
         result = _run(plan.sql, plan.timeout_ms)
         # json.dumps writes NaN and Infinity as Druid's Jackson does.
         return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")

@@ -595,7 +595,7 @@ def test_time_boundary_doc_example_and_bound(wiki, api_client):
         ),
         ({"granularity": "fortnight"}, "Unknown exception", "granularity"),
         ({"intervals": ["yesterday"]}, "Unknown exception", "intervals[0]"),
-        ({"queryType": "segmentMetadata"}, "Unsupported operation", "queryType"),
+        ({"queryType": "select"}, "Unsupported operation", "queryType"),
         ({"bySegment": True}, "Unsupported operation", "bySegment"),
         (
             {"aggregations": [{"type": "longSum", "name": "s"}]},
@@ -858,3 +858,69 @@ def test_the_native_dialect_is_pure():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_segment_metadata_merged_describes_the_columns(wiki, api_client):
+    body = {
+        "queryType": "segmentMetadata",
+        "dataSource": "wiki",
+        "merge": True,
+        "intervals": INTERVAL,
+    }
+    [result] = native(api_client, body)
+
+    [[rows, pages, low, high]] = sql(
+        "SELECT count(*), count(DISTINCT page), min(page), max(page) FROM wiki"
+    )
+    assert result["id"] == "merged"
+    assert result["intervals"] == [
+        "2024-01-01T00:00:00.000Z/2024-01-02T00:00:00.000Z",
+        "2024-01-03T00:00:00.000Z/2024-01-04T00:00:00.000Z",
+    ]
+    assert result["numRows"] == rows
+    assert list(result["columns"]) == ["__time", "added", "count", "delta", "page", "user"]
+    assert result["columns"]["page"] == {
+        "typeSignature": "STRING",
+        "type": "STRING",
+        "hasMultipleValues": False,
+        "hasNulls": False,
+        "size": 0,
+        "cardinality": pages,
+        "minValue": low,
+        "maxValue": high,
+        "errorMessage": None,
+    }
+    assert result["columns"]["user"]["hasNulls"] is True
+    assert result["columns"]["delta"]["type"] == "DOUBLE"
+    assert result["columns"]["__time"]["cardinality"] is None
+
+
+def test_segment_metadata_per_segment_where_partitions_share_a_chunk_is_refused(wiki, api_client):
+    body = {"queryType": "segmentMetadata", "dataSource": "wiki", "intervals": INTERVAL}
+    result = native(api_client, body, status=400)
+    assert result["error"] == "Unsupported operation"
+    assert result["errorMessage"].startswith("merge:")
+
+    only_day3 = {
+        **body,
+        "intervals": ["2024-01-03/2024-01-04"],
+        "toInclude": {"type": "list", "columns": ["page"]},
+        "analysisTypes": [],
+    }
+    [segment] = native(api_client, only_day3)
+    assert segment["id"].startswith("wiki_2024-01-03T00:00:00.000Z_2024-01-04T00:00:00.000Z_")
+    assert segment["intervals"] is None
+    assert segment["numRows"] == 2
+    assert segment["columns"] == {
+        "page": {
+            "typeSignature": "STRING",
+            "type": "STRING",
+            "hasMultipleValues": False,
+            "hasNulls": False,
+            "size": 0,
+            "cardinality": None,
+            "minValue": None,
+            "maxValue": None,
+            "errorMessage": None,
+        }
+    }

@@ -44,8 +44,9 @@ QUERY_TYPES = (
     "timeBoundary",
     "search",
     "dataSourceMetadata",
+    "segmentMetadata",
 )
-_REFUSED_TYPES = ("segmentMetadata", "select", "windowOperator")
+_REFUSED_TYPES = ("select", "windowOperator")
 
 
 class NativeQueryError(ValueError):
@@ -1374,6 +1375,17 @@ _ALLOWED = {
     "timeBoundary": _COMMON | {"bound"},
     "search": _COMMON | {"granularity", "searchDimensions", "query", "sort", "limit"},
     "dataSourceMetadata": {"queryType", "dataSource", "context"},
+    "segmentMetadata": {
+        "queryType",
+        "dataSource",
+        "intervals",
+        "toInclude",
+        "merge",
+        "analysisTypes",
+        "lenientAggregatorMerge",
+        "aggregatorMergeStrategy",
+        "context",
+    },
 }
 
 
@@ -1421,7 +1433,7 @@ def _parse_common(body: dict, schema: dict[str, str]) -> _Query:
     cols = _Columns(schema, _virtual_columns(body.get("virtualColumns")))
     for name in cols.virtual:
         cols.get(name)  # validate every virtual column, used or not
-    optional = kind in ("timeBoundary", "dataSourceMetadata")
+    optional = kind in ("timeBoundary", "dataSourceMetadata", "segmentMetadata")
     intervals = parse_intervals(body.get("intervals"), required=not optional)
     where = "true"
     if body.get("filter") is not None:
@@ -1846,6 +1858,91 @@ def _datasource_metadata(q: _Query) -> Plan:
     return Plan("dataSourceMetadata", q.datasource, sql, (("maxIngestedEventTime", "long"),))
 
 
+_ANALYSES = ("cardinality", "interval", "minmax")
+_TYPE_NAMES = {"long": "LONG", "double": "DOUBLE", "float": "FLOAT", "string": "STRING"}
+
+
+def _included_columns(q: _Query) -> list[str]:
+    spec = _obj(q.body.get("toInclude") or {"type": "all"}, "toInclude")
+    kind = spec.get("type")
+    names = ["__time"] + [n for n in q.cols.schema if n != "__time"]
+    if kind == "all":
+        return names
+    if kind == "none":
+        return []
+    if kind == "list":
+        wanted = _list(spec.get("columns"), "toInclude.columns")
+        return [n for n in names if n in wanted]
+    raise NativeQueryError("toInclude.type", "must be all, none or list")
+
+
+def _shared_pieces(segments) -> bool:
+    pieces = sorted(iv for _, _, ivs in segments for iv in ivs)
+    return any(a.end > b.start for a, b in zip(pieces, pieces[1:], strict=False))
+
+
+def _segment_metadata(q: _Query, segments: list[tuple[str, Interval, list[Interval]]]) -> Plan:
+    """Per visible segment (or merged): row count and, per column, its type, nulls,
+    and for strings the number of distinct values and the smallest and largest."""
+    analyses = _list(q.body.get("analysisTypes", list(_ANALYSES)), "analysisTypes")
+    for i, a in enumerate(analyses):
+        if a not in _ANALYSES:
+            raise _unsupported(f"analysisTypes[{i}]", f"{a!r} (supported: {', '.join(_ANALYSES)})")
+    merge = _bool(q.body.get("merge"), "merge")
+    overlapping = [s for s in segments if any(s[1].overlaps(iv) for iv in q.intervals)]
+    pieces = [iv for _, _, ivs in overlapping for iv in ivs]
+    if not pieces:
+        return Plan(
+            "segmentMetadata",
+            q.datasource,
+            "SELECT 1 WHERE false",
+            (),
+            None,
+            {"segments": [], "merge": merge, "analyses": analyses, "columns": []},
+        )
+    if not merge and _shared_pieces(overlapping):
+        raise _unsupported(
+            "merge",
+            "per-segment results where a time chunk holds several partitions (their rows "
+            'share the time range, and are read as one table here); use "merge": true',
+        )
+    tag = (
+        "0"
+        if merge
+        else "CASE "
+        + " ".join(
+            f"WHEN {_intervals_sql(ivs)} THEN {i}" for i, (_, _, ivs) in enumerate(overlapping)
+        )
+        + " END"
+    )
+    stats, columns = [], []
+    for name in _included_columns(q):
+        col = Col("__time", "time") if name == "__time" else q.cols.get(name)
+        columns.append((name, col.kind))
+        stats.append(f"bool_or({_q(name)} IS NULL)")
+        if col.kind == "string":
+            stats += [f"COUNT(DISTINCT {col.sql})", f"min({col.sql})", f"max({col.sql})"]
+    sql = (
+        f"WITH __base AS (SELECT * FROM {_q(q.datasource)} WHERE {_intervals_sql(pieces)}), "
+        f"__tagged AS (SELECT {tag} AS __segment, * FROM __base) "
+        f"SELECT __segment, COUNT(*) AS __rows{''.join(', ' + x for x in stats)} "
+        f"FROM __tagged GROUP BY 1 ORDER BY 1"
+    )
+    return Plan(
+        "segmentMetadata",
+        q.datasource,
+        sql,
+        (),
+        None,
+        {
+            "segments": [(seg_id, interval) for seg_id, interval, _ in overlapping],
+            "merge": merge,
+            "analyses": analyses,
+            "columns": columns,
+        },
+    )
+
+
 _COMPILERS = {
     "timeseries": _timeseries,
     "topN": _topn,
@@ -1865,24 +1962,28 @@ def query_datasource(body) -> tuple[str, str]:
         raise _unsupported(
             "queryType", f"{kind} queries are not supported; supported: " + ", ".join(QUERY_TYPES)
         )
-    if kind not in _COMPILERS:
+    if kind not in QUERY_TYPES:
         raise NativeQueryError(
             "queryType", f"unknown query type {kind!r}; one of " + ", ".join(QUERY_TYPES)
         )
     return kind, _datasource(body.get("dataSource"))
 
 
-def compile_query(body, schema: dict[str, str], dialect: str = "duckdb") -> Plan:
+def compile_query(body, schema: dict[str, str], dialect: str = "duckdb", segments=None) -> Plan:
     """A native query (parsed JSON) as a Plan over a table with columns `schema`
     (name -> kind, see `column_kinds`), in DuckDB's or Spark's SQL (`dialect`).
-    Raises NativeQueryError."""
+    A segmentMetadata query also needs the visible `segments`: (id, interval,
+    visible pieces). Raises NativeQueryError."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {DIALECTS}")
     query_datasource(body)
     token = _DIALECT.set(dialect)
     try:
         q = _parse_common(body, schema)
-        plan = _COMPILERS[body["queryType"]](q)
+        if body["queryType"] == "segmentMetadata":
+            plan = _segment_metadata(q, list(segments or []))
+        else:
+            plan = _COMPILERS[body["queryType"]](q)
     except RecursionError:
         raise NativeQueryError("(body)", "the query is nested too deeply") from None
     finally:

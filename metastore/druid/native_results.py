@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from metastore.druid.native import ETERNITY_START_MS, Plan
+from metastore.intervals import format_ts
 
 __all__ = ["shape", "druid_timestamp"]
 
@@ -135,6 +136,72 @@ def _datasource_metadata(plan: Plan, rows: list[list]) -> list:
     return [{"timestamp": stamp, "result": {"maxIngestedEventTime": stamp}}]
 
 
+_TYPES = {"time": "LONG", "long": "LONG", "double": "DOUBLE", "float": "FLOAT", "string": "STRING"}
+
+
+def _column_analyses(plan: Plan, row: list) -> dict:
+    analyses = plan.options["analyses"]
+    out, i = {}, 2
+    for name, kind in plan.options["columns"]:
+        has_nulls = bool(row[i])
+        i += 1
+        cardinality = low = high = None
+        if kind == "string":
+            cardinality, low, high = row[i : i + 3]
+            i += 3
+        type_name = _TYPES.get(kind, "COMPLEX")
+        out[name] = {
+            "typeSignature": type_name,
+            "type": type_name,
+            "hasMultipleValues": False,
+            "hasNulls": has_nulls,
+            "size": 0,
+            "cardinality": int(cardinality)
+            if "cardinality" in analyses and kind == "string"
+            else None,
+            "minValue": low if "minmax" in analyses else None,
+            "maxValue": high if "minmax" in analyses else None,
+            "errorMessage": None,
+        }
+    return dict(sorted(out.items()))
+
+
+def _condensed(intervals: list) -> list[str]:
+    out: list = []
+    for iv in sorted(intervals):
+        if out and iv.start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], iv.end)
+        else:
+            out.append([iv.start, iv.end])
+    return [f"{format_ts(a)}/{format_ts(b)}" for a, b in out]
+
+
+def _segment_metadata(plan: Plan, rows: list[list]) -> list:
+    segments = plan.options["segments"]
+    with_intervals = "interval" in plan.options["analyses"]
+    out = []
+    for row in rows:
+        if plan.options["merge"]:
+            seg_id, intervals = "merged", [iv for _, iv in segments]
+        else:
+            seg_id, interval = segments[row[0]]
+            intervals = [interval]
+        out.append(
+            {
+                "id": seg_id,
+                "intervals": _condensed(intervals) if with_intervals else None,
+                "columns": _column_analyses(plan, row),
+                "size": 0,
+                "numRows": int(row[1]),
+                "aggregators": None,
+                "timestampSpec": None,
+                "queryGranularity": None,
+                "rollup": None,
+            }
+        )
+    return out
+
+
 _SHAPES = {
     "timeseries": _timeseries,
     "topN": _topn,
@@ -143,6 +210,7 @@ _SHAPES = {
     "timeBoundary": _time_boundary,
     "search": _topn,  # the same nesting: per bucket, a list of hits
     "dataSourceMetadata": _datasource_metadata,
+    "segmentMetadata": _segment_metadata,
 }
 
 
