@@ -924,3 +924,68 @@ def test_segment_metadata_per_segment_where_partitions_share_a_chunk_is_refused(
             "errorMessage": None,
         }
     }
+
+
+def test_mangled_queries_are_refused_by_name_never_crash():
+    """Valid queries with fields replaced by JSON of the wrong shape: the dialect
+    refuses them (NativeQueryError, a 400) or compiles them, and raises nothing else."""
+    import contextlib
+    import copy
+    import random
+
+    from metastore.druid import native
+
+    schema = {
+        "__time": "time",
+        "page": "string",
+        "user": "string",
+        "added": "long",
+        "delta": "double",
+        "count": "long",
+        "first": "pair",
+        "sketch": "sketch",
+    }
+    junk = [
+        None,
+        True,
+        0,
+        -1,
+        1.5,
+        10**30,
+        "",
+        "x",
+        "day",
+        "P1D",
+        "__time",
+        [],
+        {},
+        [1, "a"],
+        {"type": "x"},
+        {"type": []},
+        "2024-01-01/2024-01-02",
+        {"type": "count", "name": "c"},
+    ]
+    bases = [
+        GROUP_BY,
+        *ON_BOTH_ENGINES,
+        *(
+            {"queryType": "scan", "dataSource": "wiki", "intervals": INTERVAL, "filter": f}
+            for f, _ in FILTERS
+        ),
+    ]
+    rng = random.Random(26)
+
+    def mangle(obj):
+        if isinstance(obj, dict | list) and obj:
+            key = rng.choice(list(obj) if isinstance(obj, dict) else range(len(obj)))
+            if rng.random() < 0.35:
+                obj[key] = rng.choice(junk)
+            else:
+                mangle(obj[key])
+
+    for _ in range(3000):
+        body = copy.deepcopy(rng.choice(bases))
+        mangle(body)
+        for dialect in native.DIALECTS:
+            with contextlib.suppress(native.NativeQueryError):
+                native.compile_query(body, schema, dialect=dialect)

@@ -170,6 +170,14 @@ def _int(value, field: str, *, minimum: int = 0) -> int:
     return value
 
 
+def _type_of(spec: dict, field: str) -> str | None:
+    """A spec's `type`, which must be a string when given."""
+    kind = spec.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise NativeQueryError(f"{field}.type", "must be a string")
+    return kind
+
+
 def _only(spec: dict, field: str, allowed: set[str]) -> None:
     """Refuse fields this implementation would otherwise silently ignore."""
     for key in spec:
@@ -758,7 +766,7 @@ def parse_granularity(spec, field: str = "granularity") -> Granularity:
             )
         return _period_granularity(_SIMPLE[name], None, None, field)
     spec = _obj(spec, field)
-    kind = spec.get("type")
+    kind = _type_of(spec, field)
     if kind in ("all", "none"):
         return Granularity(kind)
     if kind == "period":
@@ -925,7 +933,10 @@ def _ordering(spec: dict, field: str) -> str:
     ordering = spec.get("ordering", "lexicographic")
     if isinstance(ordering, dict):
         ordering = ordering.get("type")
-    ordering = (ordering or "lexicographic").lower()
+    ordering = ordering or "lexicographic"
+    if not isinstance(ordering, str):
+        raise NativeQueryError(f"{field}.ordering", "must be an ordering name")
+    ordering = ordering.lower()
     if ordering not in ("lexicographic", "numeric", "strlen"):
         raise _unsupported(f"{field}.ordering", f"{ordering!r} (lexicographic, numeric, strlen)")
     return ordering
@@ -1005,7 +1016,7 @@ def _search(spec, field, cols):
 
 
 def _search_match(text: str, query: dict, field: str) -> str:
-    kind = query.get("type")
+    kind = _type_of(query, field)
     sensitive = kind != "insensitive_contains" and _bool(
         query.get("caseSensitive"), f"{field}.caseSensitive"
     )
@@ -1087,7 +1098,7 @@ _FILTERS = {
 def compile_filter(spec, cols: _Columns, field: str = "filter") -> str:
     """A Druid filter as a SQL condition (SQL's three-valued logic, as Druid's default)."""
     spec = _obj(spec, field)
-    kind = spec.get("type")
+    kind = _type_of(spec, field)
     if kind not in _FILTERS:
         raise _unsupported(
             f"{field}.type", f"filter type {kind!r}; supported: {', '.join(_FILTERS)}"
@@ -1217,7 +1228,7 @@ def _cardinality(spec, field, cols, cond) -> Agg:
 
 def compile_aggregator(spec, field: str, cols: _Columns, cond: str | None = None) -> Agg:
     spec = _obj(spec, field)
-    kind = spec.get("type")
+    kind = _type_of(spec, field)
     if kind == "filtered":
         inner = _obj(spec.get("aggregator"), f"{field}.aggregator")
         where = compile_filter(spec.get("filter"), cols, f"{field}.filter")
@@ -1266,7 +1277,7 @@ _ARITH = {"+", "-", "*", "/", "quotient", "pow"}
 
 def _post_value(spec, field: str, out: _Outputs) -> Col:
     spec = _obj(spec, field)
-    kind = spec.get("type")
+    kind = _type_of(spec, field)
     if kind in ("fieldAccess", "finalizingFieldAccess"):
         return out.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
     if kind == "constant":
@@ -1300,7 +1311,7 @@ def _post_value(spec, field: str, out: _Outputs) -> Col:
 
 def _arithmetic(spec: dict, field: str, out: _Outputs) -> Col:
     fn = spec.get("fn")
-    if fn not in _ARITH:
+    if not isinstance(fn, str) or fn not in _ARITH:
         raise NativeQueryError(f"{field}.fn", f"must be one of {', '.join(sorted(_ARITH))}")
     ordering = spec.get("ordering")
     if ordering not in (None, "numericFirst"):
@@ -1553,7 +1564,7 @@ def _metric_order(spec, names: dict[str, str], dim: str, field: str = "metric"):
     if isinstance(spec, str):
         spec = {"type": "numeric", "metric": spec}
     spec = _obj(spec, field)
-    kind = spec.get("type")
+    kind = _type_of(spec, field)
     if kind == "inverted":
         order, where = _metric_order(spec.get("metric"), names, dim, f"{field}.metric")
         flipped = {"ASC NULLS FIRST": "DESC NULLS LAST", "DESC NULLS LAST": "ASC NULLS FIRST"}
@@ -1610,7 +1621,7 @@ def _topn(q: _Query) -> Plan:
 
 def _having(spec, field: str, row: _Outputs) -> str:
     spec = _obj(spec, field)
-    kind = spec.get("type")
+    kind = _type_of(spec, field)
     if kind in ("and", "or"):
         specs = _list(spec.get("havingSpecs"), f"{field}.havingSpecs")
         word = " AND " if kind == "and" else " OR "
@@ -1864,7 +1875,7 @@ _TYPE_NAMES = {"long": "LONG", "double": "DOUBLE", "float": "FLOAT", "string": "
 
 def _included_columns(q: _Query) -> list[str]:
     spec = _obj(q.body.get("toInclude") or {"type": "all"}, "toInclude")
-    kind = spec.get("type")
+    kind = _type_of(spec, field)
     names = ["__time"] + [n for n in q.cols.schema if n != "__time"]
     if kind == "all":
         return names
