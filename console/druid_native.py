@@ -6,7 +6,8 @@ the dataSource's visible rows, run by the relational layer SQL uses
 (`metastore.druid.native_results`). Authenticated as the other Druid endpoints
 (session, token or HTTP Basic); a viewer may query. Errors come in Druid's
 query error shape, `{"error", "errorMessage", "errorClass", "host"}`, with the
-field at fault named in `errorMessage`.
+field at fault named in `errorMessage`; HTTP 400, or the SQL layer's own status
+(a timeout is a 504).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 from django.http import HttpResponse
 from django.urls import re_path
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, status
+from rest_framework import exceptions
 
 from console.druid import DruidView
 from metastore import query, selectors
@@ -30,12 +31,21 @@ _UNSUPPORTED = ("Unsupported operation", "java.lang.UnsupportedOperationExceptio
 _TOO_LARGE = ("Resource limit exceeded", "org.apache.druid.query.ResourceLimitExceededException")
 
 
-def _druid_error(kind: tuple[str, str], message: str) -> HttpResponse:
+def _druid_error(kind: tuple[str, str], message: str, http_status: int = 400) -> HttpResponse:
     error, error_class = kind
     body = {"error": error, "errorMessage": message, "errorClass": error_class, "host": None}
-    return HttpResponse(
-        json.dumps(body), status=status.HTTP_400_BAD_REQUEST, content_type="application/json"
-    )
+    return HttpResponse(json.dumps(body), status=http_status, content_type="application/json")
+
+
+def _query_error(exc: query.QueryError) -> HttpResponse:
+    """The SQL layer's refusal in Druid's shape: its own Druid error (a timeout, a
+    result too large, no free query slot) where it names one."""
+    druid_error = getattr(exc, "druid_error", None)
+    if druid_error is not None:
+        kind = (druid_error, getattr(exc, "error_class", _INVALID[1]))
+        return _druid_error(kind, exc.message, getattr(exc, "http_status", 400))
+    too_large = "rows" in exc.message and "more than" in exc.message
+    return _druid_error(_TOO_LARGE if too_large else _INVALID, exc.message)
 
 
 def _run(sql: str, timeout_ms: int | None) -> query.QueryResult:
@@ -76,8 +86,7 @@ class NativeQueryView(DruidView):
         if isinstance(exc, native.NativeQueryError):
             return _druid_error(_UNSUPPORTED if exc.unsupported else _INVALID, str(exc))
         if isinstance(exc, query.QueryError):
-            too_large = "rows" in exc.message and "more than" in exc.message
-            return _druid_error(_TOO_LARGE if too_large else _INVALID, exc.message)
+            return _query_error(exc)
         return super().handle_exception(exc)
 
     @extend_schema(exclude=True)  # Druid's own query language, documented by Druid

@@ -989,3 +989,17 @@ def test_mangled_queries_are_refused_by_name_never_crash():
         for dialect in native.DIALECTS:
             with contextlib.suppress(native.NativeQueryError):
                 native.compile_query(body, schema, dialect=dialect)
+
+
+def test_a_result_over_the_size_limit_is_druids_resource_limit_error(wiki, api_client):
+    # Every second from the first row to the last, filled: more rows than a query may return.
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "second",
+        "intervals": INTERVAL,
+        "aggregations": [{"type": "count", "name": "rows"}],
+    }
+    result = native(api_client, body, status=400)
+    assert result["error"] == "Resource limit exceeded"
+    assert result["errorClass"] == "org.apache.druid.query.ResourceLimitExceededException"
