@@ -638,13 +638,23 @@ def test_a_body_that_is_not_json_and_an_unknown_datasource(wiki, api_client):
     assert native(api_client, body) == []
 
 
-def test_native_queries_need_authentication(wiki, client):
-    response = client.post(
-        "/druid/v2",
-        {"queryType": "timeBoundary", "dataSource": "wiki"},
-        content_type="application/json",
-    )
+def test_native_queries_need_authentication_and_a_viewer_may_query(wiki, client, django_user_model):
+    from django.contrib.auth.models import Group
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    body = {"queryType": "timeBoundary", "dataSource": "wiki"}
+    response = client.post("/druid/v2", body, content_type="application/json")
     assert response.status_code in (401, 403)
+
+    for role, allowed in (("viewer", True), (None, False)):
+        reader = django_user_model.objects.create_user(f"reader-{role}", password="pw-123456789")
+        if role:
+            reader.groups.add(Group.objects.get(name=role))
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
+        response = api.post("/druid/v2", body, format="json")
+        assert response.status_code == (200 if allowed else 403), response.content
 
 
 # --- the real client -----------------------------------------------------------------------
