@@ -1,0 +1,105 @@
+"""Druid's native query endpoint, `POST /druid/v2`: a thin edge.
+
+The body is compiled by the Druid dialect (`metastore.druid.native`) into SQL over
+the dataSource's visible rows, run by the relational layer SQL uses
+(`metastore.query.run_query`), and the rows are put in Druid's result shapes
+(`metastore.druid.native_results`). Authenticated as the other Druid endpoints
+(session, token or HTTP Basic); a viewer may query. Errors come in Druid's
+query error shape, `{"error", "errorMessage", "errorClass", "host"}`, with the
+field at fault named in `errorMessage`; HTTP 400, or the SQL layer's own status
+(a timeout is a 504).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+from django.http import HttpResponse
+from django.urls import re_path
+from drf_spectacular.utils import extend_schema
+from rest_framework import exceptions
+
+from console.druid import DruidView
+from metastore import query, selectors
+from metastore.druid import native
+from metastore.druid.native_results import shape
+from metastore.intervals import MAX_TS, MIN_TS, Interval
+
+_INVALID = ("Unknown exception", "java.lang.IllegalArgumentException")
+_UNSUPPORTED = ("Unsupported operation", "java.lang.UnsupportedOperationException")
+_TOO_LARGE = ("Resource limit exceeded", "org.apache.druid.query.ResourceLimitExceededException")
+
+
+def _druid_error(kind: tuple[str, str], message: str, http_status: int = 400) -> HttpResponse:
+    error, error_class = kind
+    body = {"error": error, "errorMessage": message, "errorClass": error_class, "host": None}
+    return HttpResponse(json.dumps(body), status=http_status, content_type="application/json")
+
+
+def _query_error(exc: query.QueryError) -> HttpResponse:
+    """The SQL layer's refusal in Druid's shape: its own Druid error (a timeout, a
+    result too large, no free query slot) where it names one."""
+    druid_error = getattr(exc, "druid_error", None)
+    if druid_error is not None:
+        kind = (druid_error, getattr(exc, "error_class", _INVALID[1]))
+        return _druid_error(kind, exc.message, getattr(exc, "http_status", 400))
+    too_large = "rows" in exc.message and "more than" in exc.message
+    return _druid_error(_TOO_LARGE if too_large else _INVALID, exc.message)
+
+
+def _run(sql: str, timeout_ms: int | None) -> query.QueryResult:
+    # The SQL layer's own time limit applies; context.timeout is passed on where the
+    # layer takes one.
+    if timeout_ms is not None and "timeout_ms" in inspect.signature(query.run_query).parameters:
+        return query.run_query(sql=sql, timeout_ms=timeout_ms)
+    return query.run_query(sql=sql)
+
+
+def _schema(datasource: str) -> dict[str, str] | None:
+    """The dataSource's columns (name -> kind), or None if there is no such table."""
+    probe = f"SELECT * FROM {native._q(datasource)} LIMIT 0"
+    if query.prepare(probe)[1] != [datasource]:
+        return None
+    result = query.run_query(sql=probe)
+    return native.column_kinds(result.columns, result.types)
+
+
+def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval]]]:
+    """The visible segments with data: (id, interval, the pieces of it that show)."""
+    pieces: dict[str, tuple[Interval, list[Interval]]] = {}
+    timeline = selectors.timeline_for(datasource=datasource)
+    for piece, ref in timeline.lookup(Interval(MIN_TS, MAX_TS)):
+        if not ref.tombstone:
+            pieces.setdefault(ref.id, (ref.interval, []))[1].append(piece)
+    return [(seg_id, interval, ivs) for seg_id, (interval, ivs) in pieces.items()]
+
+
+class NativeQueryView(DruidView):
+    """POST /druid/v2: a native query -> its results, as Druid returns them."""
+
+    strata_role = "viewer"  # a read, sent as POST
+
+    def handle_exception(self, exc):
+        if isinstance(exc, exceptions.ParseError):
+            return _druid_error(_INVALID, f"the body is not JSON: {exc.detail}")
+        if isinstance(exc, native.NativeQueryError):
+            return _druid_error(_UNSUPPORTED if exc.unsupported else _INVALID, str(exc))
+        if isinstance(exc, query.QueryError):
+            return _query_error(exc)
+        return super().handle_exception(exc)
+
+    @extend_schema(exclude=True)  # Druid's own query language, documented by Druid
+    def post(self, request):
+        kind, datasource = native.query_datasource(request.data)
+        schema = _schema(datasource)
+        if schema is None:  # Druid answers a query of an unknown dataSource with no rows
+            return HttpResponse("[]", content_type="application/json")
+        segments = _segments(datasource) if kind == "segmentMetadata" else None
+        plan = native.compile_query(request.data, schema, segments=segments)
+        result = _run(plan.sql, plan.timeout_ms)
+        # json.dumps writes NaN and Infinity as Druid's Jackson does.
+        return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")
+
+
+urlpatterns = [re_path(r"^druid/v2/?$", NativeQueryView.as_view(), name="druid-native")]

@@ -1,0 +1,2010 @@
+"""Druid's native queries (`POST /druid/v2`) compiled to SQL over the visible rows.
+
+`compile_query(body, schema)` validates a native query (timeseries, topN,
+groupBy, scan, timeBoundary) and returns a `Plan`: one SQL query over the
+dataSource's table of the relational layer (`metastore.query`, where each
+dataSource is a table of exactly its visible rows) and what
+`metastore.druid.native_results` needs to put the rows into Druid's JSON
+result shapes. Pure: the caller passes the table's column types (`schema`) and
+runs the SQL.
+
+Semantics follow Druid's documentation in SQL-compatible null mode (Druid's
+default): an aggregate over no rows is null except `count` (0); `__time` is a
+long of epoch milliseconds to filters and expressions; dimensions come out as
+strings unless an `outputType` says otherwise. Anything not implemented is
+refused with a `NativeQueryError` naming the field, never run differently.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from metastore.druid_expr import ExpressionError, _Node, _Parser
+from metastore.intervals import MAX_TS, MIN_TS, Interval, parse_ts
+
+__all__ = [
+    "ETERNITY_START_MS",
+    "NativeQueryError",
+    "Plan",
+    "compile_query",
+    "column_kinds",
+    "QUERY_TYPES",
+]
+
+QUERY_TYPES = (
+    "timeseries",
+    "topN",
+    "groupBy",
+    "scan",
+    "timeBoundary",
+    "search",
+    "dataSourceMetadata",
+    "segmentMetadata",
+)
+_REFUSED_TYPES = ("select", "windowOperator")
+
+
+class NativeQueryError(ValueError):
+    """A native query Strata refuses: `unsupported` (valid Druid, not implemented
+    here) or invalid; `field` is the JSON path of the culprit."""
+
+    def __init__(self, field: str, message: str, *, unsupported: bool = False) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.unsupported = unsupported
+
+
+def _unsupported(field: str, message: str) -> NativeQueryError:
+    return NativeQueryError(field, message, unsupported=True)
+
+
+# The SQL dialect being emitted: DuckDB (the API's engine) or Spark SQL (the engine
+# that scales out, `workers.query.spark_query`); set by `compile_query`.
+_DIALECT: ContextVar[str] = ContextVar("native_sql_dialect", default="duckdb")
+DIALECTS = ("duckdb", "spark")
+
+
+def _spark() -> bool:
+    return _DIALECT.get() == "spark"
+
+
+def _q(name: str) -> str:
+    if _spark():
+        return "`" + name.replace("`", "``") + "`"
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _lit(text: str) -> str:
+    if _spark():  # Spark reads backslash escapes in string literals
+        return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def _epoch_ms(ts: str) -> str:
+    return f"unix_millis({ts})" if _spark() else f"epoch_ms({ts})"
+
+
+def _text() -> str:
+    return "STRING" if _spark() else "VARCHAR"
+
+
+def _value_of(pair: str) -> str:
+    """The value of a stored (time, value) first/last pair."""
+    return f"({pair}).value" if _spark() else f"struct_extract({pair}, 'value')"
+
+
+def _int_div(a: str, b: str) -> str:
+    return f"div({a}, NULLIF({b}, 0))" if _spark() else f"({a} // NULLIF({b}, 0))"
+
+
+def _divide(a: str, b: str) -> str:
+    """Double division as Java does it: by zero, +-Infinity or NaN (DuckDB already
+    does; Spark's ANSI mode would fail)."""
+    if not _spark():
+        return f"({a} / {b})"
+    by_zero = (
+        f"CASE WHEN {a} > 0 THEN CAST('Infinity' AS DOUBLE) WHEN {a} < 0 "
+        f"THEN CAST('-Infinity' AS DOUBLE) WHEN {a} = 0 THEN CAST('NaN' AS DOUBLE) END"
+    )
+    return f"(CASE WHEN {b} = 0 THEN {by_zero} ELSE try_divide({a}, {b}) END)"
+
+
+def _matches(text: str, pattern: str) -> str:
+    return f"regexp({text}, {pattern})" if _spark() else f"regexp_matches({text}, {pattern})"
+
+
+def _truncated_long(x: str) -> str:
+    return f"TRY_CAST({x} AS BIGINT)" if _spark() else f"TRY_CAST(trunc({x}) AS BIGINT)"
+
+
+def _micros_ts(micros: str) -> str:
+    return f"timestamp_micros({micros})" if _spark() else f"make_timestamp({micros})"
+
+
+def _ts_lit(ts: datetime) -> str:
+    d = ts.astimezone(UTC)
+    return f"TIMESTAMP '{d.year:04d}-{d.month:02d}-{d.day:02d} {d.strftime('%H:%M:%S.%f')}'"
+
+
+def _ms(ts: datetime) -> int:
+    return (ts - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+def _obj(value, field: str) -> dict:
+    if not isinstance(value, dict):
+        raise NativeQueryError(field, "must be a JSON object")
+    return value
+
+
+def _list(value, field: str) -> list:
+    if not isinstance(value, list):
+        raise NativeQueryError(field, "must be a JSON array")
+    return value
+
+
+def _str(value, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise NativeQueryError(field, "must be a non-empty string")
+    return value
+
+
+def _bool(value, field: str, default: bool = False) -> bool:
+    """Druid reads booleans leniently: true/false or the strings "true"/"false"."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise NativeQueryError(field, "must be true or false")
+
+
+def _int(value, field: str, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise NativeQueryError(field, f"must be an integer >= {minimum}")
+    return value
+
+
+def _type_of(spec: dict, field: str) -> str | None:
+    """A spec's `type`, which must be a string when given."""
+    kind = spec.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise NativeQueryError(f"{field}.type", "must be a string")
+    return kind
+
+
+def _only(spec: dict, field: str, allowed: set[str]) -> None:
+    """Refuse fields this implementation would otherwise silently ignore."""
+    for key in spec:
+        if key not in allowed:
+            raise _unsupported(f"{field}.{key}", "is not supported here")
+
+
+# --- the table's columns -----------------------------------------------------------------
+
+
+def column_kinds(names: list[str], arrow_types: list[str]) -> dict[str, str]:
+    """Column name -> kind (`long`, `double`, `float`, `string`, `time`, `pair`,
+    `sketch`, `other`) from the Arrow types of the table's columns."""
+    kinds = {}
+    for name, t in zip(names, arrow_types, strict=True):
+        if t.startswith("timestamp"):
+            kind = "time"
+        elif t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+            kind = "long"
+        elif t in ("double", "halffloat"):
+            kind = "double"
+        elif t == "float":
+            kind = "float"
+        elif t in ("string", "large_string", "string_view"):
+            kind = "string"
+        elif t.startswith("struct<time:") and "value:" in t:
+            kind = "pair"  # a first/last metric stored as Druid stores it, (time, value)
+        elif t in ("binary", "large_binary", "binary_view"):
+            kind = "sketch"
+        else:
+            kind = "other"
+        kinds[name] = kind
+    return kinds
+
+
+@dataclass(frozen=True)
+class Col:
+    sql: str
+    kind: str  # long | double | float | string | pair | sketch | other
+
+
+_NULL = Col("NULL", "string")
+
+
+class _Columns:
+    """Resolves column names the way Druid does: `__time` is a long of epoch
+    millis, virtual columns are expressions, a column the table lacks is null."""
+
+    def __init__(self, schema: dict[str, str], virtual: dict[str, tuple] | None = None) -> None:
+        self.schema = schema
+        self.virtual = virtual or {}
+        self._resolving: set[str] = set()
+
+    def get(self, name: str) -> Col:
+        if name in self.virtual:
+            if name in self._resolving:
+                raise NativeQueryError("virtualColumns", f"{name!r} refers to itself")
+            self._resolving.add(name)
+            try:
+                expr, out_type, path = self.virtual[name]
+                return _typed(_expression(expr, self, path), out_type)
+            finally:
+                self._resolving.discard(name)
+        if name == "__time":
+            return Col(_epoch_ms("__time"), "long")
+        kind = self.schema.get(name)
+        if kind is None:
+            return _NULL
+        return Col(_q(name), kind)
+
+
+def _typed(col: Col, out_type: str | None) -> Col:
+    if out_type is None:
+        return col
+    kind = {"LONG": "long", "DOUBLE": "double", "FLOAT": "float", "STRING": "string"}[out_type]
+    return Col(_cast(col, kind), kind)
+
+
+def _cast(col: Col, kind: str) -> str:
+    """`col` as a value of `kind`; text that is not a number becomes null."""
+    if col.kind == kind or col.sql == "NULL":
+        return col.sql
+    if kind == "string":
+        return f"CAST({col.sql} AS {_text()})"
+    target = "BIGINT" if kind == "long" else "DOUBLE"
+    if col.kind == "string":
+        return f"TRY_CAST(trim({col.sql}) AS {target})"
+    if col.kind == "pair":
+        return f"TRY_CAST({_value_of(col.sql)} AS {target})"
+    if kind == "long" and col.kind in ("double", "float"):
+        return _truncated_long(col.sql)  # Java's (long) truncates
+    if col.kind in ("sketch", "other"):
+        raise _unsupported("", f"a {col.kind} column cannot be read as a number")
+    return f"TRY_CAST({col.sql} AS {target})"
+
+
+def _num(col: Col) -> Col:
+    if col.kind in ("long", "double", "float"):
+        return col
+    return Col(_cast(col, "double"), "double")
+
+
+# --- Druid expressions, as DuckDB SQL ----------------------------------------------------
+
+_CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "=", "!=": "<>"}
+
+
+def _expression(text, cols: _Columns, field: str) -> Col:
+    """A Druid expression (math-expr) as a typed SQL expression over `cols`."""
+    if not isinstance(text, str) or not text.strip():
+        raise NativeQueryError(field, "must be a Druid expression string")
+    try:
+        node = _Parser(text).parse()
+    except ExpressionError as exc:
+        raise NativeQueryError(field, str(exc)) from None
+    return _Emit(cols, field).emit(node)
+
+
+def _truth(col: Col) -> str:
+    """Druid's truthiness: a non-zero number, or the string 'true'; null is false."""
+    if col.kind in ("long", "double", "float"):
+        return f"coalesce(({col.sql}) <> 0, false)"
+    return (
+        f"coalesce(lower(CAST({col.sql} AS {_text()})) = 'true' "
+        f"OR TRY_CAST(CAST({col.sql} AS {_text()}) AS DOUBLE) <> 0, false)"
+    )
+
+
+def _bool_long(cond: str) -> str:
+    return f"CAST({cond} AS BIGINT)"
+
+
+class _Emit:
+    def __init__(self, cols: _Columns, field: str) -> None:
+        self.cols = cols
+        self.field = field
+
+    def emit(self, node: _Node) -> Col:
+        kind = node.kind
+        if kind == "num":
+            integral = not re.search(r"[.eE]", node.value)
+            return Col(
+                f"CAST({node.value} AS {'BIGINT' if integral else 'DOUBLE'})",
+                "long" if integral else "double",
+            )
+        if kind == "str":
+            return Col(_lit(node.value), "string")
+        if kind == "null":
+            return Col("NULL", "string")
+        if kind == "col":
+            return self.cols.get(node.value)
+        if kind == "neg":
+            arg = _num(self.emit(node.args[0]))
+            return Col(f"(- {arg.sql})", arg.kind)
+        if kind == "not":
+            return Col(_bool_long(f"NOT {_truth(self.emit(node.args[0]))}"), "long")
+        if kind == "op":
+            return self.op(node.value, self.emit(node.args[0]), self.emit(node.args[1]))
+        return self.call(node)
+
+    def op(self, op: str, a: Col, b: Col) -> Col:
+        if op in ("&&", "||"):
+            word = "AND" if op == "&&" else "OR"
+            return Col(_bool_long(f"({_truth(a)} {word} {_truth(b)})"), "long")
+        if op in _CMP:
+            if "string" in (a.kind, b.kind) and a.sql != "NULL" and b.sql != "NULL":
+                left, right = _cast(a, "string"), _cast(b, "string")
+            else:
+                left, right = _num(a).sql, _num(b).sql
+            return Col(_bool_long(f"({left} {_CMP[op]} {right})"), "long")
+        if op == "+" and "string" in (a.kind, b.kind) and "NULL" not in (a.sql, b.sql):
+            return Col(f"({_cast(a, 'string')} || {_cast(b, 'string')})", "string")
+        a, b = _num(a), _num(b)
+        longs = a.kind == b.kind == "long"
+        if op == "^":
+            return Col(f"pow({a.sql}, {b.sql})", "double")
+        if op == "/":
+            if longs:  # long / long divides as integers in Druid
+                return Col(_int_div(a.sql, b.sql), "long")
+            return Col(_divide(f"CAST({a.sql} AS DOUBLE)", b.sql), "double")
+        if op == "%":
+            return Col(
+                f"({a.sql} % NULLIF({b.sql}, 0))" if longs else _double_mod(a.sql, b.sql),
+                "long" if longs else "double",
+            )
+        return Col(f"({a.sql} {op} {b.sql})", "long" if longs else "double")
+
+    def call(self, node: _Node) -> Col:
+        name = node.value
+        spec = _FUNCTIONS.get(name)
+        if spec is None:
+            raise _unsupported(
+                self.field,
+                f"function {name}() is not supported in native queries here; supported: "
+                + ", ".join(sorted(_FUNCTIONS)),
+            )
+        arity, build = spec
+        if arity is not None and len(node.args) not in arity:
+            raise NativeQueryError(self.field, f"{name}() takes {arity} arguments")
+        return build(self, [self.emit(a) for a in node.args], node.args)
+
+
+def _double_mod(a: str, b: str) -> str:
+    return f"try_mod({a}, {b})" if _spark() else f"fmod({a}, {b})"
+
+
+def _s(c: Col) -> str:
+    return _cast(c, "string")
+
+
+def _n(c: Col) -> str:
+    return _num(c).sql
+
+
+def _const(node: _Node, field: str) -> str:
+    if node.kind != "str":
+        raise NativeQueryError(field, "expects a string literal argument here")
+    return node.value
+
+
+def _numeric_fn(sql_name: str, kind: str = "double"):
+    return (1,), lambda e, a, n: Col(f"{sql_name}({_n(a[0])})", kind)
+
+
+def _keep_kind_fn(sql_name: str):
+    return (1,), lambda e, a, n: Col(f"{sql_name}({_n(a[0])})", _num(a[0]).kind)
+
+
+def _fold(sql_name: str):
+    def build(e, a, n):
+        kinds = {_num(x).kind for x in a}
+        return Col(
+            f"{sql_name}({', '.join(_n(x) for x in a)})", "long" if kinds == {"long"} else "double"
+        )
+
+    return None, build
+
+
+def _substring(e, a, n):
+    # Druid: substring(expr, index, length), 0-based; a negative length reads to the end.
+    start = f"({_n(a[1])} + 1)"
+    return Col(
+        f"CASE WHEN {_n(a[2])} < 0 THEN substr({_s(a[0])}, {start}) "
+        f"ELSE substr({_s(a[0])}, {start}, {_n(a[2])}) END",
+        "string",
+    )
+
+
+def _common_kind(cols: list[Col]) -> str:
+    return _case_kind({c.kind for c in cols if c.sql != "NULL"} or {"string"})
+
+
+def _if(e, a, n):
+    kind = _common_kind(a[1:])
+    return Col(
+        f"CASE WHEN {_truth(a[0])} THEN {_cast(a[1], kind)} ELSE {_cast(a[2], kind)} END", kind
+    )
+
+
+def _nvl(e, a, n):
+    kind = _common_kind(a)
+    return Col(f"coalesce({_cast(a[0], kind)}, {_cast(a[1], kind)})", kind)
+
+
+def _cast_fn(e, a, n):
+    target = _const(n[1], e.field).upper()
+    kinds = {"STRING": "string", "LONG": "long", "DOUBLE": "double", "FLOAT": "double"}
+    if target not in kinds:
+        raise _unsupported(e.field, f"cast to {target!r}; use STRING, LONG or DOUBLE")
+    return Col(_cast(a[0], kinds[target]), kinds[target])
+
+
+def _timestamp_floor(e, a, n):
+    if len(n) > 2 and n[2].kind != "null":
+        raise _unsupported(e.field, "timestamp_floor with an origin")
+    tz = _const(n[3], e.field) if len(n) > 3 else None
+    gran = _period_granularity(_const(n[1], e.field), tz, None, e.field)
+    ts = _micros_ts(f"CAST({_n(a[0])} AS BIGINT) * 1000")
+    return Col(gran.bucket_ms(ts), "long")
+
+
+_UNITS = {
+    "EPOCH": "epoch",
+    "SECOND": "second",
+    "MINUTE": "minute",
+    "HOUR": "hour",
+    "DAY": "day",
+    "DOW": "isodow",
+    "ISODOW": "isodow",
+    "DOY": "doy",
+    "WEEK": "week",
+    "MONTH": "month",
+    "QUARTER": "quarter",
+    "YEAR": "year",
+    "ISOYEAR": "isoyear",
+    "MILLISECOND": "millisecond",
+}
+
+
+def _timestamp_extract(e, a, n):
+    unit = _const(n[1], e.field).upper()
+    spark_units = ("SECOND", "MINUTE", "HOUR", "DAY", "DOY", "WEEK", "MONTH", "QUARTER", "YEAR")
+    if unit not in _UNITS or len(n) > 2 or (_spark() and unit not in spark_units):
+        raise _unsupported(e.field, f"timestamp_extract unit {unit!r} or time zone")
+    ts = _micros_ts(f"CAST({_n(a[0])} AS BIGINT) * 1000")
+    return Col(f"CAST(date_part('{_UNITS[unit]}', {ts}) AS BIGINT)", "long")
+
+
+def _case_searched(e, a, n):
+    values = [a[j] for j in range(1, len(a), 2)] + ([a[-1]] if len(a) % 2 else [])
+    kind = _common_kind(values)
+    parts = [f"WHEN {_truth(a[j])} THEN {_cast(a[j + 1], kind)}" for j in range(0, len(a) - 1, 2)]
+    other = f" ELSE {_cast(a[-1], kind)}" if len(a) % 2 else ""
+    return Col("CASE " + " ".join(parts) + other + " END", kind)
+
+
+def _case_kind(kinds: set[str]) -> str:
+    if kinds <= {"long"}:
+        return "long"
+    if kinds <= {"long", "double", "float"}:
+        return "double"
+    return "string"
+
+
+_FUNCTIONS = {
+    "concat": (None, lambda e, a, n: Col("(" + " || ".join(_s(x) for x in a) + ")", "string")),
+    "upper": ((1,), lambda e, a, n: Col(f"upper({_s(a[0])})", "string")),
+    "lower": ((1,), lambda e, a, n: Col(f"lower({_s(a[0])})", "string")),
+    "strlen": ((1,), lambda e, a, n: Col(f"CAST(length({_s(a[0])}) AS BIGINT)", "long")),
+    "trim": ((1,), lambda e, a, n: Col(f"trim({_s(a[0])})", "string")),
+    "ltrim": ((1,), lambda e, a, n: Col(f"ltrim({_s(a[0])})", "string")),
+    "rtrim": ((1,), lambda e, a, n: Col(f"rtrim({_s(a[0])})", "string")),
+    "reverse": ((1,), lambda e, a, n: Col(f"reverse({_s(a[0])})", "string")),
+    "substring": ((3,), _substring),
+    "left": ((2,), lambda e, a, n: Col(f"left({_s(a[0])}, {_n(a[1])})", "string")),
+    "right": ((2,), lambda e, a, n: Col(f"right({_s(a[0])}, {_n(a[1])})", "string")),
+    "replace": (
+        (3,),
+        lambda e, a, n: Col(f"replace({_s(a[0])}, {_s(a[1])}, {_s(a[2])})", "string"),
+    ),
+    "strpos": (
+        (2,),
+        lambda e, a, n: Col(
+            f"(CAST({'instr' if _spark() else 'strpos'}({_s(a[0])}, {_s(a[1])}) AS BIGINT) - 1)",
+            "long",
+        ),
+    ),
+    "contains_string": (
+        (2,),
+        lambda e, a, n: Col(_bool_long(f"contains({_s(a[0])}, {_s(a[1])})"), "long"),
+    ),
+    "icontains_string": (
+        (2,),
+        lambda e, a, n: Col(_bool_long(f"contains(lower({_s(a[0])}), lower({_s(a[1])}))"), "long"),
+    ),
+    "like": ((2,), lambda e, a, n: Col(_bool_long(f"({_s(a[0])} LIKE {_s(a[1])})"), "long")),
+    "regexp_like": (
+        (2,),
+        lambda e, a, n: Col(_bool_long(_matches(_s(a[0]), _s(a[1]))), "long"),
+    ),
+    "regexp_extract": (
+        (2, 3),
+        lambda e, a, n: Col(
+            f"NULLIF(regexp_extract({_s(a[0])}, {_s(a[1])}, {_n(a[2]) if len(a) > 2 else 0}), '')",
+            "string",
+        ),
+    ),
+    "lpad": (
+        (3,),
+        lambda e, a, n: Col(f"lpad({_s(a[0])}, CAST({_n(a[1])} AS INTEGER), {_s(a[2])})", "string"),
+    ),
+    "rpad": (
+        (3,),
+        lambda e, a, n: Col(f"rpad({_s(a[0])}, CAST({_n(a[1])} AS INTEGER), {_s(a[2])})", "string"),
+    ),
+    "nvl": ((2,), _nvl),
+    "if": ((3,), _if),
+    "case_searched": (None, _case_searched),
+    "isnull": ((1,), lambda e, a, n: Col(_bool_long(f"({a[0].sql} IS NULL)"), "long")),
+    "notnull": ((1,), lambda e, a, n: Col(_bool_long(f"({a[0].sql} IS NOT NULL)"), "long")),
+    "abs": _keep_kind_fn("abs"),
+    "ceil": _numeric_fn("ceil"),
+    "floor": _numeric_fn("floor"),
+    "sqrt": _numeric_fn("sqrt"),
+    "exp": _numeric_fn("exp"),
+    "log": _numeric_fn("ln"),
+    "log10": _numeric_fn("log10"),
+    "round": (
+        (1, 2),
+        lambda e, a, n: Col(f"round({_n(a[0])}, {_n(a[1]) if len(a) > 1 else 0})", _num(a[0]).kind),
+    ),
+    "pow": ((2,), lambda e, a, n: Col(f"pow({_n(a[0])}, {_n(a[1])})", "double")),
+    "greatest": _fold("greatest"),
+    "least": _fold("least"),
+    "div": (
+        (2,),
+        lambda e, a, n: Col(
+            _int_div(f"CAST({_n(a[0])} AS BIGINT)", f"CAST({_n(a[1])} AS BIGINT)"), "long"
+        ),
+    ),
+    "cast": ((2,), _cast_fn),
+    "timestamp_floor": ((2, 3, 4), _timestamp_floor),
+    "timestamp_extract": ((2, 3), _timestamp_extract),
+}
+
+
+# --- granularities -----------------------------------------------------------------------
+
+_SIMPLE = {
+    "second": "PT1S",
+    "minute": "PT1M",
+    "five_minute": "PT5M",
+    "ten_minute": "PT10M",
+    "fifteen_minute": "PT15M",
+    "thirty_minute": "PT30M",
+    "hour": "PT1H",
+    "six_hour": "PT6H",
+    "eight_hour": "PT8H",
+    "day": "P1D",
+    "week": "P1W",
+    "month": "P1M",
+    "quarter": "P3M",
+    "year": "P1Y",
+}
+_PERIOD = re.compile(
+    r"^P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$"
+)
+_FIELDS = ("year", "month", "week", "day", "hour", "minute", "second")
+# The unit one level up, inside which Druid counts a multiple of a unit from zero.
+_PARENT = {"month": "year", "day": "month", "hour": "day", "minute": "hour", "second": "minute"}
+
+
+@dataclass(frozen=True)
+class Granularity:
+    kind: str  # all | none | period | duration
+    units: tuple[tuple[str, int], ...] = ()  # period fields, e.g. (("hour", 6),)
+    tz: str | None = None  # None is UTC
+    origin: datetime | None = None  # UTC
+    duration_ms: int = 0
+
+    # SQL over `ts`, a naive UTC TIMESTAMP expression.
+    def to_local(self, ts: str) -> str:
+        if self.tz is None:
+            return ts
+        if _spark():
+            return f"from_utc_timestamp({ts}, {_lit(self.tz)})"
+        return f"timezone({_lit(self.tz)}, timezone('UTC', {ts}))"
+
+    def from_local_ms(self, local: str) -> str:
+        if self.tz is None:
+            return _epoch_ms(local)
+        if _spark():
+            return f"unix_millis(to_utc_timestamp({local}, {_lit(self.tz)}))"
+        return f"epoch_ms(timezone({_lit(self.tz)}, {local}))"
+
+    def _origin_local(self) -> str:
+        o = self.origin
+        if self.tz is not None:
+            o = o.astimezone(ZoneInfo(self.tz))
+        return _ts_lit(o.replace(tzinfo=UTC))
+
+    def _interval(self) -> str:
+        return " + ".join(f"INTERVAL {n} {u.upper()}" for u, n in self.units)
+
+    def trunc_local(self, local: str) -> str:
+        if self.origin is not None:
+            if _spark():
+                raise _unsupported("granularity.origin", "a period origin on Spark SQL")
+            return f"time_bucket({self._interval()}, {local}, {self._origin_local()})"
+        [(unit, n)] = self.units
+        if n == 1:
+            return f"date_trunc('{unit}', {local})"
+        if unit == "year":
+            return f"make_timestamp(CAST(year({local}) - year({local}) % {n} AS INTEGER), 1, 1, 0, 0, 0)"
+        if unit == "month":
+            m0 = f"(month({local}) - 1)"
+            return f"make_timestamp(year({local}), {m0} - {m0} % {n} + 1, 1, 0, 0, 0)"
+        if unit == "day":
+            count = f"((day({local}) - 1) - (day({local}) - 1) % {n})"
+        else:
+            count = f"(date_part('{unit}', {local}) - date_part('{unit}', {local}) % {n})"
+        if _spark():
+            args = ["0", "0", "0", "0"]
+            args[("day", "hour", "minute", "second").index(unit)] = f"CAST({count} AS INTEGER)"
+            return f"(date_trunc('{_PARENT[unit]}', {local}) + make_dt_interval({', '.join(args)}))"
+        return f"(date_trunc('{_PARENT[unit]}', {local}) + to_{unit}s(CAST({count} AS INTEGER)))"
+
+    def bucket_ms(self, ts: str) -> str:
+        """SQL: the epoch millis of the start of the bucket holding `ts`."""
+        if self.kind == "none":
+            return _epoch_ms(ts)
+        if self.kind == "duration":
+            o, d = _ms(self.origin) if self.origin else 0, self.duration_ms
+            ms = _epoch_ms(ts)
+            return f"({ms} - ((({ms} - {o}) % {d}) + {d}) % {d})"
+        return self.from_local_ms(self.trunc_local(self.to_local(ts)))
+
+    def series(self) -> str:
+        """SQL: one row per bucket (column `__bucket`, epoch millis) from the bucket of
+        `__span.lo` to the bucket of `__span.hi` (a CTE `__span` of naive UTC TIMESTAMPs)."""
+        if self.kind == "duration":
+            lo, hi = self.bucket_ms("__span.lo"), self.bucket_ms("__span.hi")
+            if _spark():
+                return (
+                    f"SELECT explode(sequence({lo}, {hi}, CAST({self.duration_ms} AS BIGINT))) "
+                    "AS __bucket FROM __span"
+                )
+            return (
+                f"SELECT unnest(range({lo}, {hi} + 1, {self.duration_ms})) AS __bucket FROM __span"
+            )
+        first, last = (self.trunc_local(self.to_local(t)) for t in ("__span.lo", "__span.hi"))
+        single = len(self.units) == 1 and self.units[0][1] == 1
+        step = (
+            self._interval() if single or self.origin else f"INTERVAL 1 {self.units[0][0].upper()}"
+        )
+        bucket = self.from_local_ms(self.trunc_local("g.x"))
+        if _spark():
+            return (
+                f"SELECT DISTINCT {bucket} AS __bucket FROM __span "
+                f"LATERAL VIEW explode(sequence({first}, {last}, {step})) g AS x"
+            )
+        return (
+            f"SELECT DISTINCT {bucket} AS __bucket "
+            f"FROM __span, generate_series({first}, {last}, {step}) AS g(x)"
+        )
+
+    def render_zone(self) -> ZoneInfo | None:
+        return None if self.tz is None else ZoneInfo(self.tz)
+
+
+def _zone(value, field: str) -> str | None:
+    if value is None:
+        return None
+    name = _str(value, field)
+    if name.upper() in ("UTC", "Z", "ETC/UTC", "GMT"):
+        return None
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise NativeQueryError(field, f"unknown time zone {name!r}") from None
+    return name
+
+
+def _period_granularity(period, tz, origin, field: str) -> Granularity:
+    m = _PERIOD.match(period) if isinstance(period, str) else None
+    if not m or not any(m.groups()):
+        raise NativeQueryError(field, f"{period!r} is not an ISO-8601 period such as PT1H or P1D")
+    units = tuple((u, int(v)) for u, v in zip(_FIELDS, m.groups(), strict=True) if v and int(v))
+    if not units:
+        raise NativeQueryError(field, "a period of zero length")
+    months = [u for u, _ in units if u in ("year", "month")]
+    if origin is None and len(units) > 1:
+        raise _unsupported(field, f"period {period} mixes units; give an `origin` or one unit")
+    if origin is not None and months and len(months) != len(units):
+        raise _unsupported(field, f"period {period} mixes months or years with days or times")
+    if origin is None and units[0][0] == "week" and units[0][1] > 1:
+        raise _unsupported(field, "week periods longer than P1W without an `origin`")
+    if origin is not None:
+        origin = _timestamp(origin, f"{field}.origin")
+    return Granularity("period", units, _zone(tz, f"{field}.timeZone"), origin)
+
+
+def _timestamp(value, field: str) -> datetime:
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=value)
+        except OverflowError:
+            raise NativeQueryError(field, "is outside the years 1 to 9999") from None
+    try:
+        return parse_ts(value)
+    except ValueError as exc:
+        raise NativeQueryError(field, str(exc)) from None
+
+
+def parse_granularity(spec, field: str = "granularity") -> Granularity:
+    """Druid's query granularity: a simple name, or a period / duration object."""
+    if spec is None:
+        return Granularity("all")
+    if isinstance(spec, str):
+        name = spec.lower()
+        if name in ("all", "none"):
+            return Granularity(name)
+        if name not in _SIMPLE:
+            raise NativeQueryError(
+                field, f"unknown granularity {spec!r}; one of all, none, " + ", ".join(_SIMPLE)
+            )
+        return _period_granularity(_SIMPLE[name], None, None, field)
+    spec = _obj(spec, field)
+    kind = _type_of(spec, field)
+    if kind in ("all", "none"):
+        return Granularity(kind)
+    if kind == "period":
+        _only(spec, field, {"type", "period", "timeZone", "origin"})
+        return _period_granularity(
+            spec.get("period"), spec.get("timeZone"), spec.get("origin"), field
+        )
+    if kind == "duration":
+        _only(spec, field, {"type", "duration", "origin"})
+        d = spec.get("duration")
+        if isinstance(d, str) and d.isdigit():
+            d = int(d)
+        d = _int(d, f"{field}.duration", minimum=1)
+        origin = _timestamp(spec["origin"], f"{field}.origin") if spec.get("origin") else None
+        return Granularity("duration", origin=origin, duration_ms=d)
+    raise NativeQueryError(f"{field}.type", "must be all, none, period or duration")
+
+
+# --- intervals ---------------------------------------------------------------------------
+
+_FAR = re.compile(r"^[-+]|^\d{5,}")
+# Druid's eternity starts at Long.MIN_VALUE / 2 millis, -146136543-09-08T08:23:32.096Z.
+ETERNITY_START_MS = -(2**62)
+
+
+def _instant(text: str, end: bool, field: str) -> datetime:
+    """An interval end point; Druid's eternity ends (years beyond 0001-9999) clamp."""
+    if _FAR.match(text.strip()):
+        return MAX_TS if end else MIN_TS
+    return _timestamp(text, field)
+
+
+def parse_intervals(spec, field: str = "intervals", required: bool = True) -> list[Interval]:
+    if spec is None and not required:
+        return [Interval(MIN_TS, MAX_TS)]
+    if isinstance(spec, dict) and spec.get("type") == "intervals":
+        spec = spec.get("intervals")
+    if isinstance(spec, str):
+        spec = [spec]
+    if not isinstance(spec, list) or not spec:
+        raise NativeQueryError(field, 'give ISO-8601 intervals, e.g. ["2013-01-01/2013-01-02"]')
+    out = []
+    for i, text in enumerate(spec):
+        path = f"{field}[{i}]"
+        parts = text.split("/") if isinstance(text, str) else []
+        if len(parts) != 2:
+            raise NativeQueryError(path, "must be an ISO-8601 interval 'start/end'")
+        start = _period_end(parts, 0, path)
+        end = _period_end(parts, 1, path)
+        if end < start:
+            raise NativeQueryError(path, "ends before it starts")
+        out.append(Interval(start, end))
+    return out
+
+
+def _period_end(parts: list[str], i: int, path: str) -> datetime:
+    """One end of `start/end`, `start/period` or `period/end`."""
+    text = parts[i]
+    if not text.startswith("P"):
+        return _instant(text, i == 1, path)
+    other = _instant(parts[1 - i], i == 0, path)
+    m = _PERIOD.match(text)
+    if not m or m.group(1) or m.group(2):
+        raise _unsupported(path, "only day/week/time periods are accepted in intervals")
+    w, d, h, mi, s = (int(v or 0) for v in m.groups()[2:])
+    delta = timedelta(weeks=w, days=d, hours=h, minutes=mi, seconds=s)
+    return other + delta if i == 1 else other - delta
+
+
+def _intervals_sql(intervals: list[Interval], ts: str = "__time") -> str:
+    parts = []
+    for iv in intervals:
+        conds = []
+        if iv.start > MIN_TS:
+            conds.append(f"{ts} >= {_ts_lit(iv.start)}")
+        if iv.end < MAX_TS:
+            conds.append(f"{ts} < {_ts_lit(iv.end)}")
+        parts.append("(" + (" AND ".join(conds) or "true") + ")")
+    return " OR ".join(parts)
+
+
+# --- filters -----------------------------------------------------------------------------
+
+
+def _number(value) -> float | int | None:
+    """Druid's best-effort coercion of a filter's match value to a number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return value if math.isfinite(value) else None
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return None
+    if not math.isfinite(number):
+        return None
+    return int(number) if number.is_integer() and "." not in str(value) else number
+
+
+def _numeric_kind(col: Col) -> bool:
+    return col.kind in ("long", "double", "float")
+
+
+def _filter_column(spec: dict, field: str, cols: _Columns) -> Col:
+    if spec.get("extractionFn") is not None:
+        raise _unsupported(f"{field}.extractionFn", "extraction functions are not supported")
+    key = "column" if "column" in spec else "dimension"
+    col = cols.get(_str(spec.get(key), f"{field}.{key}"))
+    if col.kind in ("sketch", "pair", "other"):
+        raise _unsupported(f"{field}.{key}", f"filtering a {col.kind} column")
+    return col
+
+
+def _equals_value(col: Col, value) -> str:
+    """`col = value`, the value coerced to the column's type (no match if it cannot be)."""
+    if _numeric_kind(col):
+        number = _number(value)
+        return "false" if number is None else f"({col.sql} = {number!r})"
+    if isinstance(value, float) and value.is_integer():
+        value = str(value)
+    return f"({col.sql} = {_lit(value if isinstance(value, str) else str(value))})"
+
+
+def _selector(spec, field, cols):
+    col = _filter_column(spec, field, cols)
+    value = spec.get("value")
+    return f"({col.sql} IS NULL)" if value is None else _equals_value(col, value)
+
+
+def _equals(spec, field, cols):
+    col = _filter_column(spec, field, cols)
+    vtype = _str(spec.get("matchValueType"), f"{field}.matchValueType").upper()
+    if vtype not in ("STRING", "LONG", "DOUBLE", "FLOAT"):
+        raise _unsupported(f"{field}.matchValueType", f"{vtype} (only STRING, LONG, DOUBLE, FLOAT)")
+    value = spec.get("matchValue")
+    if value is None or isinstance(value, list | dict):
+        raise NativeQueryError(f"{field}.matchValue", "must be a non-null scalar")
+    if vtype != "STRING" and not _numeric_kind(col):
+        number = _number(value)
+        return "false" if number is None else f"(TRY_CAST({col.sql} AS DOUBLE) = {number!r})"
+    return _equals_value(col, value)
+
+
+def _null(spec, field, cols):
+    return f"({_filter_column(spec, field, cols).sql} IS NULL)"
+
+
+def _in(spec, field, cols):
+    col = _filter_column(spec, field, cols)
+    key = "values" if "values" in spec else "sortedValues"
+    values = _list(spec.get(key), f"{field}.{key}")
+    conds = [f"({col.sql} IS NULL)"] if any(v is None for v in values) else []
+    present = [v for v in values if v is not None]
+    if _numeric_kind(col):
+        numbers = sorted({n for n in map(_number, present) if n is not None})
+        if numbers:
+            conds.append(f"({col.sql} IN ({', '.join(map(repr, numbers))}))")
+    elif present:
+        conds.append(f"({col.sql} IN ({', '.join(_lit(str(v)) for v in present)}))")
+    return "(" + (" OR ".join(conds) or "false") + ")"
+
+
+def _ordering(spec: dict, field: str) -> str:
+    ordering = spec.get("ordering", "lexicographic")
+    if isinstance(ordering, dict):
+        ordering = ordering.get("type")
+    ordering = ordering or "lexicographic"
+    if not isinstance(ordering, str):
+        raise NativeQueryError(f"{field}.ordering", "must be an ordering name")
+    ordering = ordering.lower()
+    if ordering not in ("lexicographic", "numeric", "strlen"):
+        raise _unsupported(f"{field}.ordering", f"{ordering!r} (lexicographic, numeric, strlen)")
+    return ordering
+
+
+def _compare(col: Col, op: str, bound, ordering: str) -> str:
+    if ordering == "numeric":
+        number = _number(bound)
+        return "false" if number is None else f"(TRY_CAST({col.sql} AS DOUBLE) {op} {number!r})"
+    text = _cast(col, "string")
+    if ordering == "strlen":
+        strict = op.rstrip("=")
+        return (
+            f"(length({text}) {strict} {len(str(bound))} OR (length({text}) = {len(str(bound))} "
+            f"AND {text} {op} {_lit(str(bound))}))"
+        )
+    return f"({text} {op} {_lit(str(bound))})"
+
+
+def _bound(spec, field, cols):
+    col = _filter_column(spec, field, cols)
+    ordering = _ordering(spec, field)
+    lower, upper = spec.get("lower"), spec.get("upper")
+    conds = []
+    if lower is not None:
+        op = ">" if _bool(spec.get("lowerStrict"), f"{field}.lowerStrict") else ">="
+        conds.append(_compare(col, op, lower, ordering))
+    if upper is not None:
+        op = "<" if _bool(spec.get("upperStrict"), f"{field}.upperStrict") else "<="
+        conds.append(_compare(col, op, upper, ordering))
+    sql = "(" + (" AND ".join(conds) or f"{col.sql} IS NOT NULL") + ")"
+    # A bound with no lower end matches null, which sorts first (Druid's documentation).
+    return f"({col.sql} IS NULL OR {sql})" if lower is None else sql
+
+
+def _range(spec, field, cols):
+    col = _filter_column(spec, field, cols)
+    vtype = _str(spec.get("matchValueType"), f"{field}.matchValueType").upper()
+    if vtype not in ("STRING", "LONG", "DOUBLE", "FLOAT"):
+        raise _unsupported(f"{field}.matchValueType", f"{vtype} (only STRING, LONG, DOUBLE, FLOAT)")
+    ordering = "lexicographic" if vtype == "STRING" else "numeric"
+    lower, upper = spec.get("lower"), spec.get("upper")
+    if lower is None and upper is None:
+        raise NativeQueryError(field, "give `lower`, `upper` or both")
+    conds = [f"({col.sql} IS NOT NULL)"]
+    if lower is not None:
+        op = ">" if _bool(spec.get("lowerOpen"), f"{field}.lowerOpen") else ">="
+        conds.append(_compare(col, op, lower, ordering))
+    if upper is not None:
+        op = "<" if _bool(spec.get("upperOpen"), f"{field}.upperOpen") else "<="
+        conds.append(_compare(col, op, upper, ordering))
+    return "(" + " AND ".join(conds) + ")"
+
+
+def _like(spec, field, cols):
+    col = _filter_column(spec, field, cols)
+    pattern = spec.get("pattern")
+    if not isinstance(pattern, str):
+        raise NativeQueryError(f"{field}.pattern", "must be a LIKE pattern string")
+    escape = spec.get("escape")
+    if escape is not None and (not isinstance(escape, str) or len(escape) != 1):
+        raise NativeQueryError(f"{field}.escape", "must be one character")
+    tail = f" ESCAPE {_lit(escape)}" if escape else ""
+    return f"({_cast(col, 'string')} LIKE {_lit(pattern)}{tail})"
+
+
+def _regex(spec, field, cols):
+    col = _filter_column(spec, field, cols)
+    pattern = _str(spec.get("pattern"), f"{field}.pattern")
+    return _matches(_cast(col, "string"), _lit(pattern))
+
+
+def _search(spec, field, cols):
+    col = _filter_column(spec, field, cols)
+    query = _obj(spec.get("query"), f"{field}.query")
+    return _search_match(_cast(col, "string"), query, f"{field}.query")
+
+
+def _search_match(text: str, query: dict, field: str) -> str:
+    kind = _type_of(query, field)
+    sensitive = kind != "insensitive_contains" and _bool(
+        query.get("caseSensitive"), f"{field}.caseSensitive"
+    )
+    if kind in ("contains", "insensitive_contains"):
+        values = [query.get("value")]
+    elif kind == "fragment":
+        values = _list(query.get("values"), f"{field}.values")
+    else:
+        raise _unsupported(f"{field}.type", f"{kind!r} (contains, insensitive_contains, fragment)")
+    if not all(isinstance(v, str) for v in values):
+        raise NativeQueryError(field, "search values must be strings")
+    subject = text if sensitive else f"lower({text})"
+    conds = [f"contains({subject}, {_lit(v if sensitive else v.lower())})" for v in values]
+    return "(" + " AND ".join(conds) + ")"
+
+
+def _column_comparison(spec, field, cols):
+    dims = _list(spec.get("dimensions"), f"{field}.dimensions")
+    if len(dims) < 2:
+        raise NativeQueryError(f"{field}.dimensions", "compare at least two dimensions")
+    texts = []
+    for i, d in enumerate(dims):
+        name, _, _ = dimension_spec(d, f"{field}.dimensions[{i}]")
+        texts.append(_cast(cols.get(name), "string"))
+    same = "<=>" if _spark() else "IS NOT DISTINCT FROM"
+    return "(" + " AND ".join(f"({texts[0]} {same} {t})" for t in texts[1:]) + ")"
+
+
+def _interval_filter(spec, field, cols):
+    key = "column" if "column" in spec else "dimension"
+    name = _str(spec.get(key), f"{field}.{key}")
+    if spec.get("extractionFn") is not None:
+        raise _unsupported(f"{field}.extractionFn", "extraction functions are not supported")
+    intervals = parse_intervals(spec.get("intervals"), f"{field}.intervals")
+    if name == "__time" and "__time" not in cols.virtual:
+        return "(" + _intervals_sql(intervals) + ")"
+    value = _cast(cols.get(name), "long")
+    parts = [f"({value} >= {_ms(iv.start)} AND {value} < {_ms(iv.end)})" for iv in intervals]
+    return "(" + " OR ".join(parts) + ")"
+
+
+def _logical(spec, field, cols):
+    kind = spec["type"]
+    if kind == "not":
+        return f"(NOT {compile_filter(spec.get('field'), cols, f'{field}.field')})"
+    fields = _list(spec.get("fields"), f"{field}.fields")
+    if not fields:
+        raise NativeQueryError(f"{field}.fields", "must not be empty")
+    word = " AND " if kind == "and" else " OR "
+    return (
+        "("
+        + word.join(compile_filter(f, cols, f"{field}.fields[{i}]") for i, f in enumerate(fields))
+        + ")"
+    )
+
+
+_FILTERS = {
+    "selector": _selector,
+    "equals": _equals,
+    "equality": _equals,
+    "null": _null,
+    "in": _in,
+    "bound": _bound,
+    "range": _range,
+    "like": _like,
+    "regex": _regex,
+    "search": _search,
+    "columnComparison": _column_comparison,
+    "interval": _interval_filter,
+    "expression": lambda s, f, c: _truth(_expression(s.get("expression"), c, f"{f}.expression")),
+    "true": lambda s, f, c: "true",
+    "false": lambda s, f, c: "false",
+    "and": _logical,
+    "or": _logical,
+    "not": _logical,
+}
+
+
+def compile_filter(spec, cols: _Columns, field: str = "filter") -> str:
+    """A Druid filter as a SQL condition (SQL's three-valued logic, as Druid's default)."""
+    spec = _obj(spec, field)
+    kind = _type_of(spec, field)
+    if kind not in _FILTERS:
+        raise _unsupported(
+            f"{field}.type", f"filter type {kind!r}; supported: {', '.join(_FILTERS)}"
+        )
+    return _FILTERS[kind](spec, field, cols)
+
+
+def dimension_spec(spec, field: str) -> tuple[str, str, str]:
+    """(input column, output name, output kind) of a DimensionSpec."""
+    if isinstance(spec, str) and spec:
+        return spec, spec, "string"
+    spec = _obj(spec, field)
+    if spec.get("type", "default") != "default":
+        raise _unsupported(f"{field}.type", f"dimension spec {spec.get('type')!r} (only default)")
+    _only(spec, field, {"type", "dimension", "outputName", "outputType"})
+    name = _str(spec.get("dimension"), f"{field}.dimension")
+    out = spec.get("outputName") or name
+    otype = str(spec.get("outputType") or "STRING").upper()
+    kinds = {"STRING": "string", "LONG": "long", "DOUBLE": "double", "FLOAT": "float"}
+    if otype not in kinds:
+        raise _unsupported(f"{field}.outputType", f"{otype} (STRING, LONG, DOUBLE, FLOAT)")
+    return name, _str(out, f"{field}.outputName"), kinds[otype]
+
+
+# --- aggregators -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Agg:
+    name: str
+    sql: str  # an aggregate over the filtered rows
+    kind: str  # how Druid returns it: long | double | float | string
+    empty: str = "NULL"  # its value over no rows
+
+
+_SKETCHES = (
+    "hyperUnique",
+    "thetaSketch",
+    "HLLSketchBuild",
+    "HLLSketchMerge",
+    "HLLSketch",
+    "quantilesDoublesSketch",
+    "approxHistogram",
+    "approxHistogramFold",
+    "fixedBucketsHistogram",
+)
+_NUMERIC_AGGS = {
+    f"{t}{op}": (t, op) for t in ("long", "double", "float") for op in ("Sum", "Min", "Max")
+}
+_PICK_AGGS = {
+    f"{t}{op}": (t, op)
+    for t in ("long", "double", "float", "string")
+    for op in ("First", "Last", "Any")
+}
+
+
+def _with_filter(sql: str, cond: str | None) -> str:
+    return sql if cond is None else f"{sql} FILTER (WHERE {cond})"
+
+
+def _agg_input(spec: dict, field: str, cols: _Columns) -> Col:
+    if spec.get("expression") is not None:
+        if spec.get("fieldName") is not None:
+            raise NativeQueryError(field, "give `fieldName` or `expression`, not both")
+        return _expression(spec["expression"], cols, f"{field}.expression")
+    return cols.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+
+
+def _as_kind(col: Col, kind: str, field: str) -> str:
+    if col.kind in ("sketch", "other"):
+        raise _unsupported(field, f"a {kind} aggregation over a {col.kind} column")
+    if kind == "long" and col.kind in ("double", "float"):
+        return _truncated_long(col.sql)  # Druid reads a double as a long by truncation
+    if kind == "long" and col.kind == "pair":
+        return _cast(Col(_value_of(col.sql), "double"), "long")
+    return _cast(col, "double" if kind == "float" else kind)
+
+
+def _numeric_agg(spec, field, cols, cond) -> Agg:
+    kind, op = _NUMERIC_AGGS[spec["type"]]
+    value = _as_kind(_agg_input(spec, field, cols), kind, field)
+    sql = _with_filter(f"{op.upper()}({value})", cond)
+    return Agg(spec["name"], f"CAST({sql} AS BIGINT)" if kind == "long" else sql, kind)
+
+
+def _pick_agg(spec, field, cols, cond) -> Agg:
+    kind, op = _PICK_AGGS[spec["type"]]
+    col = cols.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+    if col.kind == "pair":  # stored (time, value) pairs order by time first
+        fn = "min" if op == "First" else "max"
+        value = _value_of(_with_filter(f"{fn}({col.sql})", cond))
+        return Agg(spec["name"], _cast(Col(value, "double"), kind), kind)
+    value = _as_kind(col, kind, field)
+    if kind == "string" and spec.get("maxStringBytes") is not None:
+        value = f"left({value}, {_int(spec['maxStringBytes'], f'{field}.maxStringBytes')})"
+    present = f"{value} IS NOT NULL" + (f" AND ({cond})" if cond else "")
+    if op == "Any":
+        return Agg(spec["name"], f"any_value({value}) FILTER (WHERE {present})", kind)
+    time_name = spec.get("timeColumn") or "__time"
+    ts = "__time" if time_name == "__time" else cols.get(time_name).sql
+    by_time = ("min_by", "max_by") if _spark() else ("arg_min", "arg_max")
+    fn = by_time[0] if op == "First" else by_time[1]
+    return Agg(spec["name"], f"{fn}({value}, {ts}) FILTER (WHERE {present})", kind)
+
+
+def _cardinality(spec, field, cols, cond) -> Agg:
+    fields = _list(spec.get("fields"), f"{field}.fields")
+    if not fields:
+        raise NativeQueryError(f"{field}.fields", "name at least one dimension")
+    texts = []
+    for i, f in enumerate(fields):
+        name, _, _ = dimension_spec(f, f"{field}.fields[{i}]")
+        texts.append(_cast(cols.get(name), "string"))
+    if len(texts) == 1:
+        sql = _with_filter(f"COUNT(DISTINCT {texts[0]})", cond)
+    elif _spark():
+        raise _unsupported(f"{field}.fields", "a cardinality over several fields on Spark SQL")
+    elif _bool(spec.get("byRow"), f"{field}.byRow"):
+        sql = _with_filter(f"COUNT(DISTINCT row({', '.join(texts)}))", cond)
+    else:
+        inner = _with_filter(f"list([{', '.join(texts)}])", cond)
+        sql = f"coalesce(len(list_distinct(flatten({inner}))), 0)"
+    rounded = _bool(spec.get("round"), f"{field}.round")
+    kind = "long" if rounded else "double"
+    return Agg(spec["name"], f"CAST({sql} AS {'BIGINT' if rounded else 'DOUBLE'})", kind, "0")
+
+
+def compile_aggregator(spec, field: str, cols: _Columns, cond: str | None = None) -> Agg:
+    spec = _obj(spec, field)
+    kind = _type_of(spec, field)
+    if kind == "filtered":
+        inner = _obj(spec.get("aggregator"), f"{field}.aggregator")
+        where = compile_filter(spec.get("filter"), cols, f"{field}.filter")
+        both = where if cond is None else f"({cond}) AND {where}"
+        agg = compile_aggregator(inner, f"{field}.aggregator", cols, both)
+        name = spec.get("name") or agg.name
+        return Agg(_str(name, f"{field}.name"), agg.sql, agg.kind, agg.empty)
+    _str(spec.get("name"), f"{field}.name")
+    if kind == "count":
+        return Agg(spec["name"], _with_filter("COUNT(*)", cond), "long", "0")
+    if kind in _NUMERIC_AGGS:
+        return _numeric_agg(spec, field, cols, cond)
+    if kind in _PICK_AGGS:
+        return _pick_agg(spec, field, cols, cond)
+    if kind == "doubleMean":
+        value = _as_kind(_agg_input(spec, field, cols), "double", field)
+        return Agg(spec["name"], _with_filter(f"AVG({value})", cond), "double")
+    if kind == "cardinality":
+        return _cardinality(spec, field, cols, cond)
+    if kind in _SKETCHES:
+        raise _unsupported(
+            f"{field}.type",
+            f"{kind}: Strata stores sketches in Spark's DataSketches format, which the "
+            "embedded query engine cannot read; use cardinality for a distinct count",
+        )
+    raise _unsupported(f"{field}.type", f"aggregator type {kind!r}")
+
+
+# --- post-aggregators --------------------------------------------------------------------
+
+
+class _Outputs(_Columns):
+    """Names a post-aggregator may read: the row's aggregators, dimensions and the
+    post-aggregators before it (inlined)."""
+
+    def __init__(self, known: dict[str, Col]) -> None:
+        super().__init__({})
+        self.known = dict(known)
+
+    def get(self, name: str) -> Col:
+        return self.known.get(name, _NULL)
+
+
+_ARITH = {"+", "-", "*", "/", "quotient", "pow"}
+
+
+def _post_value(spec, field: str, out: _Outputs) -> Col:
+    spec = _obj(spec, field)
+    kind = _type_of(spec, field)
+    if kind in ("fieldAccess", "finalizingFieldAccess"):
+        return out.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+    if kind == "constant":
+        value = spec.get("value")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise NativeQueryError(f"{field}.value", "must be a number")
+        if isinstance(value, int):
+            return Col(f"CAST({value} AS BIGINT)", "long")
+        return Col(f"CAST({value!r} AS DOUBLE)", "double")
+    if kind == "arithmetic":
+        return _arithmetic(spec, field, out)
+    if kind == "expression":
+        col = _expression(spec.get("expression"), out, f"{field}.expression")
+        otype = spec.get("outputType")
+        if otype is not None and str(otype).upper() not in ("LONG", "DOUBLE", "FLOAT", "STRING"):
+            raise _unsupported(f"{field}.outputType", str(otype))
+        return _typed(col, str(otype).upper() if otype else None)
+    if kind in ("doubleGreatest", "doubleLeast", "longGreatest", "longLeast"):
+        fields = _list(spec.get("fields"), f"{field}.fields")
+        target = "long" if kind.startswith("long") else "double"
+        values = [
+            _cast(_post_value(f, f"{field}.fields[{i}]", out), target) for i, f in enumerate(fields)
+        ]
+        fn = "greatest" if kind.endswith("Greatest") else "least"
+        return Col(f"{fn}({', '.join(values)})", target)
+    if kind == "hyperUniqueCardinality":
+        col = out.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+        return Col(_cast(col, "double"), "double")
+    raise _unsupported(f"{field}.type", f"post-aggregator type {kind!r}")
+
+
+def _arithmetic(spec: dict, field: str, out: _Outputs) -> Col:
+    fn = spec.get("fn")
+    if not isinstance(fn, str) or fn not in _ARITH:
+        raise NativeQueryError(f"{field}.fn", f"must be one of {', '.join(sorted(_ARITH))}")
+    ordering = spec.get("ordering")
+    if ordering not in (None, "numericFirst"):
+        raise NativeQueryError(f"{field}.ordering", "must be numericFirst or absent")
+    fields = _list(spec.get("fields"), f"{field}.fields")
+    if len(fields) < 2:
+        raise NativeQueryError(f"{field}.fields", "an arithmetic post-aggregator needs two fields")
+    values = [
+        _cast(_post_value(f, f"{field}.fields[{i}]", out), "double") for i, f in enumerate(fields)
+    ]
+    sql = values[0]
+    for value in values[1:]:
+        if fn == "/":  # Druid: division by zero is 0
+            sql = f"(CASE WHEN {value} = 0 THEN 0.0 ELSE {_divide(sql, value)} END)"
+        elif fn == "quotient":
+            sql = _divide(sql, value)
+        elif fn == "pow":
+            sql = f"pow({sql}, {value})"
+        else:
+            sql = f"({sql} {fn} {value})"
+    return Col(sql, "double")
+
+
+def compile_post_aggregators(specs, known: dict[str, Col], field="postAggregations"):
+    """[(name, Col)] computed over a row whose columns are `known` (name -> Col)."""
+    out = _Outputs(known)
+    result = []
+    for i, spec in enumerate(_list(specs or [], field)):
+        path = f"{field}[{i}]"
+        col = _post_value(spec, path, out)
+        name = _str(_obj(spec, path).get("name"), f"{path}.name")
+        out.known[name] = Col(f"({col.sql})", col.kind)
+        result.append((name, col))
+    return result
+
+
+# --- queries -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to run and how to shape its rows. The SQL's first columns are the hidden
+    ones the query type needs (`__bucket` epoch millis, `__total`), then `columns`."""
+
+    query_type: str
+    datasource: str
+    sql: str
+    columns: tuple[tuple[str, str], ...]  # (output name, kind)
+    granularity: Granularity | None = None
+    options: dict = field(default_factory=dict)
+    timeout_ms: int | None = None
+
+
+_COMMON = {"queryType", "dataSource", "intervals", "filter", "virtualColumns", "context"}
+_ALLOWED = {
+    "timeseries": _COMMON
+    | {"descending", "granularity", "aggregations", "postAggregations", "limit"},
+    "topN": _COMMON
+    | {"granularity", "aggregations", "postAggregations", "dimension", "threshold", "metric"},
+    "groupBy": _COMMON
+    | {
+        "granularity",
+        "aggregations",
+        "postAggregations",
+        "dimensions",
+        "limitSpec",
+        "having",
+        "subtotalsSpec",
+    },
+    "scan": _COMMON
+    | {"resultFormat", "columns", "batchSize", "limit", "offset", "order", "orderBy", "legacy"},
+    "timeBoundary": _COMMON | {"bound"},
+    "search": _COMMON | {"granularity", "searchDimensions", "query", "sort", "limit"},
+    "dataSourceMetadata": {"queryType", "dataSource", "context"},
+    "segmentMetadata": {
+        "queryType",
+        "dataSource",
+        "intervals",
+        "toInclude",
+        "merge",
+        "analysisTypes",
+        "lenientAggregatorMerge",
+        "aggregatorMergeStrategy",
+        "context",
+    },
+}
+
+
+@dataclass
+class _Query:
+    body: dict
+    datasource: str
+    intervals: list[Interval]
+    cols: _Columns
+    where: str
+    context: dict
+
+
+def _datasource(spec) -> str:
+    if isinstance(spec, dict):
+        if spec.get("type") != "table":
+            raise _unsupported("dataSource.type", f"{spec.get('type')!r} (only table dataSources)")
+        spec = spec.get("name")
+    return _str(spec, "dataSource")
+
+
+def _virtual_columns(specs) -> dict[str, tuple]:
+    out = {}
+    for i, spec in enumerate(_list(specs or [], "virtualColumns")):
+        path = f"virtualColumns[{i}]"
+        spec = _obj(spec, path)
+        if spec.get("type") != "expression":
+            raise _unsupported(f"{path}.type", f"{spec.get('type')!r} (only expression)")
+        _only(spec, path, {"type", "name", "expression", "outputType"})
+        otype = spec.get("outputType")
+        otype = str(otype).upper() if otype else None
+        if otype not in (None, "LONG", "DOUBLE", "FLOAT", "STRING"):
+            raise _unsupported(f"{path}.outputType", f"{otype} (LONG, DOUBLE, FLOAT, STRING)")
+        name = _str(spec.get("name"), f"{path}.name")
+        out[name] = (spec.get("expression"), otype, f"{path}.expression")
+    return out
+
+
+def _parse_common(body: dict, schema: dict[str, str]) -> _Query:
+    kind = body["queryType"]
+    for key in body:
+        if key not in _ALLOWED[kind]:
+            raise _unsupported(key, f"is not a {kind} query field here")
+    context = _obj(body.get("context") or {}, "context")
+    cols = _Columns(schema, _virtual_columns(body.get("virtualColumns")))
+    for name in cols.virtual:
+        cols.get(name)  # validate every virtual column, used or not
+    optional = kind in ("timeBoundary", "dataSourceMetadata", "segmentMetadata")
+    intervals = parse_intervals(body.get("intervals"), required=not optional)
+    where = "true"
+    if body.get("filter") is not None:
+        where = compile_filter(body["filter"], cols)
+    return _Query(body, _datasource(body.get("dataSource")), intervals, cols, where, context)
+
+
+def _base(q: _Query) -> str:
+    return f"__base AS (SELECT * FROM {_q(q.datasource)} WHERE {_intervals_sql(q.intervals)})"
+
+
+def _aggregators(q: _Query) -> list[Agg]:
+    aggs = [
+        compile_aggregator(spec, f"aggregations[{i}]", q.cols)
+        for i, spec in enumerate(_list(q.body.get("aggregations") or [], "aggregations"))
+    ]
+    names = [a.name for a in aggs]
+    if len(set(names)) != len(names):
+        raise NativeQueryError("aggregations", "two aggregators share a name")
+    return aggs
+
+
+def _timeout(context: dict) -> int | None:
+    value = context.get("timeout")
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    return _int(value, "context.timeout")
+
+
+def _select_list(items: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{sql} AS {_q(name)}" for name, sql in items)
+
+
+def _timeseries(q: _Query) -> Plan:
+    gran = parse_granularity(q.body.get("granularity"))
+    aggs = _aggregators(q)
+    posts = compile_post_aggregators(
+        q.body.get("postAggregations"), {a.name: Col(_q(a.name), a.kind) for a in aggs}
+    )
+    skip = _bool(q.context.get("skipEmptyBuckets"), "context.skipEmptyBuckets")
+    total = _bool(q.context.get("grandTotal"), "context.grandTotal")
+    agg_sql = [(a.name, a.sql) for a in aggs]
+    ctes = [_base(q), "__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
+    if gran.kind == "all":
+        having = " HAVING COUNT(*) > 0" if skip else ""
+        # One row whenever the intervals hold data, even if the filter matches none of it.
+        grouped = (
+            f"SELECT {_epoch_ms('__span.lo')} AS __bucket, g.* FROM __span, "
+            f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
+            f"WHERE {q.where}{having}) AS g"
+        )
+        filled = "SELECT * FROM __grouped WHERE __bucket IS NOT NULL"
+    else:
+        grouped = (
+            f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)} "
+            f"FROM __base WHERE {q.where} GROUP BY 1"
+        )
+        filled = "SELECT * FROM __grouped"
+        if not skip and gran.kind != "none":
+            ctes.append(f"__buckets AS ({gran.series()})")
+            keep = " OR ".join(
+                f"(__bucket >= {gran.bucket_ms(_ts_lit(iv.start))} AND __bucket < {_ms(iv.end)})"
+                for iv in q.intervals
+            )
+            fill = [(a.name, f"coalesce(__grouped.{_q(a.name)}, {a.empty})") for a in aggs]
+            filled = (
+                f"SELECT __buckets.__bucket{_comma(fill)} FROM __buckets LEFT JOIN __grouped "
+                f"USING (__bucket) WHERE {keep}"
+            )
+    ctes += [f"__grouped AS ({grouped})", f"__filled AS ({filled})"]
+    rows = (
+        f"SELECT __bucket, 0 AS __total{_comma([(a.name, _q(a.name)) for a in aggs])} FROM __filled"
+    )
+    if total:
+        rows += f" UNION ALL SELECT NULL, 1{_comma(agg_sql)} FROM __base WHERE {q.where}"
+    order = "DESC" if _bool(q.body.get("descending"), "descending") else "ASC"
+    outputs = [(a.name, _q(a.name)) for a in aggs] + [(n, c.sql) for n, c in posts]
+    sql = (
+        f"WITH {', '.join(ctes)} SELECT __bucket, __total{_comma(outputs)} FROM ({rows}) "
+        f"ORDER BY __total, __bucket {order}"
+    )
+    limit = q.body.get("limit")
+    return Plan(
+        "timeseries",
+        q.datasource,
+        sql,
+        tuple([(a.name, a.kind) for a in aggs] + [(n, c.kind) for n, c in posts]),
+        gran,
+        {"limit": None if limit is None else _int(limit, "limit")},
+    )
+
+
+def _comma(items: list[tuple[str, str]]) -> str:
+    return (", " + _select_list(items)) if items else ""
+
+
+def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
+    """(output name, SQL, kind) of a dimension: strings unless an outputType says otherwise."""
+    name, out, kind = dimension_spec(spec, field)
+    col = q.cols.get(name)
+    if col.kind in ("sketch", "pair", "other"):
+        raise _unsupported(field, f"grouping on a {col.kind} column")
+    return out, _cast(col, "double" if kind == "float" else kind), kind
+
+
+def _grouped_bucket(q: _Query, gran: Granularity) -> tuple[str, str]:
+    """(bucket SQL, extra FROM) for a grouping query's time buckets."""
+    if gran.kind == "all":
+        return _epoch_ms("__span.lo"), ", __span"
+    return gran.bucket_ms("__time"), ""
+
+
+def _metric_order(spec, names: dict[str, str], dim: str, field: str = "metric"):
+    """(ORDER BY for the ranking, extra WHERE) from a TopNMetricSpec."""
+    if isinstance(spec, str):
+        spec = {"type": "numeric", "metric": spec}
+    spec = _obj(spec, field)
+    kind = _type_of(spec, field)
+    if kind == "inverted":
+        order, where = _metric_order(spec.get("metric"), names, dim, f"{field}.metric")
+        flipped = {"ASC NULLS FIRST": "DESC NULLS LAST", "DESC NULLS LAST": "ASC NULLS FIRST"}
+        parts = [p.rsplit(" ", 3) for p in order]
+        return [f"{e} {flipped[' '.join(rest)]}" for e, *rest in parts], where and f"NOT {where}"
+    if kind == "numeric":
+        metric = _str(spec.get("metric"), f"{field}.metric")
+        if metric not in names:
+            raise NativeQueryError(
+                f"{field}.metric", f"{metric!r} is not an aggregator or post-aggregator"
+            )
+        return [f"{_q(metric)} DESC NULLS LAST", f"{_q(dim)} ASC NULLS FIRST"], None
+    if kind in ("dimension", "lexicographic"):
+        ordering = _ordering(spec, field) if kind == "dimension" else "lexicographic"
+        col = Col(_q(dim), "string")
+        keys = {
+            "lexicographic": [col.sql],
+            "numeric": [f"TRY_CAST({col.sql} AS DOUBLE)", col.sql],
+            "strlen": [f"length({col.sql})", col.sql],
+        }[ordering]
+        stop = spec.get("previousStop")
+        where = _compare(col, ">", stop, ordering) if stop is not None else None
+        return [f"{k} ASC NULLS FIRST" for k in keys], where
+    raise _unsupported(f"{field}.type", f"topN metric spec {kind!r}")
+
+
+def _topn(q: _Query) -> Plan:
+    gran = parse_granularity(q.body.get("granularity"))
+    dim, dim_sql, dim_kind = _dimension_sql(q, q.body.get("dimension"), "dimension")
+    threshold = _int(q.body.get("threshold"), "threshold", minimum=1)
+    aggs = _aggregators(q)
+    known = {dim: Col(_q(dim), dim_kind), **{a.name: Col(_q(a.name), a.kind) for a in aggs}}
+    posts = compile_post_aggregators(q.body.get("postAggregations"), known)
+    names = {a.name: a.kind for a in aggs} | {n: c.kind for n, c in posts}
+    order, where = _metric_order(q.body.get("metric"), names, dim)
+    bucket, span = _grouped_bucket(q, gran)
+    items = [(dim, dim_sql)] + [(a.name, a.sql) for a in aggs]
+    outputs = (
+        [(dim, _q(dim))] + [(a.name, _q(a.name)) for a in aggs] + [(n, c.sql) for n, c in posts]
+    )
+    sql = (
+        f"WITH {_base(q)}, __span AS (SELECT min(__time) AS lo FROM __base), "
+        f"__grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
+        f"WHERE {q.where} GROUP BY 1, 2), "
+        f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped), "
+        f"__ranked AS (SELECT *, row_number() OVER (PARTITION BY __bucket ORDER BY "
+        f"{', '.join(order)}) AS __rank FROM __post WHERE {where or 'true'}) "
+        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM __ranked "
+        f"WHERE __rank <= {threshold} ORDER BY __bucket, __rank"
+    )
+    columns = [(dim, dim_kind)] + [(a.name, a.kind) for a in aggs] + [(n, c.kind) for n, c in posts]
+    return Plan("topN", q.datasource, sql, tuple(columns), gran)
+
+
+def _having(spec, field: str, row: _Outputs) -> str:
+    spec = _obj(spec, field)
+    kind = _type_of(spec, field)
+    if kind in ("and", "or"):
+        specs = _list(spec.get("havingSpecs"), f"{field}.havingSpecs")
+        word = " AND " if kind == "and" else " OR "
+        return (
+            "("
+            + (
+                word.join(_having(s, f"{field}.havingSpecs[{i}]", row) for i, s in enumerate(specs))
+                or "true"
+            )
+            + ")"
+        )
+    if kind == "not":
+        return f"(NOT {_having(spec.get('havingSpec'), f'{field}.havingSpec', row)})"
+    if kind in ("greaterThan", "lessThan", "equalTo"):
+        name = _str(spec.get("aggregation"), f"{field}.aggregation")
+        value = _number(spec.get("value"))
+        if value is None:
+            raise NativeQueryError(f"{field}.value", "must be a number")
+        op = {"greaterThan": ">", "lessThan": "<", "equalTo": "="}[kind]
+        return f"({_cast(row.get(name), 'double')} {op} {value!r})"
+    if kind == "dimSelector":
+        if spec.get("extractionFn") is not None:
+            raise _unsupported(f"{field}.extractionFn", "extraction functions are not supported")
+        col = row.get(_str(spec.get("dimension"), f"{field}.dimension"))
+        value = spec.get("value")
+        return (
+            f"({col.sql} IS NULL)"
+            if value is None
+            else f"({_cast(col, 'string')} = {_lit(str(value))})"
+        )
+    if kind == "filter":
+        return compile_filter(spec.get("filter"), row, f"{field}.filter")
+    if kind in ("always", "never"):
+        return "true" if kind == "always" else "false"
+    raise _unsupported(f"{field}.type", f"having spec {kind!r}")
+
+
+def _limit_order(
+    q: _Query, spec, kinds: dict[str, str], dims: list[str], gran
+) -> tuple[list, int | None, int]:
+    """(ORDER BY terms, limit, offset) from a groupBy's limitSpec."""
+    spec = _obj(spec or {"type": "default"}, "limitSpec")
+    if spec.get("type", "default") != "default":
+        raise _unsupported("limitSpec.type", f"{spec.get('type')!r} (only default)")
+    _only(spec, "limitSpec", {"type", "columns", "limit", "offset"})
+    terms = []
+    for i, c in enumerate(_list(spec.get("columns") or [], "limitSpec.columns")):
+        path = f"limitSpec.columns[{i}]"
+        c = {"dimension": c} if isinstance(c, str) else _obj(c, path)
+        name = _str(c.get("dimension"), f"{path}.dimension")
+        if name not in kinds:
+            raise NativeQueryError(f"{path}.dimension", f"{name!r} is not an output column")
+        direction = str(c.get("direction") or "ascending").lower()
+        if direction not in ("ascending", "descending", "asc", "desc"):
+            raise NativeQueryError(f"{path}.direction", "must be ascending or descending")
+        ordering = _ordering({"ordering": c.get("dimensionOrder")}, path)
+        key = _q(name)
+        if kinds[name] == "string" and ordering == "numeric":
+            key = f"TRY_CAST({key} AS DOUBLE)"
+        elif kinds[name] == "string" and ordering == "strlen":
+            key = f"length({key}), {key}"
+        desc = direction.startswith("desc")
+        terms += [
+            f"{k} {'DESC NULLS LAST' if desc else 'ASC NULLS FIRST'}" for k in key.split(", ")
+        ]
+    limit = spec.get("limit")
+    limit = None if limit is None else _int(limit, "limitSpec.limit")
+    offset = _int(spec.get("offset") or 0, "limitSpec.offset")
+    # Druid orders by time first (unless sortByDimsFirst), then the limitSpec, then the
+    # dimensions, in which order the groups come out of its merge.
+    tail = [f"{_q(d)} ASC NULLS FIRST" for d in dims]
+    by_dims = _bool(q.context.get("sortByDimsFirst"), "context.sortByDimsFirst")
+    if gran.kind == "all":
+        return terms + tail, limit, offset
+    if by_dims:
+        return terms + tail + ["__bucket ASC"], limit, offset
+    return ["__bucket ASC"] + terms + tail, limit, offset
+
+
+def _groupby(q: _Query) -> Plan:
+    if q.body.get("subtotalsSpec") is not None:
+        raise _unsupported("subtotalsSpec", "subtotals are not supported")
+    gran = parse_granularity(q.body.get("granularity"))
+    dims = [
+        _dimension_sql(q, d, f"dimensions[{i}]")
+        for i, d in enumerate(_list(q.body.get("dimensions") or [], "dimensions"))
+    ]
+    aggs = _aggregators(q)
+    known = {
+        **{n: Col(_q(n), k) for n, _, k in dims},
+        **{a.name: Col(_q(a.name), a.kind) for a in aggs},
+    }
+    posts = compile_post_aggregators(q.body.get("postAggregations"), known)
+    if gran.kind == "all":  # Druid stamps every row with the first interval's start
+        start = q.intervals[0].start
+        stamp = ETERNITY_START_MS if start == MIN_TS else _ms(start)
+        bucket, span = f"CAST({stamp} AS BIGINT)", ""
+    else:
+        bucket, span = _grouped_bucket(q, gran)
+    items = [(n, s) for n, s, _ in dims] + [(a.name, a.sql) for a in aggs]
+    outputs = [(n, _q(n)) for n, _, _ in dims] + [(a.name, _q(a.name)) for a in aggs]
+    outputs += [(n, c.sql) for n, c in posts]
+    kinds = (
+        {n: k for n, _, k in dims} | {a.name: a.kind for a in aggs} | {n: c.kind for n, c in posts}
+    )
+    row = _Outputs({n: Col(_q(n), k) for n, k in kinds.items()})
+    having = "true" if q.body.get("having") is None else _having(q.body["having"], "having", row)
+    order, limit, offset = _limit_order(
+        q, q.body.get("limitSpec"), kinds, [n for n, _, _ in dims], gran
+    )
+    group_by = ", ".join(str(i) for i in range(1, len(dims) + 2))
+    sql = (
+        f"WITH {_base(q)}, __grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
+        f"WHERE {q.where} GROUP BY {group_by}), "
+        f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped) "
+        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM __post WHERE {having} "
+        f"ORDER BY {', '.join(order) or '__bucket'}"
+        + (f" LIMIT {limit}" if limit is not None else "")
+        + (f" OFFSET {offset}" if offset else "")
+    )
+    return Plan(
+        "groupBy",
+        q.datasource,
+        sql,
+        tuple(kinds.items()),
+        gran,
+        {
+            "dimensions": [n for n, _, _ in dims],
+            "result_as_array": _bool(q.context.get("resultAsArray"), "context.resultAsArray"),
+        },
+    )
+
+
+def _scan_order(body: dict) -> str | None:
+    order = body.get("order")
+    if body.get("orderBy") is not None:
+        specs = _list(body["orderBy"], "orderBy")
+        if len(specs) > 1 or (specs and _obj(specs[0], "orderBy[0]").get("columnName") != "__time"):
+            raise _unsupported("orderBy", "scan ordering by columns other than __time")
+        order = specs[0].get("order", "ascending") if specs else None
+    order = str(order or "none").lower()
+    if order not in ("none", "ascending", "descending"):
+        raise NativeQueryError("order", "must be none, ascending or descending")
+    return None if order == "none" else ("ASC" if order == "ascending" else "DESC")
+
+
+def _scan(q: _Query) -> Plan:
+    body = q.body
+    if _bool(body.get("legacy"), "legacy"):
+        raise _unsupported("legacy", "legacy scan results")
+    fmt = body.get("resultFormat") or "list"
+    if fmt not in ("list", "compactedList"):
+        raise _unsupported("resultFormat", f"{fmt!r} (list, compactedList)")
+    names = _list(body.get("columns") or [], "columns")
+    if not names:  # every column, __time first, as Druid lists a segment's columns
+        names = ["__time"] + [n for n in q.cols.schema if n != "__time"]
+    items, columns = [], []
+    for i, name in enumerate(names):
+        col = q.cols.get(_str(name, f"columns[{i}]"))
+        items.append((name, col.sql))
+        columns.append((name, "long" if name == "__time" else col.kind))
+    order = _scan_order(body)
+    limit = body.get("limit")
+    offset = _int(body.get("offset") or 0, "offset")
+    batch = _int(body.get("batchSize") or 20480, "batchSize", minimum=1)
+    sql = (
+        f"WITH {_base(q)} SELECT {_select_list(items)} FROM __base WHERE {q.where}"
+        + (f" ORDER BY __base.__time {order}" if order else "")
+        + (f" LIMIT {_int(limit, 'limit')}" if limit is not None else "")
+        + (f" OFFSET {offset}" if offset else "")
+    )
+    return Plan(
+        "scan", q.datasource, sql, tuple(columns), None, {"result_format": fmt, "batch_size": batch}
+    )
+
+
+def _time_boundary(q: _Query) -> Plan:
+    bound = q.body.get("bound")
+    if bound not in (None, "minTime", "maxTime"):
+        raise NativeQueryError("bound", "must be minTime or maxTime")
+    sql = (
+        f"WITH {_base(q)} SELECT {_epoch_ms('min(__time)')} AS minTime, "
+        f"{_epoch_ms('max(__time)')} AS maxTime FROM __base WHERE {q.where}"
+    )
+    return Plan(
+        "timeBoundary",
+        q.datasource,
+        sql,
+        (("minTime", "long"), ("maxTime", "long")),
+        None,
+        {"bound": bound},
+    )
+
+
+def _search_spec(spec: dict, field: str) -> dict:
+    """Druid's SearchQuerySpec as the search filter's query (`case_sensitive` or
+    `caseSensitive`); `regex` matches anywhere in the value."""
+    spec = dict(_obj(spec, field))
+    if "case_sensitive" in spec:
+        spec["caseSensitive"] = spec.pop("case_sensitive")
+    return spec
+
+
+def _search_query(q: _Query) -> Plan:
+    gran = parse_granularity(q.body.get("granularity"))
+    spec = _search_spec(q.body.get("query"), "query")
+    names = _list(q.body.get("searchDimensions") or [], "searchDimensions")
+    dims = [dimension_spec(d, f"searchDimensions[{i}]")[:2] for i, d in enumerate(names)]
+    if not names:  # Druid searches every dimension: here, every string column
+        dims = [(n, n) for n, kind in q.cols.schema.items() if kind == "string"]
+    limit = _int(q.body.get("limit", 1000), "limit", minimum=1)
+    sort = _ordering({"ordering": _obj(q.body.get("sort") or {}, "sort").get("type")}, "sort")
+    bucket, span = _grouped_bucket(q, gran)
+    hits = []
+    for name, out in dims:
+        value = _cast(q.cols.get(name), "string")
+        if spec.get("type") == "regex":
+            match = _matches(value, _lit(_str(spec.get("pattern"), "query.pattern")))
+        else:
+            match = _search_match(value, spec, "query")
+        hits.append(
+            f"SELECT {bucket} AS __bucket, {_lit(out)} AS dimension, {value} AS value, "
+            f"COUNT(*) AS count FROM __base{span} WHERE ({q.where}) AND {match} GROUP BY 1, 3"
+        )
+    keys = {
+        "lexicographic": ["value"],
+        "numeric": ["TRY_CAST(value AS DOUBLE)", "value"],
+        "strlen": ["length(value)", "value"],
+    }[sort]
+    union = " UNION ALL ".join(hits) or "SELECT CAST(NULL AS BIGINT), '', '', 0 WHERE false"
+    sql = (
+        f"WITH {_base(q)}, __span AS (SELECT min(__time) AS lo FROM __base), "
+        f"__hits AS ({union}), "
+        f"__ranked AS (SELECT *, row_number() OVER (PARTITION BY __bucket ORDER BY "
+        f"{', '.join(f'{k} ASC NULLS FIRST' for k in keys)}, dimension) AS __rank FROM __hits) "
+        f"SELECT __bucket, dimension, value, count FROM __ranked WHERE __rank <= {limit} "
+        f"ORDER BY __bucket, __rank"
+    )
+    columns = (("dimension", "string"), ("value", "string"), ("count", "long"))
+    return Plan("search", q.datasource, sql, columns, gran)
+
+
+def _datasource_metadata(q: _Query) -> Plan:
+    sql = f"SELECT {_epoch_ms('max(__time)')} AS maxIngestedEventTime FROM {_q(q.datasource)}"
+    return Plan("dataSourceMetadata", q.datasource, sql, (("maxIngestedEventTime", "long"),))
+
+
+_ANALYSES = ("cardinality", "interval", "minmax")
+_TYPE_NAMES = {"long": "LONG", "double": "DOUBLE", "float": "FLOAT", "string": "STRING"}
+
+
+def _included_columns(q: _Query) -> list[str]:
+    spec = _obj(q.body.get("toInclude") or {"type": "all"}, "toInclude")
+    kind = _type_of(spec, field)
+    names = ["__time"] + [n for n in q.cols.schema if n != "__time"]
+    if kind == "all":
+        return names
+    if kind == "none":
+        return []
+    if kind == "list":
+        wanted = _list(spec.get("columns"), "toInclude.columns")
+        return [n for n in names if n in wanted]
+    raise NativeQueryError("toInclude.type", "must be all, none or list")
+
+
+def _shared_pieces(segments) -> bool:
+    pieces = sorted(iv for _, _, ivs in segments for iv in ivs)
+    return any(a.end > b.start for a, b in zip(pieces, pieces[1:], strict=False))
+
+
+def _segment_metadata(q: _Query, segments: list[tuple[str, Interval, list[Interval]]]) -> Plan:
+    """Per visible segment (or merged): row count and, per column, its type, nulls,
+    and for strings the number of distinct values and the smallest and largest."""
+    analyses = _list(q.body.get("analysisTypes", list(_ANALYSES)), "analysisTypes")
+    for i, a in enumerate(analyses):
+        if a not in _ANALYSES:
+            raise _unsupported(f"analysisTypes[{i}]", f"{a!r} (supported: {', '.join(_ANALYSES)})")
+    merge = _bool(q.body.get("merge"), "merge")
+    overlapping = [s for s in segments if any(s[1].overlaps(iv) for iv in q.intervals)]
+    pieces = [iv for _, _, ivs in overlapping for iv in ivs]
+    if not pieces:
+        return Plan(
+            "segmentMetadata",
+            q.datasource,
+            "SELECT 1 WHERE false",
+            (),
+            None,
+            {"segments": [], "merge": merge, "analyses": analyses, "columns": []},
+        )
+    if not merge and _shared_pieces(overlapping):
+        raise _unsupported(
+            "merge",
+            "per-segment results where a time chunk holds several partitions (their rows "
+            'share the time range, and are read as one table here); use "merge": true',
+        )
+    tag = (
+        "0"
+        if merge
+        else "CASE "
+        + " ".join(
+            f"WHEN {_intervals_sql(ivs)} THEN {i}" for i, (_, _, ivs) in enumerate(overlapping)
+        )
+        + " END"
+    )
+    stats, columns = [], []
+    for name in _included_columns(q):
+        col = Col("__time", "time") if name == "__time" else q.cols.get(name)
+        columns.append((name, col.kind))
+        stats.append(f"bool_or({_q(name)} IS NULL)")
+        if col.kind == "string":
+            stats += [f"COUNT(DISTINCT {col.sql})", f"min({col.sql})", f"max({col.sql})"]
+    sql = (
+        f"WITH __base AS (SELECT * FROM {_q(q.datasource)} WHERE {_intervals_sql(pieces)}), "
+        f"__tagged AS (SELECT {tag} AS __segment, * FROM __base) "
+        f"SELECT __segment, COUNT(*) AS __rows{''.join(', ' + x for x in stats)} "
+        f"FROM __tagged GROUP BY 1 ORDER BY 1"
+    )
+    return Plan(
+        "segmentMetadata",
+        q.datasource,
+        sql,
+        (),
+        None,
+        {
+            "segments": [(seg_id, interval) for seg_id, interval, _ in overlapping],
+            "merge": merge,
+            "analyses": analyses,
+            "columns": columns,
+        },
+    )
+
+
+_COMPILERS = {
+    "timeseries": _timeseries,
+    "topN": _topn,
+    "groupBy": _groupby,
+    "scan": _scan,
+    "timeBoundary": _time_boundary,
+    "search": _search_query,
+    "dataSourceMetadata": _datasource_metadata,
+}
+
+
+def query_datasource(body) -> tuple[str, str]:
+    """(queryType, dataSource name) of a request body, checked before its schema is read."""
+    body = _obj(body, "(body)")
+    kind = body.get("queryType")
+    if kind in _REFUSED_TYPES:
+        raise _unsupported(
+            "queryType", f"{kind} queries are not supported; supported: " + ", ".join(QUERY_TYPES)
+        )
+    if kind not in QUERY_TYPES:
+        raise NativeQueryError(
+            "queryType", f"unknown query type {kind!r}; one of " + ", ".join(QUERY_TYPES)
+        )
+    return kind, _datasource(body.get("dataSource"))
+
+
+def compile_query(body, schema: dict[str, str], dialect: str = "duckdb", segments=None) -> Plan:
+    """A native query (parsed JSON) as a Plan over a table with columns `schema`
+    (name -> kind, see `column_kinds`), in DuckDB's or Spark's SQL (`dialect`).
+    A segmentMetadata query also needs the visible `segments`: (id, interval,
+    visible pieces). Raises NativeQueryError."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {DIALECTS}")
+    query_datasource(body)
+    token = _DIALECT.set(dialect)
+    try:
+        q = _parse_common(body, schema)
+        if body["queryType"] == "segmentMetadata":
+            plan = _segment_metadata(q, list(segments or []))
+        else:
+            plan = _COMPILERS[body["queryType"]](q)
+    except RecursionError:
+        raise NativeQueryError("(body)", "the query is nested too deeply") from None
+    finally:
+        _DIALECT.reset(token)
+    return Plan(
+        plan.query_type,
+        plan.datasource,
+        plan.sql,
+        plan.columns,
+        plan.granularity,
+        plan.options,
+        _timeout(q.context),
+    )
