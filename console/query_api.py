@@ -13,7 +13,7 @@ import json
 from django.http import HttpResponse
 from django.urls import re_path
 from drf_spectacular.utils import extend_schema
-from rest_framework import authentication, exceptions, serializers, status
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from console.api import error_body
 from console.druid_schema import SQL_REQUEST, SQL_RESPONSES
 from console.openapi import responses
+from console.security import StrataBasicAuthentication
 from metastore.query import MAX_SEQ, MAX_SQL_CHARS, QueryError, run_query
 
 
@@ -161,7 +162,7 @@ class DruidSqlView(APIView):
     strata_role = "viewer"
     authentication_classes = [
         *api_settings.DEFAULT_AUTHENTICATION_CLASSES,
-        authentication.BasicAuthentication,
+        StrataBasicAuthentication,
     ]
 
     def handle_exception(self, exc):
