@@ -44,6 +44,7 @@ from django.http import HttpResponse, JsonResponse
 from django.utils.crypto import salted_hmac
 from django.utils.decorators import method_decorator
 from django.views.decorators.cache import never_cache
+from drf_spectacular.authentication import BasicScheme
 from rest_framework import exceptions, permissions, status
 from rest_framework.authentication import BasicAuthentication, TokenAuthentication
 from rest_framework.parsers import JSONParser
@@ -549,6 +550,12 @@ class StrataBasicAuthentication(BasicAuthentication):
         login_failures_forget(keys[:1])
         _basic_cache_put(key, userid, user)
         return (user, None)
+
+
+class StrataBasicScheme(BasicScheme):
+    """The OpenAPI description of StrataBasicAuthentication: HTTP Basic."""
+
+    target_class = "console.security.StrataBasicAuthentication"
 
 
 def json_error(status_code: int, error: str, **extra) -> JsonResponse:
