@@ -5,6 +5,7 @@ records (metastore.schema)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -243,3 +244,174 @@ def test_the_read_endpoints_are_in_the_openapi_schema(api_client):
     ].get("security")
     assert "204" in paths["/druid/coordinator/v1/datasources/{datasource}"]["get"]["responses"]
 
+
+# --- Druid SQL request options (POST /druid/v2/sql) -----------------------------------------
+
+SQL = "/druid/v2/sql"
+ROWS_SQL = "SELECT __time, page, added FROM wiki_sql ORDER BY __time"
+
+
+@pytest.fixture
+def wiki_sql(inline_spec):
+    """Three rows in one day's segment file; pages with a comma and with quotes."""
+    from test_query import commit
+
+    day = [("2024-01-01T01:00", "a", 1), ("2024-01-01T05:00", "b,c", 2)]
+    day.append(("2024-01-01T12:00", 'say "hi"', 4))
+    commit(inline_spec, "wiki_sql", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": [day]})
+
+
+def sql(api_client, **body):
+    return api_client.post(SQL, {"query": ROWS_SQL, **body}, format="json")
+
+
+FIRST = {"__time": "2024-01-01T01:00:00.000Z", "page": "a", "added": 1}
+NAMES = ["__time", "page", "added"]
+NATIVE = ["LONG", "STRING", "LONG"]
+SQL_TYPES = ["TIMESTAMP", "VARCHAR", "BIGINT"]
+
+
+def test_result_formats_are_read_in_any_case(api_client, wiki_sql):
+    for fmt in ("OBJECT", "Object", "object"):
+        assert sql(api_client, resultFormat=fmt).json()[0] == FIRST
+    assert sql(api_client, resultFormat="ARRAY").json()[0] == list(FIRST.values())
+    assert sql(api_client, resultFormat="ARRAYLINES").content.decode().splitlines()[0] == (
+        '["2024-01-01T01:00:00.000Z", "a", 1]'
+    )
+    assert sql(api_client, resultFormat="objectlines")["Content-Type"].startswith("text/plain")
+    assert sql(api_client, resultFormat="Csv")["Content-Type"].startswith("text/csv")
+
+
+def test_headers_with_types_as_druids_query_output_format_table(api_client, wiki_sql):
+    """Druid's "Query output format" table, for each format and header option."""
+    both = {"header": True, "typesHeader": True, "sqlTypesHeader": True}
+    objects = sql(api_client, resultFormat="object", **both).json()
+    assert objects[0] == {
+        "__time": {"type": "LONG", "sqlType": "TIMESTAMP"},
+        "page": {"type": "STRING", "sqlType": "VARCHAR"},
+        "added": {"type": "LONG", "sqlType": "BIGINT"},
+    }
+    assert objects[1] == FIRST
+    only_types = sql(api_client, header=True, typesHeader=True).json()[0]
+    assert only_types["page"] == {"type": "STRING"}
+    only_sql = sql(api_client, header=True, sqlTypesHeader=True).json()[0]
+    assert only_sql["page"] == {"sqlType": "VARCHAR"}
+    assert sql(api_client, header=True).json()[0] == dict.fromkeys(NAMES)
+
+    arrays = sql(api_client, resultFormat="array", **both).json()
+    assert arrays[:4] == [NAMES, NATIVE, SQL_TYPES, list(FIRST.values())]
+    assert sql(api_client, resultFormat="array", header=True, sqlTypesHeader=True).json()[:2] == [
+        NAMES,
+        SQL_TYPES,
+    ]
+    lines = sql(api_client, resultFormat="arrayLines", **both).content.decode().split("\n")
+    assert lines[:3] == [json.dumps(NAMES), json.dumps(NATIVE), json.dumps(SQL_TYPES)]
+    object_lines = sql(api_client, resultFormat="objectLines", header=True).content.decode()
+    assert object_lines.split("\n")[0] == json.dumps(dict.fromkeys(NAMES))
+
+    csv_text = sql(api_client, resultFormat="csv", **both).content.decode()
+    assert csv_text.split("\n")[:3] == [",".join(NAMES), ",".join(NATIVE), ",".join(SQL_TYPES)]
+    # typesHeader without header adds nothing, as in Druid.
+    assert sql(api_client, resultFormat="array", typesHeader=True).json()[0] == list(FIRST.values())
+
+
+def test_csv_quotes_as_druid_documents_and_ends_with_a_blank_line(api_client, wiki_sql):
+    text = sql(api_client, resultFormat="csv").content.decode()
+    assert text == (
+        "2024-01-01T01:00:00.000Z,a,1\n"
+        '2024-01-01T05:00:00.000Z,"b,c",2\n'
+        '2024-01-01T12:00:00.000Z,"say ""hi""",4\n'
+        "\n"
+    )
+
+
+def test_druids_response_headers(api_client, wiki_sql):
+    with_header = sql(api_client, header=True, context={"sqlQueryId": "request01"})
+    assert with_header["X-Druid-SQL-Query-Id"] == "request01"
+    assert with_header["X-Druid-SQL-Header-Included"] == "yes"
+    plain = sql(api_client)
+    assert "X-Druid-SQL-Header-Included" not in plain
+    assert len(plain["X-Druid-SQL-Query-Id"]) == 36  # a new UUID
+
+
+def test_types_of_aggregates_in_the_types_header(api_client, wiki_sql):
+    response = api_client.post(
+        SQL,
+        {
+            "query": "SELECT COUNT(*) AS n, SUM(added) AS total, AVG(added) AS mean FROM wiki_sql",
+            "resultFormat": "array",
+            "header": True,
+            "typesHeader": True,
+            "sqlTypesHeader": True,
+        },
+        format="json",
+    )
+    names, native, sql_types, row = response.json()
+    assert names == ["n", "total", "mean"]
+    assert native == ["LONG", "LONG", "DOUBLE"] and sql_types == ["BIGINT", "BIGINT", "DOUBLE"]
+    assert row == [3, 7, pytest.approx(7 / 3)]
+
+
+def count_where(api_client, where: str, *parameters) -> object:
+    response = api_client.post(
+        SQL,
+        {
+            "query": f"SELECT COUNT(*) AS n FROM wiki_sql WHERE {where}",
+            "parameters": [{"type": kind, "value": value} for kind, value in parameters],
+        },
+        format="json",
+    )
+    return response.json()[0]["n"] if response.status_code == 200 else response
+
+
+def test_parameters_are_bound_by_their_sql_type(api_client, wiki_sql):
+    assert count_where(api_client, "page = ?", ("VARCHAR", "b,c")) == 1
+    assert count_where(api_client, "added >= ?", ("BIGINT", 2)) == 2
+    assert count_where(api_client, "added >= ?", ("integer", "2")) == 2  # any case, text
+    assert count_where(api_client, "added > ?", ("DOUBLE", 1.5)) == 2
+    assert count_where(api_client, "__time >= ?", ("TIMESTAMP", "2024-01-01 05:00:00")) == 2
+    assert count_where(api_client, "__time >= ?", ("TIMESTAMP", "2024-01-01T05:00:00Z")) == 2
+    epoch_ms = int(datetime(2024, 1, 1, 5, tzinfo=UTC).timestamp() * 1000)
+    assert count_where(api_client, "__time >= ?", ("TIMESTAMP", epoch_ms)) == 2
+    assert count_where(api_client, "(added > ?) = ?", ("BIGINT", 1), ("BOOLEAN", True)) == 2
+    assert count_where(api_client, "page = ? AND added = ?", ("VARCHAR", "a"), ("BIGINT", 1)) == 1
+
+
+@pytest.mark.parametrize(
+    ("parameter", "field"),
+    [
+        ({"type": "GEOMETRY", "value": 1}, "parameters[0].type"),
+        ({"type": "BIGINT", "value": "two"}, "parameters[0].value"),
+        ({"type": "BIGINT", "value": 2.5}, "parameters[0].value"),
+        ({"type": "TIMESTAMP", "value": "yesterday"}, "parameters[0].value"),
+        ({"type": "BOOLEAN", "value": "maybe"}, "parameters[0].value"),
+        ({"type": "VARCHAR", "value": {"a": 1}}, "parameters[0].value"),
+        ({"type": "VARCHAR"}, "parameters[0]"),
+    ],
+)
+def test_a_bad_parameter_is_a_400_naming_it(api_client, wiki_sql, parameter, field):
+    response = api_client.post(
+        SQL, {"query": "SELECT ? AS x", "parameters": [parameter]}, format="json"
+    )
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+    assert response.json()["error"] == "druidException"
+
+
+def test_bad_options_are_400s_naming_the_field(api_client, wiki_sql):
+    for body, field in (
+        ({"resultFormat": "xml"}, "resultFormat"),
+        ({"header": "yes"}, "header"),
+        ({"typesHeader": 1}, "typesHeader"),
+        ({"sqlTypesHeader": "true"}, "sqlTypesHeader"),
+        ({"context": []}, "context"),
+        ({"context": {"sqlTimeZone": "Europe/Paris"}}, "context.sqlTimeZone"),
+        ({"context": {"sqlQueryId": ""}}, "context.sqlQueryId"),
+        ({"parameters": {"type": "VARCHAR"}}, "parameters"),
+    ):
+        response = sql(api_client, **body)
+        assert response.status_code == 400, body
+        assert response.json()["field"] == field, body
+    # A placeholder without its parameter is refused, never run with a NULL.
+    missing = api_client.post(SQL, {"query": "SELECT ? AS x"}, format="json")
+    assert missing.status_code == 400
