@@ -9,6 +9,7 @@ warm-up, p50 and p95:
 
   sql   POST /druid/v2/sql {"query": "SELECT 1"}
   poll  GET /druid/indexer/v1/tasks (a task-status poll)
+  auth  the authentication step alone, in this process (no HTTP): token or Basic
 
 with a token (the baseline every ratio is against) and Basic with the cache,
 in turn, and Basic without it (5 times: each costs the hash). Django's default
@@ -162,6 +163,33 @@ def pct(times: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def authenticate_in_process(token: str, basic: str, repeat: int) -> None:
+    """The authentication step alone, without HTTP: what Basic adds per request."""
+    from django.test import RequestFactory
+    from rest_framework.request import Request
+
+    from console.security import StrataBasicAuthentication, StrataTokenAuthentication
+
+    factory = RequestFactory()
+
+    def run(authenticator, header: str):
+        return lambda: authenticator.authenticate(
+            Request(factory.get("/druid/v2/sql", HTTP_AUTHORIZATION=header))
+        )
+
+    runs = timed(
+        {
+            "token": run(StrataTokenAuthentication(), f"Token {token}"),
+            "basic, cached": run(StrataBasicAuthentication(), basic),
+        },
+        repeat,
+    )
+    base = statistics.median(runs["token"])
+    for auth, times in runs.items():
+        p50 = statistics.median(times)
+        print(f"{'auth':<6} {auth:<20} {p50:>8.2f} {pct(times, 0.95):>8.2f} {p50 / base:>10.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=30)
@@ -193,6 +221,11 @@ def main() -> None:
                     f"{name:<6} {auth:<20} {p50:>8.1f} {pct(times, 0.95):>8.1f} "
                     f"{p50 / base:>10.2f}x  (+{p50 - base:.1f} ms)"
                 )
+        os.environ["REDIS_URL"] = redis_url
+        from django.conf import settings
+
+        settings.REDIS_URL = redis_url
+        authenticate_in_process(token, basic, args.repeat * 5)
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -284,6 +284,7 @@ class LoadStatus(DruidView):
         ),
     )
     def get(self, request):
+        _flag(request, "computeUsingClusterView")  # checked; one replica in one tier
         names = [s.name for s in _served()]
         if _flag(request, "simple"):
             return Response({name: 0 for name in names})

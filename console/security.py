@@ -541,8 +541,10 @@ class StrataBasicAuthentication(BasicAuthentication):
         user = _basic_cached_user(key, userid)
         if user is not None:
             return (user, None)
-        credentials = {get_user_model().USERNAME_FIELD: userid, "password": password}
-        user = authenticate(request=request, **credentials)
+        user = None
+        if not _UNSTORABLE.search(userid):  # no such user; the database cannot compare it
+            credentials = {get_user_model().USERNAME_FIELD: userid, "password": password}
+            user = authenticate(request=request, **credentials)
         if user is None or not user.is_active:
             login_failure_add(keys, settings.STRATA_LOGIN_LOCKOUT_SECONDS)
             _basic_cache_forget(userid)

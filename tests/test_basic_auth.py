@@ -179,3 +179,10 @@ def test_the_cache_key_is_a_keyed_hash_not_the_password(alice, client, settings)
     # Another secret key gives another key for the same credentials.
     settings.SECRET_KEY = "another secret key, long enough to be one" * 2
     assert security.basic_auth_cache_key("alice", TEST_PASSWORD) != key
+
+
+def test_a_user_name_with_a_nul_is_a_wrong_password_not_a_500(alice, client):
+    for name in ("al\x00ice", "al\ud800ice"):
+        token = base64.b64encode(f"{name}:{TEST_PASSWORD}".encode("utf-8", "surrogatepass"))
+        response = client.get(TASKS, HTTP_AUTHORIZATION=f"Basic {token.decode()}")
+        assert response.status_code == 403

@@ -178,6 +178,8 @@ def test_load_status_every_published_segment_is_served(api_client, wiki, publish
         "_default_tier": {"other": 0, "wiki": 0}
     }
     assert api_client.get(f"{COORD}/loadstatus?full&computeUsingClusterView").status_code == 200
+    refused = api_client.get(f"{COORD}/loadstatus?computeUsingClusterView=AAA")
+    assert (refused.status_code, refused.json()["field"]) == (400, "computeUsingClusterView")
 
 
 def test_read_endpoints_take_a_bounded_number_of_queries(
