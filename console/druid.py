@@ -20,7 +20,7 @@ from datetime import datetime
 from django.http import Http404
 from django.urls import re_path
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import authentication, status
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 from console import druid_schema as ds_schema
 from console.api import error_body
 from console.druid_schema import druid_responses
-from console.security import MAX_LIST_ITEMS, parse_natural
+from console.security import MAX_LIST_ITEMS, StrataBasicAuthentication, parse_natural
 from metastore import locking, selectors, services
 from metastore.intervals import Interval, format_ts
 from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
@@ -216,7 +216,7 @@ class DruidView(APIView):
 
     authentication_classes = [
         *api_settings.DEFAULT_AUTHENTICATION_CLASSES,
-        authentication.BasicAuthentication,
+        StrataBasicAuthentication,
     ]
 
     def handle_exception(self, exc):

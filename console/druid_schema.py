@@ -214,17 +214,40 @@ SQL_REQUEST = {
                 "type": "string",
                 "enum": ["object", "array", "objectLines", "arrayLines", "csv"],
                 "nullable": True,
+                "description": "read in any case (OBJECT, arraylines, ...), as Druid does",
             },
             "header": {"type": "boolean", "nullable": True},
+            "typesHeader": {
+                "type": "boolean",
+                "nullable": True,
+                "description": "with header: Druid's native type of each column",
+            },
+            "sqlTypesHeader": {
+                "type": "boolean",
+                "nullable": True,
+                "description": "with header: the SQL type of each column",
+            },
             "parameters": {
                 "type": "array",
                 "nullable": True,
+                "description": "values for the query's ? placeholders, in order",
                 "items": {
                     "type": "object",
                     "properties": {
-                        "type": {"type": "string"},
+                        "type": {
+                            "type": "string",
+                            "nullable": True,
+                            "description": "VARCHAR, CHAR, BIGINT, INTEGER, SMALLINT, TINYINT, "
+                            "DOUBLE, FLOAT, REAL, DECIMAL, BOOLEAN, TIMESTAMP (ISO text or "
+                            "epoch milliseconds), DATE or ARRAY, in any case",
+                        },
                         "value": {
-                            "anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}],
+                            "anyOf": [
+                                {"type": "string"},
+                                {"type": "number"},
+                                {"type": "boolean"},
+                                {"type": "array", "items": {}},
+                            ],
                             "nullable": True,
                         },
                     },
@@ -247,6 +270,13 @@ SQL_REQUEST = {
                         ],
                         "nullable": True,
                         "description": "ms; at most STRATA_QUERY_MAX_TIMEOUT_MS (0: that)",
+                    },
+                    "sqlQueryId": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 256,
+                        "nullable": True,
+                        "description": "sent back in X-Druid-SQL-Query-Id (else a new UUID)",
                     },
                 },
             },

@@ -269,6 +269,10 @@ STRATA_LOGIN_LOCKOUT_SECONDS = int(os.environ.get("STRATA_LOGIN_LOCKOUT_SECONDS"
 # Their counters are kept in Redis (REDIS_URL) under this key prefix, shared by
 # every web process; in the process's own cache only while Redis does not answer.
 STRATA_LOGIN_THROTTLE_PREFIX = os.environ.get("STRATA_LOGIN_THROTTLE_PREFIX", "strata-login")
+# HTTP Basic (Druid's clients): credentials once verified are trusted this long in
+# each web process without hashing the password again (0: hash every request). A
+# changed password, a deactivated user or a lockout ends it at once.
+STRATA_BASIC_AUTH_CACHE_SECONDS = float(os.environ.get("STRATA_BASIC_AUTH_CACHE_SECONDS", "60"))
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Headers on every response; cookies secure when the request came over HTTPS
 # (directly, or through a proxy that sets X-Forwarded-Proto: https).

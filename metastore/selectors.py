@@ -367,11 +367,15 @@ class DataSourceSummary:
     start: object
     end: object
     active_tasks: int
+    created_at: object = None
 
 
-def datasources_list() -> list[DataSourceSummary]:
+def datasources_list(*, name: str | None = None) -> list[DataSourceSummary]:
+    """Every dataSource (or the one named) with its used segments' count, rows,
+    bytes and time span, and its active tasks."""
+    found = DataSource.objects.filter(name=name) if name is not None else DataSource.objects
     rows = (
-        DataSource.objects.annotate(
+        found.annotate(
             n=Count("segments", filter=Q(segments__used=True)),
             rows=Sum("segments__num_rows", filter=Q(segments__used=True)),
             size=Sum("segments__size_bytes", filter=Q(segments__used=True)),
@@ -379,7 +383,7 @@ def datasources_list() -> list[DataSourceSummary]:
             last=Max("segments__end", filter=Q(segments__used=True)),
         )
         .order_by("name")
-        .values("name", "n", "rows", "size", "first", "last")
+        .values("name", "n", "rows", "size", "first", "last", "created_at")
     )
     active = dict(
         Task.objects.filter(status__in=("PENDING", "WAITING", "RUNNING"))
@@ -396,6 +400,7 @@ def datasources_list() -> list[DataSourceSummary]:
             start=r["first"],
             end=r["last"],
             active_tasks=active.get(r["name"], 0),
+            created_at=r["created_at"],
         )
         for r in rows
     ]
@@ -1033,3 +1038,27 @@ def tasks_blocked_by(*, task_id: str, limit: int = 50) -> list[str]:
         for tid, waiting_on in waiting.values_list("id", "waiting_on")
         if any(isinstance(b, dict) and b.get("task") == task_id for b in waiting_on or ())
     ][:limit]
+
+
+def visible_columns(
+    *, datasource: str, interval: Interval
+) -> list[tuple[Interval, list[str], list[str]]]:
+    """The dimension and metric names of the segments visible over `interval`
+    (as Druid's Broker reports a dataSource's columns): one entry per visible
+    piece of time, in time order, each with the names its segments record
+    (metastore.schema), in order of first mention. Tombstones hold no columns."""
+    pieces = timeline_for(datasource=datasource).lookup(interval)
+    ids = {seg.id for _, seg in pieces if not seg.tombstone}
+    schemas = dict(Segment.objects.filter(id__in=ids).values_list("id", "schema")) if ids else {}
+    by_time: dict[Interval, tuple[list[str], list[str]]] = {}
+    for piece, seg in pieces:
+        if seg.tombstone:
+            continue
+        dims, metrics = by_time.setdefault(piece, ([], []))
+        schema = schemas.get(seg.id) or {}
+        for names, items in ((dims, schema.get("dimensions")), (metrics, schema.get("metrics"))):
+            for item in items or ():
+                name = item.get("name") if isinstance(item, dict) else None
+                if isinstance(name, str) and name not in names:
+                    names.append(name)
+    return [(piece, dims, metrics) for piece, (dims, metrics) in by_time.items()]
