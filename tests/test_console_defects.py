@@ -86,3 +86,50 @@ def test_the_query_form_refuses_a_post_without_csrf(user, history):  # noqa: F81
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(user)
     assert strict.post("/query", {"sql": MULTI_LINE}).status_code == 403
+
+
+# --- 2. API tokens in the Django admin ---------------------------------------------------------
+
+
+@pytest.fixture
+def admin_client(client, django_user_model):
+    root = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(root)
+    return client
+
+
+def test_the_admin_never_shows_a_token_key_in_full(admin_client, user):
+    from rest_framework.authtoken.models import Token
+
+    key = Token.objects.create(user=user).key
+    base = "/admin/authtoken/tokenproxy/"
+    pages = [base, f"{base}{user.pk}/change/", f"{base}{user.pk}/delete/"]
+    pages += [f"{base}{user.pk}/history/", f"{base}?q=alice"]
+
+    for url in pages:
+        response = admin_client.get(url)
+        assert response.status_code == 200, url
+        html = response.content.decode()
+        assert key not in html, url
+        assert key[:8] in html, url  # the prefix tells tokens apart
+    # Nor does the admin's own log keep it once the token is changed.
+    admin_client.post(f"{base}{user.pk}/change/", {"user": user.pk})
+    from django.contrib.admin.models import LogEntry
+
+    assert all(key not in e.object_repr for e in LogEntry.objects.all())
+
+
+def test_a_token_created_in_the_admin_is_shown_once(admin_client, django_user_model):
+    from django.contrib.admin.models import LogEntry
+    from rest_framework.authtoken.models import Token
+
+    bob = django_user_model.objects.create_user("bob", password=TEST_PASSWORD)
+
+    created = admin_client.post("/admin/authtoken/tokenproxy/add/", {"user": bob.pk})
+
+    key = Token.objects.get(user=bob).key
+    assert created.status_code == 200 and key in created.content.decode()
+    assert "will not be shown again" in created.content.decode()
+    listed = admin_client.get("/admin/authtoken/tokenproxy/").content.decode()
+    assert key not in listed and key[:8] in listed
+    assert all(key not in e.object_repr for e in LogEntry.objects.all())
