@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from console import timeline_svg
 from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
-from metastore import selectors, services
+from metastore import console_selectors, selectors, services
 from metastore.intervals import Interval
 from metastore.models import (
     ACTIVE_STATUSES,
@@ -332,7 +332,9 @@ def locks_page(request):
 @role_required()
 def datasources_page(request):
     return render(
-        request, "console/datasources.html", {"datasources": selectors.datasources_list()}
+        request,
+        "console/datasources.html",
+        {"datasources": console_selectors.datasources_overview()},
     )
 
 
@@ -471,6 +473,7 @@ def _timeline_context(
         "counts": counts,
         "locks": locks,
         "pendings": pendings,
+        "state": state,
     }
 
 
@@ -533,9 +536,8 @@ def commit_page(request, name: str, seq: int):
     added, removed = list(entry.added or []), list(entry.removed or [])
     touched = Segment.objects.filter(id__in=(added + removed)[:2000])
     bounds = [(s.start, s.end) for s in touched.only("start", "end")]
-    window = _parse_interval(request.GET.get("interval"))
-    if window is None and bounds:
-        window = Interval(min(b[0] for b in bounds), max(b[1] for b in bounds))
+    span = Interval(min(b[0] for b in bounds), max(b[1] for b in bounds)) if bounds else None
+    window = _parse_interval(request.GET.get("interval")) or span
     highlight = {sid: "added" for sid in added}
     after = _timeline_context(request, name, as_of=seq, window=window, highlight=highlight)
     prev = (
@@ -553,6 +555,16 @@ def commit_page(request, name: str, seq: int):
             window=after["window"],
             highlight={sid: "removed" for sid in removed},
         )
+    change = None
+    if span is not None:
+        # What the commit overshadowed: segments read by queries before it and not
+        # (or only in part) after it. Its "removed" are only those marked unused.
+        change = console_selectors.commit_change(
+            datasource=name,
+            before=before["state"] if before else None,
+            after=after["state"],
+            window=span,
+        )
     return render(
         request,
         "console/commit.html",
@@ -563,6 +575,8 @@ def commit_page(request, name: str, seq: int):
             "removed": removed[:200],
             "n_added": len(added),
             "n_removed": len(removed),
+            "change": change,
+            "change_window": span,
             "after": after,
             "before": before,
             "prev": prev,

@@ -133,3 +133,162 @@ def test_a_token_created_in_the_admin_is_shown_once(admin_client, django_user_mo
     listed = admin_client.get("/admin/authtoken/tokenproxy/").content.decode()
     assert key not in listed and key[:8] in listed
     assert all(key not in e.object_repr for e in LogEntry.objects.all())
+
+
+# --- 3. counts that agree with the timeline and with SQL -------------------------------------
+
+
+def _cells(html: str, datasource: str) -> dict[str, int]:
+    """The numeric cells of one dataSource's row on the DataSources page."""
+    import re
+
+    row = re.search(rf'<tr data-datasource="{re.escape(datasource)}">(.*?)</tr>', html, re.S)
+    assert row, f"no row for {datasource}"
+    return {k: int(v) for k, v in re.findall(r'data-count="([^"]+)" data-value="(-?\d+)"', row[1])}
+
+
+NEW_DAY2 = [
+    ("2024-01-02T01:00", "x", 1),
+    ("2024-01-02T02:00", "y", 1),
+    ("2024-01-02T03:00", "z", 1),
+]
+
+
+def commit_sized(inline_spec, datasource: str, lock: str, chunks: dict[str, list[list]]) -> int:
+    """As test_query.commit (one task publishes one real Parquet file per partition),
+    each segment's size being its file's: returns the commit seq."""
+    import os
+
+    from django.db import transaction
+    from test_query import write_segment_file
+
+    from metastore import services
+    from metastore.intervals import Interval
+    from metastore.models import Task, TaskStatus
+
+    with transaction.atomic():
+        task = services.task_submit(spec=inline_spec(datasource))
+        assert services.task_claim(task_id=task.id, worker="pytest")
+    task = Task.objects.get(id=task.id)
+    services.lock_acquire(task=task, interval=Interval.parse(lock))
+    new = []
+    for chunk_text, partitions in chunks.items():
+        chunk = Interval.parse(chunk_text)
+        alloc = services.segments_allocate(
+            task=task, interval=chunk, count=len(partitions), append=False
+        )
+        for partition, rows in zip(alloc.partitions, partitions, strict=True):
+            location = write_segment_file(datasource, rows)
+            new.append(
+                services.NewSegment(
+                    interval=chunk,
+                    version=alloc.version,
+                    partition=partition,
+                    core_partitions=alloc.core_partitions,
+                    location=location,
+                    num_rows=len(rows),
+                    size_bytes=os.path.getsize(location) + 1000 * len(rows),
+                    shard_spec={"type": "numbered", "partitionNum": partition},
+                )
+            )
+    entry = services.segments_publish(task=task, segments=new)
+    services.task_finish(task_id=task.id, status=TaskStatus.SUCCESS)
+    return entry.seq
+
+
+@pytest.fixture
+def replaced(inline_spec):
+    """Day 1 in two partitions and day 2 (5 rows), then day 2 replaced by 3 rows."""
+    from test_query import DAY1_P0, DAY1_P1, DAY2
+
+    first = commit_sized(
+        inline_spec,
+        "wiki",
+        "2024-01-01/2024-01-03",
+        {"2024-01-01/2024-01-02": [DAY1_P0, DAY1_P1], "2024-01-02/2024-01-03": [DAY2]},
+    )
+    second = commit_sized(
+        inline_spec, "wiki", "2024-01-02/2024-01-03", {"2024-01-02/2024-01-03": [NEW_DAY2]}
+    )
+    return first, second
+
+
+def test_datasources_page_counts_visible_apart_from_overshadowed(logged_in, replaced):
+    from metastore import selectors
+    from metastore.models import Segment
+    from metastore.query import run_query
+
+    html = logged_in.get("/datasources").content.decode()
+
+    cells = _cells(html, "wiki")
+    state = selectors.timeline_state(datasource="wiki")
+    [[sql_rows]] = run_query(sql="SELECT COUNT(*) FROM wiki").rows
+    old_day2 = Segment.objects.get(start__day=2, used=True, num_rows=2)
+    assert cells["visible-segments"] == state.counts["visible"] == 3
+    assert cells["visible-rows"] == sql_rows == 8
+    assert cells["overshadowed-segments"] == state.counts["overshadowed"] == 1
+    assert cells["overshadowed-rows"] == old_day2.num_rows == 2
+    all_bytes = sum(Segment.objects.filter(used=True).values_list("size_bytes", flat=True))
+    assert cells["visible-bytes"] + cells["overshadowed-bytes"] == all_bytes
+    assert cells["overshadowed-bytes"] == old_day2.size_bytes
+
+
+def test_partially_overshadowed_segments_are_counted_apart(logged_in, history):  # noqa: F811
+    from metastore import selectors
+    from metastore.query import run_query
+
+    cells = _cells(logged_in.get("/datasources").content.decode(), "wiki")
+
+    counts = selectors.timeline_state(datasource="wiki").counts
+    [[sql_rows]] = run_query(sql="SELECT COUNT(*) FROM wiki").rows
+    assert cells["partial-segments"] == counts["partial"] == 2
+    assert cells["visible-segments"] == counts["visible"]  # v2's hours and the tombstone
+    # SQL sees all rows of the fully visible segments and some of the partial ones'.
+    assert cells["visible-rows"] <= sql_rows <= cells["visible-rows"] + cells["partial-rows"]
+    assert cells["overshadowed-segments"] == 1 and cells["overshadowed-rows"] == 2
+
+
+def test_commit_page_lists_what_a_replace_overshadowed(logged_in, replaced):
+    import re
+
+    from metastore.models import Segment
+
+    _, second = replaced
+    old_day2 = Segment.objects.get(start__day=2, num_rows=2)
+    new_day2 = Segment.objects.get(start__day=2, num_rows=3)
+
+    html = logged_in.get(f"/datasources/wiki/commits/{second}").content.decode()
+
+    table = re.search(r'<table class="overshadowed-table">(.*?)</table>', html, re.S)[1]
+    assert re.findall(r'<tr data-segment="([^"]+)"', table) == [old_day2.id]
+    assert new_day2.id not in table
+    assert "Overshadowed (1)" in html
+    delta = re.search(r'class="commit-delta" data-rows="(-?\d+)" data-bytes="(-?\d+)"', html)
+    assert int(delta[1]) == 3 - 2
+    assert int(delta[2]) == new_day2.size_bytes - old_day2.size_bytes
+
+
+def test_commit_page_lists_what_a_compaction_overshadowed(logged_in, replaced, inline_spec):
+    import re
+
+    from test_query import DAY1_P0, DAY1_P1
+
+    from metastore.models import Segment
+
+    day1 = list(Segment.objects.filter(start__day=1).values_list("id", "size_bytes"))
+    compacted = commit_sized(
+        inline_spec,
+        "wiki",
+        "2024-01-01/2024-01-02",
+        {"2024-01-01/2024-01-02": [DAY1_P0 + DAY1_P1]},
+    )
+    new = Segment.objects.get(start__day=1, num_rows=5)
+
+    html = logged_in.get(f"/datasources/wiki/commits/{compacted}").content.decode()
+
+    assert "Overshadowed (2)" in html and "Marked unused (0)" in html
+    table = re.search(r'<table class="overshadowed-table">(.*?)</table>', html, re.S)[1]
+    assert sorted(re.findall(r'<tr data-segment="([^"]+)"', table)) == sorted(i for i, _ in day1)
+    delta = re.search(r'class="commit-delta" data-rows="(-?\d+)" data-bytes="(-?\d+)"', html)
+    assert int(delta[1]) == 0  # the same five rows, in one segment instead of two
+    assert int(delta[2]) == new.size_bytes - sum(size for _, size in day1)
