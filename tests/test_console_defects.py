@@ -4,6 +4,8 @@ with Django's client where the server alone decides."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 from test_query import history  # noqa: F401 - the shared metastore history fixture
@@ -140,7 +142,6 @@ def test_a_token_created_in_the_admin_is_shown_once(admin_client, django_user_mo
 
 def _cells(html: str, datasource: str) -> dict[str, int]:
     """The numeric cells of one dataSource's row on the DataSources page."""
-    import re
 
     row = re.search(rf'<tr data-datasource="{re.escape(datasource)}">(.*?)</tr>', html, re.S)
     assert row, f"no row for {datasource}"
@@ -249,7 +250,6 @@ def test_partially_overshadowed_segments_are_counted_apart(logged_in, history): 
 
 
 def test_commit_page_lists_what_a_replace_overshadowed(logged_in, replaced):
-    import re
 
     from metastore.models import Segment
 
@@ -269,7 +269,6 @@ def test_commit_page_lists_what_a_replace_overshadowed(logged_in, replaced):
 
 
 def test_commit_page_lists_what_a_compaction_overshadowed(logged_in, replaced, inline_spec):
-    import re
 
     from test_query import DAY1_P0, DAY1_P1
 
@@ -292,3 +291,33 @@ def test_commit_page_lists_what_a_compaction_overshadowed(logged_in, replaced, i
     delta = re.search(r'class="commit-delta" data-rows="(-?\d+)" data-bytes="(-?\d+)"', html)
     assert int(delta[1]) == 0  # the same five rows, in one segment instead of two
     assert int(delta[2]) == new.size_bytes - sum(size for _, size in day1)
+
+
+# --- 4. a cancel that shows itself ---------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_a_requested_cancel_replaces_the_button_and_shows_since_when(console_page, claimed_task):
+    from metastore.models import Task
+
+    task = claimed_task("wiki")  # RUNNING, claimed by the test: nobody will stop it
+    page = console_page
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.goto(page.console_url(f"/tasks/{task.id}"))
+    expect(page.locator("#task-detail button.cancel")).to_have_count(1)
+
+    page.click("#task-detail button.cancel")
+
+    note = page.locator("#task-detail .cancel-requested")
+    expect(note).to_contain_text(re.compile(r"cancel requested \d+ s ago"))
+    expect(page.locator("#task-detail button.cancel")).to_have_count(0)
+    requested = Task.objects.get(id=task.id).cancel_requested_at
+    assert requested is not None
+    stamp = requested.astimezone(__import__("datetime").UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    assert stamp in note.inner_text()  # when, in UTC
+    # The task page polls while the task runs: the note stays, the button stays away.
+    page.wait_for_timeout(2500)
+    expect(page.locator("#task-detail button.cancel")).to_have_count(0)
+    expect(note).to_contain_text("cancel requested")
+    assert not page.problems

@@ -51,3 +51,31 @@ def signed(value) -> str:
     if n == 0:
         return "±0"
     return f"+{n:,}" if n > 0 else f"−{-n:,}"
+
+
+@register.filter
+def utc_text(value) -> str:
+    """The moment in ISO-8601 UTC as plain text (for attributes)."""
+    return iso_utc(value)
+
+
+def elapsed(seconds: float) -> str:
+    """A duration as an operator reads it: 4 s, 11 min 3 s, 2 h 5 min, 3 d 4 h."""
+    s = max(int(seconds), 0)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+@register.filter
+def since(value) -> str:
+    """How long ago `value` was, to the second ("4 s")."""
+    from django.utils import timezone
+
+    if not isinstance(value, datetime):
+        return ""
+    return elapsed((timezone.now() - value).total_seconds())
