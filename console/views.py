@@ -11,11 +11,14 @@ from django.core.paginator import Paginator
 from django.db.models import Max, Min
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from console import timeline_svg
 from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
+from console.templatetags.console_format import utc
 from metastore import console_selectors, selectors, services
 from metastore.intervals import Interval
 from metastore.models import (
@@ -479,7 +482,7 @@ def _timeline_context(
 
 @role_required()
 def datasource_page(request, name: str):
-    if not DataSource.objects.filter(name=name).exists():
+    if not console_selectors.datasource_known(name=name):
         raise Http404(f"no dataSource {name}")
     window = _parse_interval(request.GET.get("interval"))
     if request.GET.get("interval") and window is None:
@@ -499,24 +502,72 @@ def datasource_page(request, name: str):
             "commits": commits,
             "first_seq": first_seq,
             "last_seq": last_seq,
-            "active": Task.objects.filter(datasource=name, status__in=ACTIVE_STATUSES).exists(),
+            "active_tasks": list(
+                Task.objects.filter(datasource=name, status__in=ACTIVE_STATUSES)
+                .only("id", "type", "status", "created_at")
+                .order_by("created_at")[:20]
+            ),
             "full_path": request.get_full_path(),
         }
     )
     return _render(request, "console/datasource.html", "partials/datasource_timeline.html", context)
 
 
+def _json_html(value) -> str:
+    return format_html("<code>{}</code>", json.dumps(value, sort_keys=True))
+
+
+def _segment_fields(seg: Segment) -> list[tuple[str, str]]:
+    """The segment's fields as (name, HTML): names for ids, JSON for JSON, yes/no
+    for flags, ISO-8601 UTC for times. Schema and compaction state have sections."""
+    yes_no = {True: "yes", False: "no"}
+    task = seg.created_by_id
+    return [
+        ("id", format_html("<code>{}</code>", seg.id)),
+        (
+            "datasource",
+            format_html(
+                '<a href="{}">{}</a>',
+                reverse("console:datasource", args=[seg.datasource.name]),
+                seg.datasource.name,
+            ),
+        ),
+        ("interval", format_html("<code>{}</code>", seg.interval)),
+        ("version", format_html("<code>{}</code>", seg.version)),
+        ("partition", str(seg.partition)),
+        ("minor_version", str(seg.minor_version)),
+        ("core_partitions", str(seg.core_partitions)),
+        ("root_partitions", _json_html(seg.root_partitions)),
+        ("atomic_update_group", _json_html(seg.atomic_update_group)),
+        ("shard_spec", _json_html(seg.shard_spec)),
+        ("tombstone", yes_no[seg.tombstone]),
+        ("num_rows", f"{seg.num_rows:,}"),
+        (
+            "size_bytes",
+            format_html("{} bytes ({})", f"{seg.size_bytes:,}", filesizeformat(seg.size_bytes)),
+        ),
+        ("location", format_html("<code>{}</code>", seg.location) if seg.location else "—"),
+        ("used", yes_no[seg.used]),
+        ("used_status_updated_at", utc(seg.used_status_updated_at)),
+        (
+            "created_by",
+            format_html('<a href="{}">{}</a>', reverse("console:task", args=[task]), task)
+            if task
+            else "—",
+        ),
+        ("created_at", utc(seg.created_at)),
+    ]
+
+
 @role_required()
 def segment_page(request, name: str, segment_id: str):
     detail = selectors.segment_detail(segment_id=segment_id)
     if detail is None or detail["segment"].datasource.name != name:
-        raise Http404(segment_id)
-    seg = detail["segment"]
-    fields = [(f.name, getattr(seg, f.attname)) for f in Segment._meta.concrete_fields]
+        raise Http404(f"no segment {segment_id} in {name}")
     detail.update(
         {
             "name": name,
-            "fields": fields,
+            "fields": _segment_fields(detail["segment"]),
             "schema_json": json.dumps(detail["schema"], indent=2) if detail["schema"] else "",
             "compaction_json": json.dumps(detail["compaction_state"], indent=2)
             if detail["compaction_state"]

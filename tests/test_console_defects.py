@@ -321,3 +321,77 @@ def test_a_requested_cancel_replaces_the_button_and_shows_since_when(console_pag
     expect(page.locator("#task-detail button.cancel")).to_have_count(0)
     expect(note).to_contain_text("cancel requested")
     assert not page.problems
+
+
+# --- 5. rough edges ------------------------------------------------------------------------------
+
+ISO_UTC = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z"
+
+
+def _field(html: str, name: str) -> str:
+    row = re.search(rf'<tr data-field="{name}"><th>[^<]*</th><td>(.*?)</td></tr>', html, re.S)
+    assert row, f"no field {name}"
+    return row[1]
+
+
+def test_segment_page_shows_names_json_and_utc_times(logged_in, publish):
+    published = publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 2})
+    segment_id = published.segment_ids[1]
+
+    html = logged_in.get(f"/datasources/wiki/segments/{segment_id}").content.decode()
+
+    assert '<a href="/datasources/wiki">wiki</a>' in _field(html, "datasource")
+    assert f'href="/tasks/{published.task_id}"' in _field(html, "created_by")
+    assert _field(html, "tombstone") == "no" and _field(html, "used").startswith("yes")
+    shard = _field(html, "shard_spec")
+    assert "&quot;type&quot;: &quot;numbered&quot;" in shard and "&#x27;" not in shard
+    assert _field(html, "root_partitions") == "<code>[1]</code>"
+    for name in ("created_at", "used_status_updated_at"):
+        assert re.search(ISO_UTC, _field(html, name)), name
+    fields = re.search(r'<table class="segment-fields">(.*?)</table>', html, re.S)[1]
+    assert "True" not in fields and "False" not in fields and "{'" not in fields
+    assert html.count("<h2>Schema</h2>") == 1 and 'data-field="schema"' not in html
+
+
+def test_times_on_the_console_pages_are_iso_utc_and_labelled(logged_in, replaced):
+    from metastore.models import Task
+
+    task = Task.objects.first()
+    pages = ["/", f"/tasks/{task.id}", "/datasources", "/datasources/wiki"]
+    for path in pages:
+        html = logged_in.get(path).content.decode()
+        times = re.findall(r"<time datetime=\"([^\"]+)\"[^>]*>([^<]+)</time>", html)
+        assert times, path
+        assert all(re.fullmatch(ISO_UTC, a) and a == b for a, b in times), (path, times)
+        assert "UTC" in html, path
+        # No date printed any other way (Y-m-d H:i:s, as the pages used to).
+        assert not re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", html), path
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/datasources/nope/segments/x", "/tasks/nope", "/datasources/wiki/commits/999", "/no/such"],
+)
+def test_not_found_pages_keep_the_layout_and_navigation(logged_in, path):
+    response = logged_in.get(path)
+
+    assert response.status_code == 404
+    html = response.content.decode()
+    assert "<header>" in html
+    for link in ('href="/"', 'href="/datasources"', 'href="/locks"', 'href="/query"'):
+        assert link in html, link
+    assert "Not found" in html and path in html
+
+
+def test_a_datasource_with_only_a_running_task_is_listed_and_has_a_page(logged_in, claimed_task):
+    task = claimed_task("fresh")  # RUNNING, nothing published yet
+
+    listed = logged_in.get("/datasources").content.decode()
+    page = logged_in.get("/datasources/fresh")
+
+    assert _cells(listed, "fresh")["active-tasks"] == 1
+    assert _cells(listed, "fresh")["visible-segments"] == 0
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "No segments yet" in html and f'href="/tasks/{task.id}"' in html
+    assert logged_in.get("/datasources/never-heard-of").status_code == 404
