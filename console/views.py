@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -45,6 +46,35 @@ def _render(request, page: str, partial: str, context: dict) -> HttpResponse:
 # --- tasks ------------------------------------------------------------------------------------
 
 
+TASK_COLUMNS = (  # (header, sort key or None)
+    ("Task", "id"),
+    ("Type", "type"),
+    ("DataSource", "datasource"),
+    ("Status", "status"),
+    ("Phase / progress", None),
+    ("Priority", "priority"),
+    ("Created (UTC)", "created"),
+    ("Duration", None),
+)
+
+
+def _task_headers(filters: dict, sort: str) -> list[dict]:
+    """Each column's header: a link that sorts by it (ascending, then descending)."""
+    current, descending = sort.lstrip("-"), sort.startswith("-")
+    out = []
+    for label, key in TASK_COLUMNS:
+        header = {"label": label, "href": None, "aria": None}
+        if key:
+            ascending_next = not (key == current and not descending)
+            header["href"] = "?" + urlencode(
+                {**filters, "sort": key if ascending_next else f"-{key}"}
+            )
+            if key == current:
+                header["aria"] = "descending" if descending else "ascending"
+        out.append(header)
+    return out
+
+
 @role_required()
 def tasks_page(request):
     status = (request.GET.get("status") or "").upper() or None
@@ -53,14 +83,18 @@ def tasks_page(request):
     ttype = request.GET.get("type") or None
     if ttype and ttype not in TaskType.values:
         ttype = None
-    datasource = request.GET.get("datasource") or None
-    paginator = Paginator(
-        selectors.tasks_list(status=status, datasource=datasource, type=ttype), TASKS_PER_PAGE
+    datasource = (request.GET.get("datasource") or "").strip()[:255] or None
+    sort = request.GET.get("sort") or ""
+    if sort.lstrip("-") not in console_selectors.TASK_SORTS:
+        sort = ""
+    tasks = console_selectors.tasks_table(
+        status=status, type=ttype, datasource=datasource, sort=sort
     )
-    page = paginator.get_page(request.GET.get("page"))
-    query = {
+    page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    filters = {
         k: v for k, v in (("status", status), ("type", ttype), ("datasource", datasource)) if v
     }
+    query = urlencode({**filters, **({"sort": sort} if sort else {})})
     context = {
         "tasks": page.object_list,
         "page": page,
@@ -69,7 +103,10 @@ def tasks_page(request):
         "datasource": datasource or "",
         "statuses": TaskStatus.values,
         "types": TaskType.values,
-        "query": "&".join(f"{k}={v}" for k, v in query.items()),
+        "query": query,
+        "filtered": bool(filters),
+        "headers": _task_headers(filters, sort),
+        "sort": sort,
     }
     return _render(request, "console/tasks.html", "partials/task_table.html", context)
 

@@ -212,3 +212,39 @@ def commit_change(
         for sid in ids
     ]
     return CommitChange(listed, len(hidden_now), shown_before, shown_after)
+
+
+# The tasks table's sortable columns: what the URL says -> the model's fields.
+TASK_SORTS = {
+    "id": ("id",),
+    "type": ("type", "-created_at"),
+    "datasource": ("datasource", "-created_at"),
+    "status": ("status", "-created_at"),
+    "priority": ("priority", "-created_at"),
+    "created": ("created_at",),
+}
+
+
+def tasks_table(
+    *,
+    status: str | None = None,
+    type: str | None = None,
+    datasource: str | None = None,
+    sort: str | None = None,
+):
+    """Tasks for the console's table: `datasource` matches any part of the name,
+    whatever its case; `sort` is a column of TASK_SORTS, '-' first for descending
+    (newest first by default). Ties break on id, so pages never overlap."""
+    qs = Task.objects.defer("spec", "report")
+    if status:
+        qs = qs.filter(status=status)
+    if type:
+        qs = qs.filter(type=type)
+    if datasource:
+        qs = qs.filter(datasource__icontains=datasource)
+    descending = bool(sort) and sort.startswith("-")
+    fields = TASK_SORTS.get((sort or "").lstrip("-"))
+    if fields is None:
+        return qs.order_by("-created_at", "-id")
+    first, *rest = fields
+    return qs.order_by(f"-{first}" if descending else first, *rest, "id")

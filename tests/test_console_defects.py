@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 from test_query import history  # noqa: F401 - the shared metastore history fixture
 
-from tests.conftest import TEST_PASSWORD
+from tests.conftest import ARTIFACTS, TEST_PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -395,3 +395,67 @@ def test_a_datasource_with_only_a_running_task_is_listed_and_has_a_page(logged_i
     html = page.content.decode()
     assert "No segments yet" in html and f'href="/tasks/{task.id}"' in html
     assert logged_in.get("/datasources/never-heard-of").status_code == 404
+
+
+# --- 6. the tasks list -------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_the_tasks_table_fits_a_1440_pixel_screen(console_page, claimed_task):
+    from metastore import services
+
+    for name in ("wikipedia_edits_by_country_and_hour_v2", "clicks"):
+        claimed_task(name)
+        services.task_submit(spec={"type": "kill", "dataSource": name, "interval": "2024/2025"})
+    page = console_page
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(page.console_url("/"))
+
+    expect(page.locator("table.task-table tbody tr")).to_have_count(4)
+    page.screenshot(path=str(ARTIFACTS / "tasks_1440.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1440
+    for header in ("Priority", "Created (UTC)", "Duration"):
+        box = page.locator("table.task-table th", has_text=header).bounding_box()
+        assert box["x"] + box["width"] <= 1440, header
+    assert not page.problems
+
+
+def _task_ids(html: str) -> list[str]:
+    return re.findall(r'<tr data-task="([^"]+)"', html)
+
+
+def test_the_tasks_filter_matches_a_datasource_by_any_part_of_its_name(logged_in, claimed_task):
+    wiki, pedia, clicks = (claimed_task(n) for n in ("wiki", "Wikipedia", "clicks"))
+
+    html = logged_in.get("/", {"datasource": "WIK"}).content.decode()
+
+    assert sorted(_task_ids(html)) == sorted([wiki.id, pedia.id])
+    assert clicks.id not in html
+    assert _task_ids(logged_in.get("/", {"datasource": "pedi"}).content.decode()) == [pedia.id]
+
+
+def test_the_tasks_table_sorts_by_a_column(logged_in, claimed_task):
+    from metastore import services
+
+    low = claimed_task("wiki")
+    high = services.task_submit(
+        spec={
+            "type": "kill",
+            "dataSource": "b",
+            "interval": "2024/2025",
+            "context": {"priority": 90},
+        }
+    )
+
+    by_priority = _task_ids(logged_in.get("/", {"sort": "-priority"}).content.decode())
+    by_name = _task_ids(logged_in.get("/", {"sort": "datasource"}).content.decode())
+    unknown = logged_in.get("/", {"sort": "password"})
+
+    assert by_priority == [high.id, low.id]
+    assert by_name == [high.id, low.id]  # "b" before "wiki"
+    assert unknown.status_code == 200 and len(_task_ids(unknown.content.decode())) == 2
+    html = logged_in.get("/", {"sort": "priority", "datasource": "wiki"}).content.decode()
+    # Headers link to their sort, the filter kept; the sorted column says which way.
+    assert 'href="?datasource=wiki&amp;sort=-priority"' in html
+    assert 'aria-sort="ascending"' in html
