@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 from console import timeline_svg
 from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
 from console.templatetags.console_format import utc
-from metastore import console_selectors, selectors, services
+from metastore import console_selectors, selectors, services, task_logs
 from metastore.intervals import Interval
 from metastore.models import (
     ACTIVE_STATUSES,
@@ -275,6 +275,17 @@ def _phase_rows(task: Task) -> list[dict]:
     return rows
 
 
+def _log_tail(task_id: str) -> dict | None:
+    """The end of the task's log, starting at a whole line; None if it has none."""
+    tail = task_logs.task_log_read(task_id=task_id, offset=-task_logs.TAIL_BYTES)
+    if tail is None:
+        return None
+    clipped = len(tail) >= task_logs.TAIL_BYTES
+    if clipped and b"\n" in tail:
+        tail = tail.split(b"\n", 1)[1]
+    return {"text": tail.decode("utf-8", "replace"), "clipped": clipped}
+
+
 @role_required()
 def task_page(request, task_id: str):
     task = get_object_or_404(Task.objects.select_related("submitted_by"), id=task_id)
@@ -288,6 +299,7 @@ def task_page(request, task_id: str):
         "spec_json": json.dumps(task.spec, indent=2),
         "report_json": json.dumps(task.report, indent=2),
         "samples": (task.report or {}).get("parseExceptionSamples") or [],
+        "log_tail": _log_tail(task.id),
         "row_stats": (task.report or {}).get("rowStats"),
     }
     return _render(request, "console/task.html", "partials/task_detail.html", context)

@@ -459,3 +459,61 @@ def test_the_tasks_table_sorts_by_a_column(logged_in, claimed_task):
     # Headers link to their sort, the filter kept; the sorted column says which way.
     assert 'href="?datasource=wiki&amp;sort=-priority"' in html
     assert 'aria-sort="ascending"' in html
+
+
+# --- task logs -----------------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+def test_a_task_log_is_kept_shown_and_served_as_druid_does(api_client, wait_for_task, client, user):
+    from metastore import services
+
+    task = services.task_submit(
+        spec={"type": "kill", "dataSource": "logs", "interval": "2024/2025"}, user=user
+    )
+    assert wait_for_task(task.id).status == "SUCCESS"
+
+    url = f"/druid/indexer/v1/task/{task.id}/log"
+    whole = api_client.get(url)
+    assert whole.status_code == 200 and whole["Content-Type"].startswith("text/plain")
+    text = whole.content.decode()
+    lines = text.splitlines()
+    assert f"task {task.id} runs on" in lines[0]
+    assert any(line.endswith("phase killing") for line in lines), text
+    assert lines[-1].endswith(f"task {task.id} ended SUCCESS"), text
+    assert all(re.match(ISO_UTC + " (INFO|WARNING|ERROR|CRITICAL) ", line) for line in lines)
+    # Druid's offset: from a byte on when positive, the last bytes when negative.
+    assert api_client.get(url, {"offset": 10}).content == whole.content[10:]
+    assert api_client.get(url, {"offset": -25}).content == whole.content[-25:]
+    assert api_client.get(url, {"offset": "x"}).status_code == 400
+    assert api_client.get("/druid/indexer/v1/task/nope/log").status_code == 404
+    pending = services.task_submit(
+        spec={"type": "kill", "dataSource": "x", "interval": "2024/2025"}
+    )
+    services.task_cancel(task_id=pending.id)  # ends before a worker takes it: no log
+    empty = api_client.get(f"/druid/indexer/v1/task/{pending.id}/log")
+    assert empty.status_code == 200 and empty.content == b""
+
+    client.force_login(user)
+    page = client.get(f"/tasks/{task.id}").content.decode()
+    log = re.search(r'<pre class="task-log"[^>]*>(.*?)</pre>', page, re.S)[1]
+    assert f"task {task.id} ended SUCCESS" in log
+
+
+@pytest.mark.django_db
+def test_a_failed_task_shows_its_error_and_then_its_log(logged_in, claimed_task, settings):
+    from metastore import services
+    from metastore.task_logs import task_log_capture
+
+    task = claimed_task("wiki")
+    with task_log_capture(task.id):
+        __import__("logging").getLogger("workers.runner").error("the input went away")
+    services.task_finish(task_id=task.id, status="FAILED", error="input file missing")
+
+    html = logged_in.get(f"/tasks/{task.id}").content.decode()
+
+    why, log = html.index("Why it ended"), html.index('<pre class="task-log"')
+    spec = html.index("<h2>Spec</h2>")
+    assert why < log < spec
+    assert "ERROR workers.runner: the input went away" in html
