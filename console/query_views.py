@@ -4,20 +4,21 @@ here on the server (no JavaScript)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.shortcuts import render
 from django.urls import path
 
-from console.security import parse_natural, role_required
+from console.security import VIEWER, parse_natural, role_required
 from metastore import selectors
 from metastore.query import QueryError, run_query
 
-EXAMPLE = (
-    "SELECT TIME_FLOOR(__time, 'P1D') AS day, SUM(\"count\") AS flights\n"
-    "FROM flights\nGROUP BY 1\nORDER BY 1"
-)
+EXAMPLE = 'SELECT TIME_FLOOR(__time, \'P1D\') AS "day",\n  COUNT(*) AS "rows"\nFROM {table}\nGROUP BY 1\nORDER BY 1'
+# What a form field may hold besides printable text: tab and line breaks (a browser
+# sends CRLF). NUL and the other control characters are refused, as everywhere.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 SHOWN_ROWS = 1000
 WIDTH, HEIGHT, PAD = 900, 260, 48
 COLORS = ("#3d74e0", "#e0793d", "#2f9e5b", "#a23de0")
@@ -106,36 +107,54 @@ def time_series_chart(columns: list[str], rows: list[list]) -> Chart | None:
     )
 
 
-@role_required()
+def _example(datasources: list[str]) -> str:
+    """The prefilled query: daily rows of the first dataSource, runnable as it stands."""
+    table = datasources[0] if datasources else "wiki"
+    return EXAMPLE.format(table='"' + table.replace('"', '""') + '"')
+
+
+def _result(sql: str, as_of_text: str) -> dict:
+    """The query's result for the template, or raise QueryError naming the field."""
+    if _CONTROL.search(sql):
+        raise QueryError("contains a NUL or another control character", field="sql")
+    as_of = parse_natural(as_of_text)
+    if as_of_text and as_of is None:
+        raise QueryError("as_of must be a commit sequence number", field="as_of")
+    result = run_query(sql=sql, as_of=as_of)
+    return {
+        "columns": result.columns,
+        "rows": result.rows[:SHOWN_ROWS],
+        "count": len(result.rows),
+        "truncated": len(result.rows) > SHOWN_ROWS,
+        "chart": time_series_chart(result.columns, result.rows),
+    }
+
+
+@role_required(VIEWER)
 def query_page(request):
-    """GET: the form; with `sql` (and `as_of`) the query's result. A read: a GET
-    that can be bookmarked and shared."""
-    sql = request.GET.get("sql")
-    as_of_text = (request.GET.get("as_of") or "").strip()
+    """The form posts the query (multi-line SQL does not fit a URL: browsers send
+    its line breaks as CRLF, which the URL rules refuse, and a long query would
+    outgrow the request line); a GET with `sql` still runs a one-line query from a
+    bookmark. A read either way, so a viewer may post it."""
+    params = request.POST if request.method == "POST" else request.GET
+    sql = params.get("sql")
+    as_of_text = (params.get("as_of") or "").strip()
+    datasources = [d.name for d in selectors.datasources_list()]
     context = {
-        "sql": sql if sql is not None else EXAMPLE,
+        "sql": sql if sql is not None else _example(datasources),
         "as_of": as_of_text,
-        "datasources": [d.name for d in selectors.datasources_list()],
+        "datasources": datasources,
         "error": None,
         "result": None,
     }
+    status = 200
     if sql:
         try:
-            as_of = parse_natural(as_of_text)
-            if as_of_text and as_of is None:
-                raise QueryError("as_of must be a commit sequence number", field="as_of")
-            result = run_query(sql=sql, as_of=as_of)
+            context["result"] = _result(sql, as_of_text)
         except QueryError as exc:
             context["error"] = f"{exc.field}: {exc.message}"
-        else:
-            context["result"] = {
-                "columns": result.columns,
-                "rows": result.rows[:SHOWN_ROWS],
-                "count": len(result.rows),
-                "truncated": len(result.rows) > SHOWN_ROWS,
-                "chart": time_series_chart(result.columns, result.rows),
-            }
-    return render(request, "console/query.html", context)
+            status = 400
+    return render(request, "console/query.html", context, status=status)
 
 
 urlpatterns = [path("query", query_page, name="console-query")]

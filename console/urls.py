@@ -35,6 +35,7 @@ urlpatterns = [
     path("api/v1/locks", api.LockListView.as_view(), name="api-locks"),
     path("api/v1/slots", api.SlotsView.as_view(), name="api-slots"),
     path("api/v1/", include(router.urls)),
+    path("", include("console.task_log_api")),
     path("", include("console.druid")),
     path("", include("console.druid_native")),
     path("", include("console.druid_read")),

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Max, Min
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from console import timeline_svg
 from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
-from metastore import selectors, services
+from console.templatetags.console_format import utc
+from metastore import console_selectors, selectors, services, task_logs
 from metastore.intervals import Interval
 from metastore.models import (
     ACTIVE_STATUSES,
@@ -42,6 +46,35 @@ def _render(request, page: str, partial: str, context: dict) -> HttpResponse:
 # --- tasks ------------------------------------------------------------------------------------
 
 
+TASK_COLUMNS = (  # (header, sort key or None)
+    ("Task", "id"),
+    ("Type", "type"),
+    ("DataSource", "datasource"),
+    ("Status", "status"),
+    ("Phase / progress", None),
+    ("Priority", "priority"),
+    ("Created (UTC)", "created"),
+    ("Duration", None),
+)
+
+
+def _task_headers(filters: dict, sort: str) -> list[dict]:
+    """Each column's header: a link that sorts by it (ascending, then descending)."""
+    current, descending = sort.lstrip("-"), sort.startswith("-")
+    out = []
+    for label, key in TASK_COLUMNS:
+        header = {"label": label, "href": None, "aria": None}
+        if key:
+            ascending_next = not (key == current and not descending)
+            header["href"] = "?" + urlencode(
+                {**filters, "sort": key if ascending_next else f"-{key}"}
+            )
+            if key == current:
+                header["aria"] = "descending" if descending else "ascending"
+        out.append(header)
+    return out
+
+
 @role_required()
 def tasks_page(request):
     status = (request.GET.get("status") or "").upper() or None
@@ -50,14 +83,18 @@ def tasks_page(request):
     ttype = request.GET.get("type") or None
     if ttype and ttype not in TaskType.values:
         ttype = None
-    datasource = request.GET.get("datasource") or None
-    paginator = Paginator(
-        selectors.tasks_list(status=status, datasource=datasource, type=ttype), TASKS_PER_PAGE
+    datasource = (request.GET.get("datasource") or "").strip()[:255] or None
+    sort = request.GET.get("sort") or ""
+    if sort.lstrip("-") not in console_selectors.TASK_SORTS:
+        sort = ""
+    tasks = console_selectors.tasks_table(
+        status=status, type=ttype, datasource=datasource, sort=sort
     )
-    page = paginator.get_page(request.GET.get("page"))
-    query = {
+    page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    filters = {
         k: v for k, v in (("status", status), ("type", ttype), ("datasource", datasource)) if v
     }
+    query = urlencode({**filters, **({"sort": sort} if sort else {})})
     context = {
         "tasks": page.object_list,
         "page": page,
@@ -66,7 +103,10 @@ def tasks_page(request):
         "datasource": datasource or "",
         "statuses": TaskStatus.values,
         "types": TaskType.values,
-        "query": "&".join(f"{k}={v}" for k, v in query.items()),
+        "query": query,
+        "filtered": bool(filters),
+        "headers": _task_headers(filters, sort),
+        "sort": sort,
     }
     return _render(request, "console/tasks.html", "partials/task_table.html", context)
 
@@ -235,6 +275,17 @@ def _phase_rows(task: Task) -> list[dict]:
     return rows
 
 
+def _log_tail(task_id: str) -> dict | None:
+    """The end of the task's log, starting at a whole line; None if it has none."""
+    tail = task_logs.task_log_read(task_id=task_id, offset=-task_logs.TAIL_BYTES)
+    if tail is None:
+        return None
+    clipped = len(tail) >= task_logs.TAIL_BYTES
+    if clipped and b"\n" in tail:
+        tail = tail.split(b"\n", 1)[1]
+    return {"text": tail.decode("utf-8", "replace"), "clipped": clipped}
+
+
 @role_required()
 def task_page(request, task_id: str):
     task = get_object_or_404(Task.objects.select_related("submitted_by"), id=task_id)
@@ -248,6 +299,7 @@ def task_page(request, task_id: str):
         "spec_json": json.dumps(task.spec, indent=2),
         "report_json": json.dumps(task.report, indent=2),
         "samples": (task.report or {}).get("parseExceptionSamples") or [],
+        "log_tail": _log_tail(task.id),
         "row_stats": (task.report or {}).get("rowStats"),
     }
     return _render(request, "console/task.html", "partials/task_detail.html", context)
@@ -332,7 +384,9 @@ def locks_page(request):
 @role_required()
 def datasources_page(request):
     return render(
-        request, "console/datasources.html", {"datasources": selectors.datasources_list()}
+        request,
+        "console/datasources.html",
+        {"datasources": console_selectors.datasources_overview()},
     )
 
 
@@ -471,12 +525,13 @@ def _timeline_context(
         "counts": counts,
         "locks": locks,
         "pendings": pendings,
+        "state": state,
     }
 
 
 @role_required()
 def datasource_page(request, name: str):
-    if not DataSource.objects.filter(name=name).exists():
+    if not console_selectors.datasource_known(name=name):
         raise Http404(f"no dataSource {name}")
     window = _parse_interval(request.GET.get("interval"))
     if request.GET.get("interval") and window is None:
@@ -496,24 +551,72 @@ def datasource_page(request, name: str):
             "commits": commits,
             "first_seq": first_seq,
             "last_seq": last_seq,
-            "active": Task.objects.filter(datasource=name, status__in=ACTIVE_STATUSES).exists(),
+            "active_tasks": list(
+                Task.objects.filter(datasource=name, status__in=ACTIVE_STATUSES)
+                .only("id", "type", "status", "created_at")
+                .order_by("created_at")[:20]
+            ),
             "full_path": request.get_full_path(),
         }
     )
     return _render(request, "console/datasource.html", "partials/datasource_timeline.html", context)
 
 
+def _json_html(value) -> str:
+    return format_html("<code>{}</code>", json.dumps(value, sort_keys=True))
+
+
+def _segment_fields(seg: Segment) -> list[tuple[str, str]]:
+    """The segment's fields as (name, HTML): names for ids, JSON for JSON, yes/no
+    for flags, ISO-8601 UTC for times. Schema and compaction state have sections."""
+    yes_no = {True: "yes", False: "no"}
+    task = seg.created_by_id
+    return [
+        ("id", format_html("<code>{}</code>", seg.id)),
+        (
+            "datasource",
+            format_html(
+                '<a href="{}">{}</a>',
+                reverse("console:datasource", args=[seg.datasource.name]),
+                seg.datasource.name,
+            ),
+        ),
+        ("interval", format_html("<code>{}</code>", seg.interval)),
+        ("version", format_html("<code>{}</code>", seg.version)),
+        ("partition", str(seg.partition)),
+        ("minor_version", str(seg.minor_version)),
+        ("core_partitions", str(seg.core_partitions)),
+        ("root_partitions", _json_html(seg.root_partitions)),
+        ("atomic_update_group", _json_html(seg.atomic_update_group)),
+        ("shard_spec", _json_html(seg.shard_spec)),
+        ("tombstone", yes_no[seg.tombstone]),
+        ("num_rows", f"{seg.num_rows:,}"),
+        (
+            "size_bytes",
+            format_html("{} bytes ({})", f"{seg.size_bytes:,}", filesizeformat(seg.size_bytes)),
+        ),
+        ("location", format_html("<code>{}</code>", seg.location) if seg.location else "—"),
+        ("used", yes_no[seg.used]),
+        ("used_status_updated_at", utc(seg.used_status_updated_at)),
+        (
+            "created_by",
+            format_html('<a href="{}">{}</a>', reverse("console:task", args=[task]), task)
+            if task
+            else "—",
+        ),
+        ("created_at", utc(seg.created_at)),
+    ]
+
+
 @role_required()
 def segment_page(request, name: str, segment_id: str):
     detail = selectors.segment_detail(segment_id=segment_id)
     if detail is None or detail["segment"].datasource.name != name:
-        raise Http404(segment_id)
-    seg = detail["segment"]
-    fields = [(f.name, getattr(seg, f.attname)) for f in Segment._meta.concrete_fields]
+        raise Http404(f"no segment {segment_id} in {name}")
     detail.update(
         {
             "name": name,
-            "fields": fields,
+            "fields": _segment_fields(detail["segment"]),
             "schema_json": json.dumps(detail["schema"], indent=2) if detail["schema"] else "",
             "compaction_json": json.dumps(detail["compaction_state"], indent=2)
             if detail["compaction_state"]
@@ -533,9 +636,8 @@ def commit_page(request, name: str, seq: int):
     added, removed = list(entry.added or []), list(entry.removed or [])
     touched = Segment.objects.filter(id__in=(added + removed)[:2000])
     bounds = [(s.start, s.end) for s in touched.only("start", "end")]
-    window = _parse_interval(request.GET.get("interval"))
-    if window is None and bounds:
-        window = Interval(min(b[0] for b in bounds), max(b[1] for b in bounds))
+    span = Interval(min(b[0] for b in bounds), max(b[1] for b in bounds)) if bounds else None
+    window = _parse_interval(request.GET.get("interval")) or span
     highlight = {sid: "added" for sid in added}
     after = _timeline_context(request, name, as_of=seq, window=window, highlight=highlight)
     prev = (
@@ -553,6 +655,16 @@ def commit_page(request, name: str, seq: int):
             window=after["window"],
             highlight={sid: "removed" for sid in removed},
         )
+    change = None
+    if span is not None:
+        # What the commit overshadowed: segments read by queries before it and not
+        # (or only in part) after it. Its "removed" are only those marked unused.
+        change = console_selectors.commit_change(
+            datasource=name,
+            before=before["state"] if before else None,
+            after=after["state"],
+            window=span,
+        )
     return render(
         request,
         "console/commit.html",
@@ -563,6 +675,8 @@ def commit_page(request, name: str, seq: int):
             "removed": removed[:200],
             "n_added": len(added),
             "n_removed": len(removed),
+            "change": change,
+            "change_window": span,
             "after": after,
             "before": before,
             "prev": prev,

@@ -3,6 +3,9 @@ segment used flag / location / shard spec edits, mark used/unused, task cancel."
 
 from django.contrib import admin, messages
 from django.db import models
+from django.template.response import TemplateResponse
+from rest_framework.authtoken.admin import TokenAdmin
+from rest_framework.authtoken.models import TokenProxy
 
 from console.security import StrictJSONFormField
 from metastore import services
@@ -131,3 +134,41 @@ class CommitLogEntryAdmin(ReadOnlyAdmin):
 @admin.register(PendingSegment)
 class PendingSegmentAdmin(ReadOnlyAdmin):
     list_display = ["datasource", "start", "end", "version", "partition", "task", "sequence_name"]
+
+
+# --- API tokens: a key is a password; the admin shows only its first characters ------------
+
+TOKEN_PREFIX_CHARS = 8
+
+
+def token_prefix(key: str) -> str:
+    """What the admin shows of a key: enough to tell tokens apart, too little to use."""
+    return f"{key[:TOKEN_PREFIX_CHARS]}…"
+
+
+# DRF's Token.__str__ is the key itself, and the admin prints an object's str in the
+# change form's title and breadcrumbs, the delete and history pages and the admin
+# log. TokenProxy exists only for the admin, so its str becomes the prefix there.
+TokenProxy.__str__ = lambda self: f"{token_prefix(self.key)} ({self.user})"
+
+admin.site.unregister(TokenProxy)
+
+
+@admin.register(TokenProxy)
+class ApiTokenAdmin(TokenAdmin):
+    list_display = ("key_prefix", "user", "created")
+
+    @admin.display(description="key", ordering="key")
+    def key_prefix(self, obj) -> str:
+        return token_prefix(obj.key)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        # Shown once, in this response only: never stored in a message or a cookie.
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "API token created",
+            "token_key": obj.key,
+            "token_user": obj.user,
+            "opts": self.opts,
+        }
+        return TemplateResponse(request, "admin/token_created.html", context)

@@ -84,6 +84,7 @@ class Task(models.Model):
     waiting_since = models.DateTimeField(null=True, blank=True)
     # Set by a cancel request; the worker notices it within a heartbeat.
     cancel_requested = models.BooleanField(default=False)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)  # the first request
     worker = models.CharField(max_length=255, blank=True, default="")
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL

@@ -90,6 +90,7 @@ class Monitor:
             log.exception("last heartbeat of %s failed", self.task_id)
 
     def set_phase(self, phase: str, base: float, span: float) -> None:
+        log.info("phase %s", phase)  # into the task's log (metastore.task_logs)
         self.phase, self.base_progress, self.span = phase, base, span
         self._fraction = None
         self._jobs_before = frozenset(self._group_jobs())

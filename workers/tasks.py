@@ -41,10 +41,16 @@ def run_task(task_id: str) -> None:
     if not services.task_claim(task_id=task_id, worker=f"{socket.gethostname()}:{os.getpid()}"):
         log.info("task %s is not PENDING (already claimed, canceled or unknown): skipping", task_id)
         return
+    from metastore.task_logs import task_log_capture
     from workers.runner import run_task as run
 
     _install_sigterm_handler()
-    run(task_id)
+    with task_log_capture(task_id):
+        log.info("task %s runs on %s", task_id, _worker_name())
+        run(task_id)  # records any outcome on the task; only a process exit escapes
+        ended = Task.objects.filter(id=task_id).values_list("status", "error").first()
+        if ended:
+            log.info("task %s ended %s%s", task_id, ended[0], f": {ended[1]}" if ended[1] else "")
 
 
 def _worker_name() -> str:

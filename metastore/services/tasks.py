@@ -257,9 +257,11 @@ def task_cancel(*, task_id: str, user=None) -> Task:
             task.error = f"canceled by {who} before it started"
             task.ended_at = timezone.now()
             task.cancel_requested = True
+            task.cancel_requested_at = task.ended_at
             task.save()
             TaskLock.objects.filter(task=task).delete()
-        else:
+        elif not task.cancel_requested:  # a repeated request keeps the first one's time
             task.cancel_requested = True
-            task.save(update_fields=["cancel_requested"])
+            task.cancel_requested_at = timezone.now()
+            task.save(update_fields=["cancel_requested", "cancel_requested_at"])
     return task
