@@ -78,7 +78,7 @@ def test_timeline_marks_zoom_and_segment_page(console_page, states):
 
     # click a segment: its page says what overshadows it and which commit added it
     seg(page, ids["partial"][0]).locator("a").click()
-    expect(page.locator("h1")).to_have_text("Segment")
+    expect(page.locator("h1")).to_have_text(f"Segment of {DS}")
     expect(page.locator("ul.overshadowed-by")).to_contain_text(ids["hour"][0])
     expect(page.locator("td.added-by")).to_contain_text("publish")
     page.screenshot(path=ARTIFACTS / "console_segment.png", full_page=True)
