@@ -591,7 +591,10 @@ def _granularity_object(value: dict, path: str) -> Any:
         )
     if kind == "duration":
         _allow(value, path, {"type", "duration", "origin"})
-        named = _STANDARD_DURATIONS.get(value.get("duration"))
+        duration = value.get("duration")
+        # bool is an int and a dict is unhashable: neither is a duration in ms.
+        ok = isinstance(duration, int) and not isinstance(duration, bool)
+        named = _STANDARD_DURATIONS.get(duration) if ok else None
         if named and not value.get("origin"):
             return named
         raise SpecError(

@@ -414,6 +414,10 @@ def test_period_and_duration_granularities_equal_to_a_named_one_are_accepted(
         {"type": "period", "period": "PT2H"},
         {"type": "period", "period": "P1D", "timeZone": "America/Los_Angeles"},
         {"type": "duration", "duration": 7200000},
+        # found by the contract fuzzer: a 500 (unhashable dict) before
+        {"type": "duration", "duration": {}, "origin": ""},
+        {"type": "duration", "duration": True},
+        {"type": "period", "period": {}},
     ],
 )
 def test_other_period_granularities_are_refused_naming_the_field(spec, granularity):
