@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import glob
+import json
 import os
 import re
 import unicodedata
@@ -24,7 +25,8 @@ from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval, format
 
 TASK_TYPES = ("index_parallel", "index", "compact", "kill")
 INPUT_SOURCES = ("local", "inline", "druid", "combining")
-INPUT_FORMATS = ("json", "csv", "tsv", "parquet")
+INPUT_FORMATS = ("json", "csv", "tsv", "parquet", "orc", "avro_ocf")
+FILE_FORMATS = ("parquet", "orc", "avro_ocf")  # files with their own schema, never inline
 # Input sources that need something outside this product: what to use instead.
 OUT_OF_SCOPE_SOURCES = {
     "http": "download the files into an input root (STRATA_INPUT_ROOTS) and use a local input source",
@@ -201,7 +203,9 @@ class InputSpec:
     csv_skip_header_rows: int = 0
     delimiter: str = ","  # csv / tsv
     list_delimiter: str | None = None  # csv / tsv multi-value separator
-    flatten: tuple[FlattenField, ...] = ()  # json flattenSpec fields
+    flatten: tuple[FlattenField, ...] = ()  # flattenSpec fields
+    avro_schema: str | None = None  # avro_ocf reader schema (JSON text)
+    binary_as_string: bool = False  # avro_ocf: bytes as UTF-8 text
     use_field_discovery: bool = True  # json flattenSpec: top-level fields too
     delegates: tuple[InputSpec, ...] = ()  # combining
 
@@ -683,7 +687,9 @@ _JSONPATH = re.compile(
 )
 
 
-def _flatten_spec(fmt_obj: dict, fmt_path: str) -> tuple[tuple[FlattenField, ...], bool]:
+def _flatten_spec(
+    fmt_obj: dict, fmt_path: str, *, jq: bool = True
+) -> tuple[tuple[FlattenField, ...], bool]:
     path = f"{fmt_path}.flattenSpec"
     spec = _obj(fmt_obj.get("flattenSpec"), path, required=False)
     if not spec:
@@ -818,15 +824,33 @@ def _input_format(io: dict, ignored: list[str]) -> dict:
         ):
             if fmt_obj.get(key) not in (None, False, {}):
                 ignored.append(f"{fmt_path}.{key}: {reason}")
-    else:
-        _allow(fmt_obj, fmt_path, {"type", "binaryAsString", "flattenSpec"})
-        if fmt_obj.get("flattenSpec"):
-            raise SpecError(f"{fmt_path}.flattenSpec", "is only supported with json input here")
-        if fmt_obj.get("binaryAsString") is not None:
+    else:  # parquet, orc, avro_ocf: path flatten fields only, as in Druid
+        allowed = {"type", "binaryAsString", "flattenSpec"}
+        _allow(fmt_obj, fmt_path, allowed | ({"schema"} if fmt == "avro_ocf" else set()))
+        out["flatten"], out["use_field_discovery"] = _flatten_spec(fmt_obj, fmt_path, jq=False)
+        if fmt == "avro_ocf":
+            out["avro_schema"] = _avro_schema(fmt_obj.get("schema"), f"{fmt_path}.schema")
+            out["binary_as_string"] = _bool(fmt_obj, "binaryAsString", fmt_path, False)
+        elif fmt_obj.get("binaryAsString") is not None:
             ignored.append(
-                f"{fmt_path}.binaryAsString: Parquet binary columns are read as Spark reads them"
+                f"{fmt_path}.binaryAsString: {fmt} binary columns are read as Spark reads them"
             )
     return out
+
+
+def _avro_schema(schema: Any, path: str) -> str | None:
+    """An avro_ocf reader schema, checked, as JSON text (None: the files' own)."""
+    if schema is None:
+        return None
+    import fastavro
+
+    try:
+        fastavro.parse_schema(schema)
+    except Exception as exc:  # noqa: BLE001 - fastavro says what is wrong with it
+        raise SpecError(path, f"is not a valid Avro schema: {exc}") from exc
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        raise SpecError(path, "must be an Avro record schema")
+    return json.dumps(schema)
 
 
 def _one_source(
@@ -897,9 +921,10 @@ def _one_source(
         raise SpecError(f"{path}.data", "is required (a string of rows)")
     if not data.strip():
         raise SpecError(f"{path}.data", "is empty: the input has no rows")
-    if fmt["format"] == "parquet":
+    if fmt["format"] in FILE_FORMATS:
         raise SpecError(
-            "spec.ioConfig.inputFormat.type", "parquet cannot be given inline; use json or csv"
+            "spec.ioConfig.inputFormat.type",
+            f"{fmt['format']} cannot be given inline; use json or csv",
         )
     return InputSpec(type="inline", data=data, **fmt)
 
