@@ -709,15 +709,19 @@ def _flatten_spec(
         if kind == "root":
             out.append(FlattenField(name, "root", name))
             continue
-        if kind in ("jq", "tree"):
+        if kind in ("jq", "tree") and not jq:
             raise SpecError(
                 f"{fpath}.type",
-                f"{kind} flatten fields are not supported; use a path field with a JSONPath "
-                "such as $.a.b[0] (or an expression transform such as json_value)",
+                f"{kind} flatten fields are only available with json input (as in Druid); "
+                "use a path field with a JSONPath such as $.a.b[0]",
             )
+        if kind in ("jq", "tree"):
+            out.append(FlattenField(name, "path", _jq_or_tree_path(f, kind, fpath)))
+            continue
         if kind != "path":
             raise SpecError(
-                f"{fpath}.type", f"unknown flatten field type {kind!r}; accepted: root, path"
+                f"{fpath}.type",
+                f"unknown flatten field type {kind!r}; accepted: root, path, jq, tree",
             )
         expr = _str(f, "expr", fpath)
         if not _JSONPATH.match(expr):
@@ -732,6 +736,62 @@ def _flatten_spec(
         dup = next(n for n in names if names.count(n) > 1)
         raise SpecError(f"{path}.fields", f"field {dup!r} is defined twice")
     return tuple(out), discovery
+
+
+_JQ_STEP = re.compile(
+    r'\.?\[(\d+)\]\??|\.?\["((?:[^"\\]|\\.)*)"\]\??'
+    r'|\.([A-Za-z_][A-Za-z0-9_]*)\??|\."((?:[^"\\]|\\.)*)"\??'
+)
+_PLAIN_KEY = re.compile(r"^[A-Za-z_$][\w$-]*$")
+
+
+def _jq_or_tree_path(f: dict, kind: str, fpath: str) -> str:
+    """The JSONPath a jq field (Druid's jq subset: `.a.b`, `.a[0]`, `.["key"]`) or a
+    tree field (`nodes`: keys from the root) reads: both walk keys and indexes,
+    which Spark evaluates natively, as path fields."""
+    if kind == "tree":
+        nodes = f.get("nodes")
+        if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) for n in nodes):
+            raise SpecError(f"{fpath}.nodes", "must be a non-empty list of field names")
+        return "$" + "".join(_json_path_key(n) for n in nodes)
+    expr = _str(f, "expr", fpath)
+    import jq
+
+    try:
+        jq.compile(expr)
+    except ValueError as exc:
+        raise SpecError(
+            f"{fpath}.expr", f"is not a jq expression: {str(exc).splitlines()[0]}"
+        ) from exc
+    steps, pos, text = [], 0, expr.strip()
+    while pos < len(text):
+        m = _JQ_STEP.match(text, pos)
+        if m is None:
+            raise SpecError(
+                f"{fpath}.expr",
+                f"jq expression {expr!r} is not supported: Strata reads jq paths of keys and "
+                'indexes (.a.b, .a[0], .["key"]); use a transform such as json_value for more',
+            )
+        index, quoted, plain, dotted = m.groups()
+        if index is not None:
+            steps.append(f"[{index}]")
+        else:
+            key = (
+                plain
+                if plain is not None
+                else json.loads(f'"{quoted if quoted is not None else dotted}"')
+            )
+            steps.append(_json_path_key(key))
+        pos = m.end()
+    if not steps:
+        raise SpecError(f"{fpath}.expr", "must read a field (e.g. .a.b), not the whole row")
+    return "$" + "".join(steps)
+
+
+def _json_path_key(key: str) -> str:
+    if _PLAIN_KEY.match(key):
+        return f".{key}"
+    return f"['{key}']" if "'" not in key else f'["{key}"]'
 
 
 def _input_format(io: dict, ignored: list[str]) -> dict:

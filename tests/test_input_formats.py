@@ -166,3 +166,51 @@ def test_binary_formats_cannot_be_inline(strata_dirs):
     with pytest.raises(SpecError) as refused:
         validate_task_spec(spec, input_roots=[strata_dirs.input_root])
     assert refused.value.field == "spec.ioConfig.inputFormat.type"
+
+
+JQ_LINES = [
+    {"timestamp": ts, "e": {"type": kind, "ids": [0, ident]}, "some key": {"n": sub}}
+    for ts, kind, ident, sub in EVENTS
+]
+
+
+def test_json_flatten_jq_and_tree_fields_read_nested_values(strata_dirs, tmp_path):
+    base = strata_dirs.input_root / "jq"
+    base.mkdir()
+    (base / "events.json").write_text("\n".join(json.dumps(r) for r in JQ_LINES) + "\n")
+    fields = [
+        {"type": "jq", "name": "eventType", "expr": ".e.type"},
+        {"type": "jq", "name": "id", "expr": ".e.ids[1]"},
+        {"type": "jq", "name": "subInt", "expr": '.["some key"].n'},
+        {"type": "tree", "name": "subInt2", "nodes": ["some key", "n"]},
+    ]
+    fmt = {"type": "json", "flattenSpec": {"useFieldDiscovery": True, "fields": fields}}
+    spec = spec_for(base, "*.json", fmt, dims=("eventType", "subInt", "subInt2"))
+
+    rows = ingest(spec, strata_dirs.input_root, tmp_path / "jq")
+
+    assert rows == [{**r, "subInt2": str(r["subInt"])} for r in EXPECTED]
+
+
+@pytest.mark.parametrize(
+    ("expr", "says"),
+    [(".e | length", "is not supported"), (".e[", "is not a jq expression")],
+)
+def test_jq_field_beyond_paths_or_malformed_is_refused_naming_it(strata_dirs, expr, says):
+    fields = [{"type": "jq", "name": "x", "expr": expr}]
+    fmt = {"type": "json", "flattenSpec": {"fields": fields}}
+    with pytest.raises(SpecError) as refused:
+        validate_task_spec(
+            spec_for(strata_dirs.input_root, "*", fmt), input_roots=[strata_dirs.input_root]
+        )
+    assert refused.value.field == "spec.ioConfig.inputFormat.flattenSpec.fields[0].expr"
+    assert says in refused.value.message
+
+
+def test_jq_fields_are_refused_for_orc_as_in_druid(strata_dirs):
+    fmt = {"type": "orc", "flattenSpec": {"fields": [{"type": "jq", "name": "x", "expr": ".a"}]}}
+    with pytest.raises(SpecError) as refused:
+        validate_task_spec(
+            spec_for(strata_dirs.input_root, "*", fmt), input_roots=[strata_dirs.input_root]
+        )
+    assert refused.value.field == "spec.ioConfig.inputFormat.flattenSpec.fields[0].type"
