@@ -184,7 +184,8 @@ class Transform:
 
 @dataclass(frozen=True)
 class FlattenField:
-    """flattenSpec field: kind "root" (a top-level field) or "path" (JSONPath)."""
+    """flattenSpec field: kind "root" (a top-level field), "path" (JSONPath) or "jq"
+    (a jq expression beyond keys and indexes; jq paths and tree fields are paths)."""
 
     name: str
     kind: str
@@ -716,7 +717,13 @@ def _flatten_spec(
                 "use a path field with a JSONPath such as $.a.b[0]",
             )
         if kind in ("jq", "tree"):
-            out.append(FlattenField(name, "path", _jq_or_tree_path(f, kind, fpath)))
+            path_expr = _jq_or_tree_path(f, kind, fpath)
+            # A jq path reads natively (a path field); the rest of jq runs in the jq library.
+            out.append(
+                FlattenField(name, "path", path_expr)
+                if path_expr
+                else FlattenField(name, "jq", f["expr"])
+            )
             continue
         if kind != "path":
             raise SpecError(
@@ -745,10 +752,11 @@ _JQ_STEP = re.compile(
 _PLAIN_KEY = re.compile(r"^[A-Za-z_$][\w$-]*$")
 
 
-def _jq_or_tree_path(f: dict, kind: str, fpath: str) -> str:
+def _jq_or_tree_path(f: dict, kind: str, fpath: str) -> str | None:
     """The JSONPath a jq field (Druid's jq subset: `.a.b`, `.a[0]`, `.["key"]`) or a
     tree field (`nodes`: keys from the root) reads: both walk keys and indexes,
-    which Spark evaluates natively, as path fields."""
+    which Spark evaluates natively, as path fields. None for a jq expression
+    beyond keys and indexes (checked by the jq library)."""
     if kind == "tree":
         nodes = f.get("nodes")
         if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) for n in nodes):
@@ -767,11 +775,7 @@ def _jq_or_tree_path(f: dict, kind: str, fpath: str) -> str:
     while pos < len(text):
         m = _JQ_STEP.match(text, pos)
         if m is None:
-            raise SpecError(
-                f"{fpath}.expr",
-                f"jq expression {expr!r} is not supported: Strata reads jq paths of keys and "
-                'indexes (.a.b, .a[0], .["key"]); use a transform such as json_value for more',
-            )
+            return None
         index, quoted, plain, dotted = m.groups()
         if index is not None:
             steps.append(f"[{index}]")
@@ -783,9 +787,7 @@ def _jq_or_tree_path(f: dict, kind: str, fpath: str) -> str:
             )
             steps.append(_json_path_key(key))
         pos = m.end()
-    if not steps:
-        raise SpecError(f"{fpath}.expr", "must read a field (e.g. .a.b), not the whole row")
-    return "$" + "".join(steps)
+    return "$" + "".join(steps) if steps else None
 
 
 def _json_path_key(key: str) -> str:

@@ -27,6 +27,7 @@ from metastore.specs import FIRST_LAST_TYPES, IngestionSpec, InputSpec, Metric, 
 
 CORRUPT = "_corrupt_record"
 EXTRA = "__extra_column_"  # values past a csv/tsv's named columns
+JQ = "__jq_"  # a jq flatten field's value, computed before Spark reads the rows
 _FIXED_SECONDS = {
     "FIVE_MINUTE": 300,
     "FIFTEEN_MINUTE": 900,
@@ -320,9 +321,12 @@ def _wanted_columns(spec: IngestionSpec, inp: InputSpec) -> list[str]:
     wanted += sorted(_filter_dimensions(spec.filter))
     for t in spec.transforms:
         wanted += list(t.columns)
-    produced = {f.name for f in inp.flatten if f.kind == "path"}
+    produced = {f.name for f in inp.flatten if f.kind in ("path", "jq")}
     wanted = [w for w in wanted if w not in produced]
     for f in inp.flatten:
+        if f.kind == "jq":
+            wanted.append(JQ + f.name)
+            continue
         steps, _ = _path_steps(f.expr) if f.kind == "path" else ([f.expr], None)
         if steps and isinstance(steps[0], str):
             wanted.append(steps[0])
@@ -351,6 +355,8 @@ def read_files(
         return _flatten(df, inp), bytes_read, files
     if fmt == "avro_ocf":
         files = avro_as_json(files, scratch / "input" / f"avro{number}", inp)
+    if any(f.kind == "jq" for f in inp.flatten):
+        files = with_jq_fields(files, scratch / "input" / f"jq{number}", inp)
     if fmt in ("json", "avro_ocf"):
         reader = spark.read.option("mode", "PERMISSIVE").option(
             "columnNameOfCorruptRecord", CORRUPT
@@ -419,6 +425,48 @@ def avro_as_json(files: Sequence[str], target: Path, inp: InputSpec) -> list[str
     return out
 
 
+def with_jq_fields(files: Sequence[str], target: Path, inp: InputSpec) -> list[str]:
+    """JSON lines with each jq flatten field's value added as `__jq_<name>`.
+
+    Druid's jq paths (keys and indexes) become JSONPath fields at validation and
+    run natively in Spark; the rest of jq (pipes, functions) runs here with the
+    jq library, line by line in bounded memory (in Spark's Python workers it would
+    need the jq bindings in an interpreter the session does not choose). One
+    output is the value, several a list (multi-value), none null. A line that is
+    not JSON is copied as is: Spark's reader marks it malformed."""
+    import gzip
+
+    import jq
+
+    programs = {JQ + f.name: jq.compile(f.expr) for f in inp.flatten if f.kind == "jq"}
+    target.mkdir(parents=True, exist_ok=True)
+    out = []
+    for number, path in enumerate(files):
+        lines = target / f"{number}.json"
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as src, open(lines, "w", encoding="utf-8") as dst:
+            for line in src:
+                dst.write(_with_jq(line, programs) + "\n")
+        out.append(str(lines))
+    return out
+
+
+def _with_jq(line: str, programs: dict) -> str:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return line.rstrip("\n")
+    if not isinstance(row, dict):
+        return line.rstrip("\n")
+    for name, program in programs.items():
+        try:
+            values = program.input_value(row).all()
+        except ValueError:  # a jq runtime error: no value, as a missing path
+            values = []
+        row[name] = values[0] if len(values) == 1 else (values or None)
+    return json.dumps(row)
+
+
 def _avro_value(value, binary_as_string: bool):
     """A decoded Avro value as JSON: bytes as base64 (or UTF-8 text with
     binaryAsString), timestamps as epoch millis, decimals as numbers."""
@@ -455,11 +503,12 @@ def _flatten(df, inp: InputSpec):
     types = dict(df.dtypes)
     exprs: dict[str, str] = {}
     for flat in inp.flatten:
-        if flat.kind == "root":
-            exprs[flat.name] = sql_name(flat.expr) if flat.expr in types else _NULL
+        if flat.kind in ("root", "jq"):
+            column = flat.expr if flat.kind == "root" else JQ + flat.name
+            exprs[flat.name] = sql_name(column) if column in types else _NULL
         else:
             exprs[flat.name] = _path_value(flat.expr, types)
-    keep = [sql_name(c) for c in df.columns if c not in exprs]
+    keep = [sql_name(c) for c in df.columns if c not in exprs and not c.startswith(JQ)]
     return df.selectExpr(*keep, *[f"{v} AS {sql_name(n)}" for n, v in exprs.items()])
 
 
