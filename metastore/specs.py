@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import calendar
 import glob
+import json
 import os
 import re
 import unicodedata
@@ -24,7 +25,8 @@ from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval, format
 
 TASK_TYPES = ("index_parallel", "index", "compact", "kill")
 INPUT_SOURCES = ("local", "inline", "druid", "combining")
-INPUT_FORMATS = ("json", "csv", "tsv", "parquet")
+INPUT_FORMATS = ("json", "csv", "tsv", "parquet", "orc", "avro_ocf")
+FILE_FORMATS = ("parquet", "orc", "avro_ocf")  # files with their own schema, never inline
 # Input sources that need something outside this product: what to use instead.
 OUT_OF_SCOPE_SOURCES = {
     "http": "download the files into an input root (STRATA_INPUT_ROOTS) and use a local input source",
@@ -40,8 +42,6 @@ OUT_OF_SCOPE_SOURCES = {
 }
 # Input formats Druid documents that Strata does not read: why, and what to use.
 UNSUPPORTED_FORMATS = {
-    "orc": "is not implemented here yet; convert the files to Parquet",
-    "avro_ocf": "is not implemented here yet; convert the files to Parquet or JSON",
     "avro_stream": "is a streaming format (one record per message), outside Strata's "
     "batch scope; write the records as JSON or Parquet files",
     "protobuf": "is a streaming format (one record per message), outside Strata's "
@@ -273,7 +273,8 @@ class Transform:
 
 @dataclass(frozen=True)
 class FlattenField:
-    """flattenSpec field: kind "root" (a top-level field) or "path" (JSONPath)."""
+    """flattenSpec field: kind "root" (a top-level field), "path" (JSONPath) or "jq"
+    (a jq expression beyond keys and indexes; jq paths and tree fields are paths)."""
 
     name: str
     kind: str
@@ -292,7 +293,9 @@ class InputSpec:
     csv_skip_header_rows: int = 0
     delimiter: str = ","  # csv / tsv
     list_delimiter: str | None = None  # csv / tsv multi-value separator
-    flatten: tuple[FlattenField, ...] = ()  # json flattenSpec fields
+    flatten: tuple[FlattenField, ...] = ()  # flattenSpec fields
+    avro_schema: str | None = None  # avro_ocf reader schema (JSON text)
+    binary_as_string: bool = False  # avro_ocf: bytes as UTF-8 text
     use_field_discovery: bool = True  # json flattenSpec: top-level fields too
     delegates: tuple[InputSpec, ...] = ()  # combining
 
@@ -841,7 +844,9 @@ _JSONPATH = re.compile(
 )
 
 
-def _flatten_spec(fmt_obj: dict, fmt_path: str) -> tuple[tuple[FlattenField, ...], bool]:
+def _flatten_spec(
+    fmt_obj: dict, fmt_path: str, *, jq: bool = True
+) -> tuple[tuple[FlattenField, ...], bool]:
     path = f"{fmt_path}.flattenSpec"
     spec = _obj(fmt_obj.get("flattenSpec"), path, required=False)
     if not spec:
@@ -861,15 +866,25 @@ def _flatten_spec(fmt_obj: dict, fmt_path: str) -> tuple[tuple[FlattenField, ...
         if kind == "root":
             out.append(FlattenField(name, "root", name))
             continue
-        if kind in ("jq", "tree"):
+        if kind in ("jq", "tree") and not jq:
             raise SpecError(
                 f"{fpath}.type",
-                f"{kind} flatten fields are not supported; use a path field with a JSONPath "
-                "such as $.a.b[0] (or an expression transform such as json_value)",
+                f"{kind} flatten fields are only available with json input (as in Druid); "
+                "use a path field with a JSONPath such as $.a.b[0]",
             )
+        if kind in ("jq", "tree"):
+            path_expr = _jq_or_tree_path(f, kind, fpath)
+            # A jq path reads natively (a path field); the rest of jq runs in the jq library.
+            out.append(
+                FlattenField(name, "path", path_expr)
+                if path_expr
+                else FlattenField(name, "jq", f["expr"])
+            )
+            continue
         if kind != "path":
             raise SpecError(
-                f"{fpath}.type", f"unknown flatten field type {kind!r}; accepted: root, path"
+                f"{fpath}.type",
+                f"unknown flatten field type {kind!r}; accepted: root, path, jq, tree",
             )
         expr = _str(f, "expr", fpath)
         if not _JSONPATH.match(expr):
@@ -884,6 +899,57 @@ def _flatten_spec(fmt_obj: dict, fmt_path: str) -> tuple[tuple[FlattenField, ...
         dup = next(n for n in names if names.count(n) > 1)
         raise SpecError(f"{path}.fields", f"field {dup!r} is defined twice")
     return tuple(out), discovery
+
+
+_JQ_STEP = re.compile(
+    r'\.?\[(\d+)\]\??|\.?\["((?:[^"\\]|\\.)*)"\]\??'
+    r'|\.([A-Za-z_][A-Za-z0-9_]*)\??|\."((?:[^"\\]|\\.)*)"\??'
+)
+_PLAIN_KEY = re.compile(r"^[A-Za-z_$][\w$-]*$")
+
+
+def _jq_or_tree_path(f: dict, kind: str, fpath: str) -> str | None:
+    """The JSONPath a jq field (Druid's jq subset: `.a.b`, `.a[0]`, `.["key"]`) or a
+    tree field (`nodes`: keys from the root) reads: both walk keys and indexes,
+    which Spark evaluates natively, as path fields. None for a jq expression
+    beyond keys and indexes (checked by the jq library)."""
+    if kind == "tree":
+        nodes = f.get("nodes")
+        if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) for n in nodes):
+            raise SpecError(f"{fpath}.nodes", "must be a non-empty list of field names")
+        return "$" + "".join(_json_path_key(n) for n in nodes)
+    expr = _str(f, "expr", fpath)
+    import jq
+
+    try:
+        jq.compile(expr)
+    except ValueError as exc:
+        raise SpecError(
+            f"{fpath}.expr", f"is not a jq expression: {str(exc).splitlines()[0]}"
+        ) from exc
+    steps, pos, text = [], 0, expr.strip()
+    while pos < len(text):
+        m = _JQ_STEP.match(text, pos)
+        if m is None:
+            return None
+        index, quoted, plain, dotted = m.groups()
+        if index is not None:
+            steps.append(f"[{index}]")
+        else:
+            key = (
+                plain
+                if plain is not None
+                else json.loads(f'"{quoted if quoted is not None else dotted}"')
+            )
+            steps.append(_json_path_key(key))
+        pos = m.end()
+    return "$" + "".join(steps) if steps else None
+
+
+def _json_path_key(key: str) -> str:
+    if _PLAIN_KEY.match(key):
+        return f".{key}"
+    return f"['{key}']" if "'" not in key else f'["{key}"]'
 
 
 def _input_format(io: dict, ignored: list[str]) -> dict:
@@ -982,15 +1048,33 @@ def _input_format(io: dict, ignored: list[str]) -> dict:
         ):
             if fmt_obj.get(key) not in (None, False, {}):
                 ignored.append(f"{fmt_path}.{key}: {reason}")
-    else:
-        _allow(fmt_obj, fmt_path, {"type", "binaryAsString", "flattenSpec"})
-        if fmt_obj.get("flattenSpec"):
-            raise SpecError(f"{fmt_path}.flattenSpec", "is only supported with json input here")
-        if fmt_obj.get("binaryAsString") is not None:
+    else:  # parquet, orc, avro_ocf: path flatten fields only, as in Druid
+        allowed = {"type", "binaryAsString", "flattenSpec"}
+        _allow(fmt_obj, fmt_path, allowed | ({"schema"} if fmt == "avro_ocf" else set()))
+        out["flatten"], out["use_field_discovery"] = _flatten_spec(fmt_obj, fmt_path, jq=False)
+        if fmt == "avro_ocf":
+            out["avro_schema"] = _avro_schema(fmt_obj.get("schema"), f"{fmt_path}.schema")
+            out["binary_as_string"] = _bool(fmt_obj, "binaryAsString", fmt_path, False)
+        elif fmt_obj.get("binaryAsString") is not None:
             ignored.append(
-                f"{fmt_path}.binaryAsString: Parquet binary columns are read as Spark reads them"
+                f"{fmt_path}.binaryAsString: {fmt} binary columns are read as Spark reads them"
             )
     return out
+
+
+def _avro_schema(schema: Any, path: str) -> str | None:
+    """An avro_ocf reader schema, checked, as JSON text (None: the files' own)."""
+    if schema is None:
+        return None
+    import fastavro
+
+    try:
+        fastavro.parse_schema(schema)
+    except Exception as exc:  # noqa: BLE001 - fastavro says what is wrong with it
+        raise SpecError(path, f"is not a valid Avro schema: {exc}") from exc
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        raise SpecError(path, "must be an Avro record schema")
+    return json.dumps(schema)
 
 
 def _one_source(
@@ -1061,9 +1145,10 @@ def _one_source(
         raise SpecError(f"{path}.data", "is required (a string of rows)")
     if not data.strip():
         raise SpecError(f"{path}.data", "is empty: the input has no rows")
-    if fmt["format"] == "parquet":
+    if fmt["format"] in FILE_FORMATS:
         raise SpecError(
-            "spec.ioConfig.inputFormat.type", "parquet cannot be given inline; use json or csv"
+            "spec.ioConfig.inputFormat.type",
+            f"{fmt['format']} cannot be given inline; use json or csv",
         )
     return InputSpec(type="inline", data=data, **fmt)
 

@@ -130,6 +130,7 @@ def run_ingest(
     Every Spark job runs in job group `job_group`, so cancelling the group stops it.
     """
     progress = progress or Progress()
+    spark = ingest_session(spark)
     started = time.monotonic()
     shutil.rmtree(work_dir, ignore_errors=True)  # the task's own: start clean
     work_dir.mkdir(parents=True)
@@ -146,6 +147,25 @@ def run_ingest(
     result.report["phases"]["ingest"] = round(time.monotonic() - started, 3)
     result.report["ignored"] = list(spec.ignored)
     return result
+
+
+_sessions: dict[int, tuple[object, object]] = {}  # id(session) -> (session, ingest session)
+_sessions_lock = threading.Lock()
+
+
+def ingest_session(spark):
+    """The session ingestion plans in: `spark`'s own SparkContext (job groups, pools
+    and cancellation are shared), with Catalyst's constraint propagation off. For
+    each alias of a projection it rewrites every constraint gathered so far, so
+    planning the parse projection of a wide input (an alias per column) grew with
+    the square of its columns; ingestion has no joins, whose filters it infers."""
+    with _sessions_lock:
+        parent, session = _sessions.get(id(spark), (None, None))
+        if parent is not spark:
+            session = spark.newSession()
+            session.conf.set("spark.sql.constraintPropagation.enabled", "false")
+            _sessions[id(spark)] = (spark, session)
+        return session
 
 
 def _slot_pool() -> str:
@@ -374,7 +394,7 @@ class _TwoPhase(_Job):
         parsed = self.parsed
         assigned = plan.assign(self.spark, rows)
         columns = ["__time", *parsed.dimension_names]
-        columns += [m.column for m in parsed.metric_inputs if m.column]
+        columns += parsed.input_columns
         # The key is kept inside the files too, so phase 2 reads them without
         # discovering partitions from directory names.
         out = assigned.select(

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from metastore.druid_expr import translate
@@ -26,6 +27,7 @@ from metastore.specs import FIRST_LAST_TYPES, IngestionSpec, InputSpec, Metric, 
 
 CORRUPT = "_corrupt_record"
 EXTRA = "__extra_column_"  # values past a csv/tsv's named columns
+JQ = "__jq_"  # a jq flatten field's value, computed before Spark reads the rows
 _FIXED_SECONDS = {
     "FIVE_MINUTE": 300,
     "FIFTEEN_MINUTE": 900,
@@ -159,100 +161,112 @@ def java_pattern(pattern: str) -> str:
     return "".join(out)
 
 
-def timestamp_col(raw, fmt: str, dtype: str = "string"):
-    """Parse a column to a timestamp; null when it does not parse."""
-    from pyspark.sql import functions as F
+def sql_name(name: str) -> str:
+    """A column name as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
 
+
+def sql_str(text: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+_NULL = "CAST(NULL AS STRING)"
+_DIGITS = sql_str(r"^-?\d+$")
+
+
+def _sql_type(kind: str) -> str:
+    return {"long": "BIGINT", "double": "DOUBLE", "float": "FLOAT"}[kind]
+
+
+# The parse expressions below are Spark SQL text, not Column objects: a Column is
+# built by several py4j round trips per function, which for hundreds of columns
+# took longer than reading the data; the whole projection is handed over at once.
+
+
+def timestamp_col(raw: str, fmt: str, dtype: str = "string") -> str:
+    """SQL parsing a column to a timestamp; null when it does not parse."""
     if dtype in ("timestamp", "timestamp_ntz", "date"):
-        return raw.cast("timestamp")
-    text = F.trim(raw.cast("string"))
+        return f"CAST({raw} AS TIMESTAMP)"
+    text = f"trim(CAST({raw} AS STRING))"
     if fmt == "iso":
-        return text.try_cast("timestamp")
-    as_long = text.try_cast("long")
+        return f"try_cast({text} AS TIMESTAMP)"
+    as_long = f"try_cast({text} AS BIGINT)"
     if fmt == "millis":
-        return F.timestamp_millis(as_long)
+        return f"timestamp_millis({as_long})"
     if fmt == "posix":
-        return F.timestamp_seconds(as_long)
+        return f"timestamp_seconds({as_long})"
     if fmt == "nano":
-        return F.timestamp_micros(F.floor(as_long / 1000))
+        return f"timestamp_micros(floor({as_long} / 1000))"
     if fmt == "auto":
-        return F.when(text.rlike(r"^-?\d+$"), F.timestamp_millis(as_long)).otherwise(
-            text.try_cast("timestamp")
+        return (
+            f"CASE WHEN {text} RLIKE {_DIGITS} THEN timestamp_millis({as_long}) "
+            f"ELSE try_cast({text} AS TIMESTAMP) END"
         )
-    return F.try_to_timestamp(text, F.lit(java_pattern(fmt)))
+    return f"try_to_timestamp({text}, {sql_str(java_pattern(fmt))})"
 
 
-def number_col(raw, kind: str, dtype: str = "string"):
-    """(parsed value, error flag): 'long' or 'double'; '' and null are null without error."""
-    from pyspark.sql import functions as F
-
+def number_col(raw: str, kind: str, dtype: str = "string") -> tuple[str, str]:
+    """SQL (parsed value, error flag): kind 'long', 'double' or 'float'; '' and
+    null are null without error."""
     if dtype in (*_NUMERIC, "boolean"):  # a boolean is a long 1/0, as in Druid
-        return raw.cast(kind), F.lit(False)
-    text = F.trim(raw.cast("string"))
+        return f"CAST({raw} AS {_sql_type(kind)})", "false"
+    text = f"trim(CAST({raw} AS STRING))"
     if kind == "long":
-        value = F.coalesce(text.try_cast("long"), text.try_cast("double").try_cast("long"))
+        value = (
+            f"coalesce(try_cast({text} AS BIGINT), try_cast(try_cast({text} AS DOUBLE) AS BIGINT))"
+        )
     else:
-        value = text.try_cast("double")
-    present = raw.isNotNull() & (text != F.lit(""))
-    return value, present & value.isNull()
+        value = f"try_cast({text} AS DOUBLE)"
+    return value, f"({raw} IS NOT NULL AND {text} != '' AND {value} IS NULL)"
 
 
-def filter_col(flt: dict, col_of: Callable):
-    """A Druid filter (selector, in, bound, and, or, not) as a Spark boolean column."""
-    from pyspark.sql import functions as F
-
+def filter_col(flt: dict, col_of: Callable[[str], str]) -> str:
+    """SQL of a Druid filter (selector, in, bound, and, or, not); never null."""
     kind = flt["type"]
-    if kind == "and":
-        out = F.lit(True)
-        for sub in flt["fields"]:
-            out = out & filter_col(sub, col_of)
-        return out
-    if kind == "or":
-        out = F.lit(False)
-        for sub in flt["fields"]:
-            out = out | filter_col(sub, col_of)
-        return out
+    if kind in ("and", "or"):
+        parts = [filter_col(sub, col_of) for sub in flt["fields"]]
+        joiner = " AND " if kind == "and" else " OR "
+        return "(" + (joiner.join(parts) or ("true" if kind == "and" else "false")) + ")"
     if kind == "not":
-        return ~F.coalesce(filter_col(flt["field"], col_of), F.lit(False))
-    value = col_of(flt["dimension"]).cast("string")
+        return f"(NOT {filter_col(flt['field'], col_of)})"
+    value = f"CAST({col_of(flt['dimension'])} AS STRING)"
     if kind == "selector":
         target = flt.get("value")
-        return value.isNull() if target is None else F.coalesce(value == str(target), F.lit(False))
+        if target is None:
+            return f"({value} IS NULL)"
+        return f"coalesce({value} = {sql_str(str(target))}, false)"
     if kind == "in":
         values = [v for v in flt["values"] if v is not None]
-        cond = value.isin([str(v) for v in values])
+        cond = f"{value} IN ({', '.join(sql_str(str(v)) for v in values)})" if values else "false"
         if len(values) != len(flt["values"]):
-            cond = cond | value.isNull()
-        return F.coalesce(cond, F.lit(False))
+            cond = f"{cond} OR {value} IS NULL"
+        return f"coalesce({cond}, false)"
     # bound
     numeric = flt.get("ordering") == "numeric"
-    subject = value.try_cast("double") if numeric else value
-    cond = F.lit(True)
-    if flt.get("lower") is not None:
-        lower = F.lit(float(flt["lower"])) if numeric else F.lit(str(flt["lower"]))
-        cond = cond & ((subject > lower) if flt.get("lowerStrict") else (subject >= lower))
-    if flt.get("upper") is not None:
-        upper = F.lit(float(flt["upper"])) if numeric else F.lit(str(flt["upper"]))
-        cond = cond & ((subject < upper) if flt.get("upperStrict") else (subject <= upper))
-    return F.coalesce(cond, F.lit(False))
+    subject = f"try_cast({value} AS DOUBLE)" if numeric else value
+    conds = []
+    for key, strict, op in (("lower", "lowerStrict", ">"), ("upper", "upperStrict", "<")):
+        if flt.get(key) is None:
+            continue
+        bound = sql_str(str(flt[key]))
+        bound = f"CAST({bound} AS DOUBLE)" if numeric else bound
+        conds.append(f"{subject} {op if flt.get(strict) else op + '='} {bound}")
+    return f"coalesce({' AND '.join(conds) or 'true'}, false)"
 
 
-def text_col(col, dtype: str):
-    """A column as Druid would show it as a string: an integral double without
-    `.0` (JSON numbers read as text and multiplied come back as doubles), arrays
-    and structs as JSON text."""
-    from pyspark.sql import functions as F
-
+def text_col(col: str, dtype: str) -> str:
+    """SQL of a column as Druid would show it as a string: an integral double
+    without `.0` (JSON numbers read as text and multiplied come back as doubles),
+    arrays and structs as JSON text."""
     if dtype in ("double", "float"):
-        out = F.when(
-            (col == F.floor(col)) & (F.abs(col) < F.lit(1e15)),
-            col.cast("long").cast("string"),
-        ).otherwise(col.cast("string"))
-    elif dtype.startswith(("array", "struct", "map")):
-        out = F.to_json(col)
-    else:
-        out = col.cast("string")
-    return out
+        return (
+            f"CASE WHEN {col} = floor({col}) AND abs({col}) < 1e15D "
+            f"THEN CAST(CAST({col} AS BIGINT) AS STRING) ELSE CAST({col} AS STRING) END"
+        )
+    if dtype.startswith(("array", "struct", "map")):
+        return f"to_json({col})"
+    return f"CAST({col} AS STRING)"
 
 
 def _filter_dimensions(flt: dict | None) -> set[str]:
@@ -313,9 +327,12 @@ def _wanted_columns(spec: IngestionSpec, inp: InputSpec) -> list[str]:
     wanted += sorted(_filter_dimensions(spec.filter))
     for t in spec.transforms:
         wanted += list(t.columns)
-    produced = {f.name for f in inp.flatten if f.kind == "path"}
+    produced = {f.name for f in inp.flatten if f.kind in ("path", "jq")}
     wanted = [w for w in wanted if w not in produced]
     for f in inp.flatten:
+        if f.kind == "jq":
+            wanted.append(JQ + f.name)
+            continue
         steps, _ = _path_steps(f.expr) if f.kind == "path" else ([f.expr], None)
         if steps and isinstance(steps[0], str):
             wanted.append(steps[0])
@@ -339,9 +356,14 @@ def read_files(
     files = _input_files(inp, scratch, number)
     bytes_read = sum(os.path.getsize(f) for f in files)
     fmt = inp.format
-    if fmt == "parquet":
-        return spark.read.parquet(*files), bytes_read, files
-    if fmt == "json":
+    if fmt in ("parquet", "orc"):  # Spark's own readers, types kept
+        df = spark.read.parquet(*files) if fmt == "parquet" else spark.read.orc(*files)
+        return _flatten(df, inp), bytes_read, files
+    if fmt == "avro_ocf":
+        files = avro_as_json(files, scratch / "input" / f"avro{number}", inp)
+    if any(f.kind == "jq" for f in inp.flatten):
+        files = with_jq_fields(files, scratch / "input" / f"jq{number}", inp)
+    if fmt in ("json", "avro_ocf"):
         reader = spark.read.option("mode", "PERMISSIVE").option(
             "columnNameOfCorruptRecord", CORRUPT
         )
@@ -384,48 +406,142 @@ def read_files(
     return df, bytes_read, files
 
 
-def _flatten(df, inp: InputSpec):
-    """Add flattenSpec fields: a root field is a top-level field, a path field
-    walks into a top-level field's JSON (read as text) with get_json_object."""
-    from pyspark.sql import functions as F
+def avro_as_json(files: Sequence[str], target: Path, inp: InputSpec) -> list[str]:
+    """Avro object container files as JSON lines, one file each, for Spark's JSON reader.
 
+    The pyspark wheel has no Avro data source (spark-avro is a separate package
+    fetched from Maven), so the records are decoded with fastavro, under the
+    spec's reader `schema` when it gives one. They then take the JSON input's path
+    (schema, flattenSpec, discovery, parse errors), as Druid's Avro reader hands
+    nested records to the same flattening as JSON. Decoding runs here, record by
+    record, in bounded memory: in the executors it would need fastavro in Spark's
+    Python workers, whose interpreter the session does not choose.
+    """
+    import fastavro
+
+    reader_schema = fastavro.parse_schema(json.loads(inp.avro_schema)) if inp.avro_schema else None
+    target.mkdir(parents=True, exist_ok=True)
+    out = []
+    for number, path in enumerate(files):
+        lines = target / f"{number}.json"
+        with open(path, "rb") as src, open(lines, "w", encoding="utf-8") as dst:
+            for record in fastavro.reader(src, reader_schema=reader_schema):
+                dst.write(json.dumps(_avro_value(record, inp.binary_as_string)) + "\n")
+        out.append(str(lines))
+    return out
+
+
+def with_jq_fields(files: Sequence[str], target: Path, inp: InputSpec) -> list[str]:
+    """JSON lines with each jq flatten field's value added as `__jq_<name>`.
+
+    Druid's jq paths (keys and indexes) become JSONPath fields at validation and
+    run natively in Spark; the rest of jq (pipes, functions) runs here with the
+    jq library, line by line in bounded memory (in Spark's Python workers it would
+    need the jq bindings in an interpreter the session does not choose). One
+    output is the value, several a list (multi-value), none null. A line that is
+    not JSON is copied as is: Spark's reader marks it malformed."""
+    import gzip
+
+    import jq
+
+    programs = {JQ + f.name: jq.compile(f.expr) for f in inp.flatten if f.kind == "jq"}
+    target.mkdir(parents=True, exist_ok=True)
+    out = []
+    for number, path in enumerate(files):
+        lines = target / f"{number}.json"
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as src, open(lines, "w", encoding="utf-8") as dst:
+            for line in src:
+                dst.write(_with_jq(line, programs) + "\n")
+        out.append(str(lines))
+    return out
+
+
+def _with_jq(line: str, programs: dict) -> str:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return line.rstrip("\n")
+    if not isinstance(row, dict):
+        return line.rstrip("\n")
+    for name, program in programs.items():
+        try:
+            values = program.input_value(row).all()
+        except ValueError:  # a jq runtime error: no value, as a missing path
+            values = []
+        row[name] = values[0] if len(values) == 1 else (values or None)
+    return json.dumps(row)
+
+
+def _avro_value(value, binary_as_string: bool):
+    """A decoded Avro value as JSON: bytes as base64 (or UTF-8 text with
+    binaryAsString), timestamps as epoch millis, decimals as numbers."""
+    import base64
+    from datetime import date
+    from decimal import Decimal
+
+    if isinstance(value, dict):
+        return {k: _avro_value(v, binary_as_string) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_avro_value(v, binary_as_string) for v in value]
+    if isinstance(value, bytes):
+        if binary_as_string:
+            return value.decode("utf-8", errors="replace")
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime):
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return (value - _EPOCH) // timedelta(milliseconds=1)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)  # UUID and other logical types
+
+
+def _flatten(df, inp: InputSpec):
+    """Add flattenSpec fields, in one projection: a root field is a top-level
+    field, a path field walks into a top-level field's JSON (read as text) with
+    get_json_object."""
     if not inp.flatten:
         return df
     types = dict(df.dtypes)
-    exprs = {}
-    for field in inp.flatten:
-        if field.kind == "root":
-            exprs[field.name] = (
-                F.col(f"`{field.expr}`") if field.expr in types else F.lit(None).cast("string")
-            )
-            continue
-        steps, function = _path_steps(field.expr)
-        if not steps or not isinstance(steps[0], str) or steps[0] not in types:
-            value = F.lit(None).cast("string")
+    exprs: dict[str, str] = {}
+    for flat in inp.flatten:
+        if flat.kind in ("root", "jq"):
+            column = flat.expr if flat.kind == "root" else JQ + flat.name
+            exprs[flat.name] = sql_name(column) if column in types else _NULL
         else:
-            top = F.col(f"`{steps[0]}`")
-            if types[steps[0]] != "string":
-                top = text_col(top, types[steps[0]])
-            if len(steps) > 1:
-                rest = "".join(f"[{s}]" if isinstance(s, int) else f"['{s}']" for s in steps[1:])
-                value = F.get_json_object(top, "$" + rest)
-            else:
-                value = top
-        if function == "length":
-            value = F.json_array_length(value).cast("string")
-        elif function:
-            numbers = F.from_json(value, "array<double>")
-            agg = {
-                "min": F.array_min(numbers),
-                "max": F.array_max(numbers),
-                "sum": F.aggregate(numbers, F.lit(0.0), lambda acc, x: acc + x),
-            }.get(function)
-            if function == "avg":
-                agg = F.aggregate(numbers, F.lit(0.0), lambda acc, x: acc + x) / F.size(numbers)
-            value = agg.cast("string")
-        exprs[field.name] = value
-    keep = [F.col(f"`{c}`") for c in df.columns if c not in exprs]
-    return df.select(*keep, *[v.alias(n) for n, v in exprs.items()])
+            exprs[flat.name] = _path_value(flat.expr, types)
+    keep = [sql_name(c) for c in df.columns if c not in exprs and not c.startswith(JQ)]
+    return df.selectExpr(*keep, *[f"{v} AS {sql_name(n)}" for n, v in exprs.items()])
+
+
+def _path_value(expr: str, types: dict[str, str]) -> str:
+    """SQL of a JSONPath flatten field's value (text)."""
+    steps, function = _path_steps(expr)
+    if not steps or not isinstance(steps[0], str) or steps[0] not in types:
+        return _NULL
+    value = sql_name(steps[0])
+    if types[steps[0]] != "string":
+        value = text_col(value, types[steps[0]])
+    if len(steps) > 1:
+        rest = "".join(f"[{s}]" if isinstance(s, int) else f"['{s}']" for s in steps[1:])
+        value = f"get_json_object({value}, {sql_str('$' + rest)})"
+    if function == "length":
+        return f"CAST(json_array_length({value}) AS STRING)"
+    if function:
+        numbers = f"from_json({value}, 'array<double>')"
+        total = f"aggregate({numbers}, 0D, (acc, x) -> acc + x)"
+        agg = {
+            "min": f"array_min({numbers})",
+            "max": f"array_max({numbers})",
+            "sum": total,
+            "avg": f"{total} / size({numbers})",
+        }[function]
+        return f"CAST({agg} AS STRING)"
+    return value
 
 
 def _kind_of(dtype: str) -> str:
@@ -439,31 +555,42 @@ def _kind_of(dtype: str) -> str:
 
 
 def apply_transforms(raw, spec: IngestionSpec):
-    """Druid expression transforms: every transform reads the input row as read
-    (not another transform's output) and its result replaces a field of its name."""
-    from pyspark.sql import functions as F
-
+    """Druid expression transforms, in one projection: every transform reads the
+    input row as read (not another transform's output) and its result replaces a
+    field of its name."""
     if not spec.transforms:
         return raw
     time_column = None
     if any("__time" in t.columns for t in spec.transforms):
         raw, time_column = _with_row_time(raw, spec), _ROW_TIME
-    for t in spec.transforms:
-        for c in t.columns:
-            if c not in raw.columns and c != "__time":
-                raw = raw.withColumn(c, F.lit(None).cast("string"))
+    missing = [
+        c for t in spec.transforms for c in t.columns if c not in raw.columns and c != "__time"
+    ]
+    if missing:  # a field the input lacks reads as null
+        raw = raw.selectExpr("*", *[f"{_NULL} AS {sql_name(c)}" for c in dict.fromkeys(missing)])
     kinds = {name: _kind_of(dtype) for name, dtype in raw.dtypes}
     exprs = {}
     for i, t in enumerate(spec.transforms):
         try:
-            exprs[t.name] = F.expr(translate(t.expression, kinds, time_column=time_column).sql)
+            exprs[t.name] = translate(t.expression, kinds, time_column=time_column).sql
         except Exception as exc:  # noqa: BLE001 - surfaced as a spec error naming the field
             raise SpecError(
                 f"spec.dataSchema.transformSpec.transforms[{i}].expression",
                 str(exc).splitlines()[0],
             ) from exc
-    keep = [F.col(f"`{c}`") for c in raw.columns if c not in exprs and c != _ROW_TIME]
-    return raw.select(*keep, *[e.alias(n) for n, e in exprs.items()])
+    keep = [sql_name(c) for c in raw.columns if c not in exprs and c != _ROW_TIME]
+    try:
+        return raw.selectExpr(*keep, *[f"{e} AS {sql_name(n)}" for n, e in exprs.items()])
+    except Exception as exc:  # noqa: BLE001 - which transform Spark refused, by name
+        for i, t in enumerate(spec.transforms):
+            try:
+                raw.selectExpr(exprs[t.name])
+            except Exception as refused:  # noqa: BLE001
+                raise SpecError(
+                    f"spec.dataSchema.transformSpec.transforms[{i}].expression",
+                    str(refused).splitlines()[0],
+                ) from exc
+        raise
 
 
 _ROW_TIME = "__transform_row_time"
@@ -472,16 +599,14 @@ _ROW_TIME = "__transform_row_time"
 def _with_row_time(raw, spec: IngestionSpec):
     """`raw` with the row's timestamp in epoch millis, which transforms read as
     `__time`: a druid input's own `__time`, or the parsed timestampSpec column."""
-    from pyspark.sql import functions as F
-
     types = dict(raw.dtypes)
     if types.get("__time") in ("timestamp", "timestamp_ntz"):
-        ts = F.col("__time")
+        ts = sql_name("__time")
     else:
         name = spec.timestamp_column
-        column = F.col(f"`{name}`") if name in types else F.lit(None).cast("string")
+        column = sql_name(name) if name in types else _NULL
         ts = timestamp_col(column, spec.timestamp_format, types.get(name, "string"))
-    return raw.withColumn(_ROW_TIME, F.unix_millis(ts))
+    return raw.selectExpr("*", f"unix_millis({ts}) AS {sql_name(_ROW_TIME)}")
 
 
 def read_segments(spark, pieces: Sequence[SourcePiece], interval: Interval):
@@ -564,6 +689,11 @@ class ParsedInput:
     def dimension_names(self) -> list[str]:
         return [name for name, _ in self.dimensions]
 
+    @property
+    def input_columns(self) -> list[str]:
+        """The metric input columns (metrics reading a field alike share one)."""
+        return list(dict.fromkeys(m.column for m in self.metric_inputs if m.column))
+
     def observed(self, name: str):
         """(good rows, Observation with total/unparseable/thrownAway/processedWithError)."""
         from pyspark.sql import Observation
@@ -585,7 +715,7 @@ class ParsedInput:
             truncate_col(F.col("__ts"), spec.query_granularity).alias("__time"),
             F.unix_micros(truncate_col(F.col("__ts"), spec.segment_granularity)).alias("__chunk"),
             *[F.col(f"`{n}`") for n in self.dimension_names],
-            *[F.col(m.column) for m in self.metric_inputs if m.column],
+            *[F.col(c) for c in self.input_columns],
         )
 
     def error_samples(self, limit: int) -> list[dict]:
@@ -754,174 +884,229 @@ def _dimension_list(spec: IngestionSpec, raw, ts_name: str) -> list[tuple[str, s
     return listed + discovered
 
 
-def _string_dim(col, dtype: str, handling: str, list_delimiter: str | None):
-    """A string dimension: a list value (a JSON array, an array column, or text
-    holding the list delimiter) is multi-value, ordered by multiValueHandling and
-    stored as JSON array text; one value is stored as itself, an empty list as null."""
-    from pyspark.sql import functions as F
-
+def _string_dim(col: str, dtype: str, handling: str, list_delimiter: str | None) -> str:
+    """SQL of a string dimension: a list value (a JSON array, an array column, or
+    text holding the list delimiter) is multi-value, ordered by multiValueHandling
+    and stored as JSON array text; one value is stored as itself, an empty list as null."""
     if dtype.startswith("array"):
-        values = col.cast("array<string>")
+        values = f"CAST({col} AS ARRAY<STRING>)"
     else:
         text = text_col(col, dtype)
-        values = F.when(F.startswith(F.ltrim(text), F.lit("[")), F.from_json(text, "array<string>"))
+        values = f"CASE WHEN startswith(ltrim({text}), '[') THEN from_json({text}, 'array<string>')"
         if list_delimiter:
-            values = values.when(
-                F.instr(text, list_delimiter) > 0, F.split(text, re.escape(list_delimiter))
+            values += (
+                f" WHEN instr({text}, {sql_str(list_delimiter)}) > 0 "
+                f"THEN split({text}, {sql_str(re.escape(list_delimiter))})"
             )
+        values += " END"
     if handling == "SORTED_SET":
-        values = F.array_sort(F.array_distinct(values))
+        values = f"array_sort(array_distinct({values}))"
     elif handling == "SORTED_ARRAY":
-        values = F.array_sort(values)
-    single = F.when(F.size(values) == 1, F.element_at(values, 1))
-    listed = F.when(F.size(values) > 1, F.to_json(values))
+        values = f"array_sort({values})"
+    single = f"CASE WHEN size({values}) = 1 THEN element_at({values}, 1) END"
+    listed = f"CASE WHEN size({values}) > 1 THEN to_json({values}) END"
     if dtype.startswith("array"):
-        return F.coalesce(listed, single)
-    return F.when(values.isNull(), text).otherwise(F.coalesce(listed, single))
+        return f"coalesce({listed}, {single})"
+    return f"CASE WHEN {values} IS NULL THEN {text} ELSE coalesce({listed}, {single}) END"
 
 
-def _auto_dim(col, dtype: str):
-    """An auto/json dimension, stored as JSON text; booleans are Druid's longs
-    (useStrictBooleans): a boolean is 1/0, an array of booleans [1,0,null]."""
-    from pyspark.sql import functions as F
+class _RawColumns:
+    """SQL of one raw input's columns by name (null when absent), as read or as text."""
 
+    def __init__(self, raw) -> None:
+        self.types = dict(raw.dtypes)
+
+    def col(self, name: str) -> str:
+        return sql_name(name) if name in self.types else _NULL
+
+    def text(self, name: str) -> str:
+        return text_col(self.col(name), self.types.get(name, "string"))
+
+    def type(self, name: str | None) -> str:
+        return self.types.get(name or "", "string")
+
+
+@dataclass
+class _Typed:
+    """The typed columns of one raw input (alias -> SQL) and, per column that can
+    fail to parse, its error: (flag SQL, message)."""
+
+    columns: dict[str, str] = field(default_factory=dict)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+    def number(self, raw: _RawColumns, name: str, kind: str, alias: str) -> None:
+        value, bad = number_col(raw.col(name), kind, raw.type(name))
+        self.columns[alias] = value
+        self.errors.append((bad, f"{name} is not a {kind}"))
+
+
+def _auto_dim(col: str, dtype: str) -> str:
+    """SQL of an auto/json dimension, stored as JSON text; booleans are Druid's
+    longs (useStrictBooleans): a boolean is 1/0, an array of booleans [1,0,null]."""
     if dtype == "boolean":
-        return col.cast("long").cast("string")
+        return f"CAST(CAST({col} AS BIGINT) AS STRING)"
     text = text_col(col, dtype)
-    longs = F.regexp_replace(F.regexp_replace(text, "true", "1"), "false", "0")
-    return F.when(text.rlike(_BOOLEAN_ARRAY), longs).otherwise(text)
+    longs = f"regexp_replace(regexp_replace({text}, 'true', '1'), 'false', '0')"
+    return f"CASE WHEN {text} RLIKE {sql_str(_BOOLEAN_ARRAY)} THEN {longs} ELSE {text} END"
 
 
 def _parse_one(spec: IngestionSpec, raw, from_druid: bool):
-    """(parsed DataFrame, dimensions, metric inputs) of one raw input."""
-    from pyspark.sql import functions as F
+    """(parsed DataFrame, dimensions, metric inputs) of one raw input, in ONE
+    projection handed to Spark as SQL text.
 
-    types = dict(raw.dtypes)
-
-    def col_of(name: str):
-        return F.col(f"`{name}`") if name in types else F.lit(None).cast("string")
-
-    def text_of(name: str):
-        return text_col(col_of(name), types.get(name, "string"))
-
-    # Timestamp
+    Every aliased expression comes after the aliases whose expressions it holds
+    (the row status holds every column's value): for each alias of a projection
+    in turn, Catalyst's constraint propagation adds a copy of every constraint
+    that holds the alias's expression. Had the status come first, each later
+    column would have doubled the constraints, 2^columns of them for PruneFilters
+    to walk (a 59-column TSV planned for more than 12 minutes).
+    """
+    cols = _RawColumns(raw)
     ts_name = "__time" if from_druid else spec.timestamp_column
-    ts_raw = col_of(ts_name)
-    ts = timestamp_col(ts_raw, spec.timestamp_format, types.get(ts_name, "string"))
-    if spec.timestamp_missing_value is not None:
-        missing = F.lit(spec.timestamp_missing_value).try_cast("timestamp")
-        ts = F.when(ts_raw.isNull() | (F.trim(ts_raw.cast("string")) == ""), missing).otherwise(ts)
-    corrupt = col_of(CORRUPT).isNotNull() if CORRUPT in types else F.lit(False)
-
-    # Dimensions
+    ts = _timestamp(spec, cols, ts_name)
     dims = _dimension_list(spec, raw, ts_name)
+    typed = _Typed()
+    _dimension_columns(spec, dims, cols, typed, from_druid)
+    inputs = _metric_columns(spec, cols, ts, typed, from_druid)
+    status = {"__ts": ts, **_row_status(spec, cols, ts_name, ts, typed.errors)}
+    columns = {**typed.columns, **status}
+    parsed = raw.selectExpr(*[f"{sql} AS {sql_name(alias)}" for alias, sql in columns.items()])
+    return parsed, dims, inputs
+
+
+def _timestamp(spec: IngestionSpec, cols: _RawColumns, ts_name: str) -> str:
+    ts_raw = cols.col(ts_name)
+    ts = timestamp_col(ts_raw, spec.timestamp_format, cols.type(ts_name))
+    if spec.timestamp_missing_value is not None:
+        missing = f"try_cast({sql_str(spec.timestamp_missing_value)} AS TIMESTAMP)"
+        blank = f"{ts_raw} IS NULL OR trim(CAST({ts_raw} AS STRING)) = ''"
+        ts = f"CASE WHEN {blank} THEN {missing} ELSE {ts} END"
+    return ts
+
+
+def _dimension_columns(spec, dims, cols: _RawColumns, typed: _Typed, from_druid: bool) -> None:
     handling = {d.name: d.multi_value_handling for d in spec.dimensions}
     list_delimiter = (
         None
         if from_druid
         else (spec.input.file_sources[0].list_delimiter if spec.input.file_sources else None)
     )
-    dim_exprs, errors = [], []
     for name, dtype in dims:
-        source_type = types.get(name, "string")
         if dtype == "string":
-            value = _string_dim(
-                col_of(name), source_type, handling.get(name, "SORTED_ARRAY"), list_delimiter
+            typed.columns[name] = _string_dim(
+                cols.col(name), cols.type(name), handling.get(name, "SORTED_ARRAY"), list_delimiter
             )
-            dim_exprs.append(value.alias(name))
         elif dtype == "json":
-            dim_exprs.append(_auto_dim(col_of(name), source_type).alias(name))
+            typed.columns[name] = _auto_dim(cols.col(name), cols.type(name))
         else:
-            value, bad = number_col(col_of(name), dtype, source_type)
-            dim_exprs.append(value.alias(name))
-            errors.append(F.when(bad, F.lit(f"{name} is not a {dtype}")))
+            typed.number(cols, name, dtype, name)
 
-    # Metric inputs
+
+_SKETCHES = {"thetaSketch": ("theta_union", "theta")}  # others: HLL (sketch, distinct)
+
+
+def _metric_columns(spec, cols: _RawColumns, ts: str, typed: _Typed, from_druid: bool):
+    """One MetricInput per metric; metrics reading the same field the same way
+    share one input column (one expression, computed once)."""
     inputs: list[MetricInput] = []
-    input_exprs = []
+    shared: dict[tuple, MetricInput] = {}
     for i, m in enumerate(spec.metrics):
-        alias = f"__m{i}"
-        field_type = types.get(m.field_name or "", "string")
+        alias, field_type = f"__m{i}", cols.type(m.field_name)
         if m.type == "count":
             # Re-ingesting rolled-up rows: a count sums the existing count column.
-            if from_druid and types.get(m.name) in _NUMERIC:
-                input_exprs.append(col_of(m.name).cast("long").alias(alias))
+            if from_druid and cols.type(m.name) in _NUMERIC:
+                typed.columns[alias] = f"CAST({cols.col(m.name)} AS BIGINT)"
                 inputs.append(MetricInput(m, alias, "count"))
             else:
                 inputs.append(MetricInput(m, None, "rows"))
             continue
-        if m.type in ("hyperUnique", "HLLSketchBuild", "HLLSketchMerge", "thetaSketch"):
-            union, build = {
-                "thetaSketch": ("theta_union", "theta"),
-            }.get(m.type, ("sketch", "distinct"))
-            if field_type == "binary":  # already sketches: union them
-                input_exprs.append(col_of(m.field_name).alias(alias))
-                inputs.append(MetricInput(m, alias, union))
-            else:
-                input_exprs.append(text_of(m.field_name).alias(alias))
-                inputs.append(MetricInput(m, alias, build))
+        kind = _input_kind(m, field_type)
+        key = (kind, m.field_name, _value_type(m) if kind in ("pair", "value") else "")
+        if key in shared:
+            inputs.append(MetricInput(m, shared[key].column, kind))
             continue
-        if m.type == "quantilesDoublesSketch":
-            if field_type == "binary":
-                input_exprs.append(col_of(m.field_name).alias(alias))
-                inputs.append(MetricInput(m, alias, "kll_merge"))
-                continue
-            value, bad = number_col(col_of(m.field_name), "double", field_type)
-            input_exprs.append(value.alias(alias))
-            inputs.append(MetricInput(m, alias, "kll"))
-            errors.append(F.when(bad, F.lit(f"{m.field_name} is not a double")))
-            continue
-        if m.type in FIRST_LAST_TYPES:
-            if field_type.startswith("struct"):  # already (time, value) pairs
-                input_exprs.append(col_of(m.field_name).alias(alias))
-                inputs.append(MetricInput(m, alias, "pair"))
-                continue
-            kind = m.type[: -len("First") if m.type.endswith("First") else -len("Last")]
-            if kind == "string":
-                value = text_of(m.field_name)
-                value = F.substring(value, 1, m.size or 1024)  # Druid's maxStringBytes
-            else:
-                value, bad = number_col(
-                    col_of(m.field_name), "long" if kind == "long" else "double", field_type
-                )
-                errors.append(F.when(bad, F.lit(f"{m.field_name} is not a {kind}")))
-            pair = F.struct(F.unix_millis(ts).alias("time"), value.alias("value"))
-            input_exprs.append(F.when(value.isNotNull(), pair).alias(alias))
-            inputs.append(MetricInput(m, alias, "pair"))
-            continue
-        kind = "long" if m.type.startswith("long") else "double"
-        value, bad = number_col(col_of(m.field_name), kind, field_type)
-        input_exprs.append(value.alias(alias))
-        inputs.append(MetricInput(m, alias, "value"))
-        errors.append(F.when(bad, F.lit(f"{m.field_name} is not a {kind}")))
+        if kind in ("sketch", "theta_union", "kll_merge") or (
+            kind == "pair" and field_type.startswith("struct")  # already (time, value) pairs
+        ):
+            typed.columns[alias] = cols.col(m.field_name)
+        elif kind in ("distinct", "theta"):
+            typed.columns[alias] = cols.text(m.field_name)
+        elif kind == "pair":
+            value = _first_last_value(m, cols, typed)
+            pair = f"named_struct('time', unix_millis({ts}), 'value', {value})"
+            typed.columns[alias] = f"CASE WHEN {value} IS NOT NULL THEN {pair} END"
+        else:  # value / kll: a number
+            number = "long" if kind == "value" and m.type.startswith("long") else "double"
+            typed.number(cols, m.field_name, number, alias)
+        shared[key] = MetricInput(m, alias, kind)
+        inputs.append(shared[key])
+    return inputs
 
-    unparseable = corrupt | ts.isNull()
-    field_error = F.concat_ws("; ", *errors) if errors else F.lit("")
+
+def _input_kind(m: Metric, field_type: str) -> str:
+    if m.type in ("hyperUnique", "HLLSketchBuild", "HLLSketchMerge", "thetaSketch"):
+        union, build = _SKETCHES.get(m.type, ("sketch", "distinct"))
+        return union if field_type == "binary" else build
+    if m.type == "quantilesDoublesSketch":
+        return "kll_merge" if field_type == "binary" else "kll"
+    if m.type in FIRST_LAST_TYPES:
+        return "pair"
+    return "value"
+
+
+def _value_type(m: Metric) -> str:
+    """What a value or first/last metric reads its field as (metrics alike share it)."""
+    if m.type in FIRST_LAST_TYPES:
+        return f"{m.type.removesuffix('First').removesuffix('Last')}:{m.size or 1024}"
+    return "long" if m.type.startswith("long") else "double"
+
+
+def _first_last_value(m: Metric, cols: _RawColumns, typed: _Typed) -> str:
+    """SQL of the value of a first/last metric's (time, value) pair."""
+    kind = m.type[: -len("First") if m.type.endswith("First") else -len("Last")]
+    if kind == "string":  # Druid's maxStringBytes
+        return f"substring({cols.text(m.field_name)}, 1, {int(m.size or 1024)})"
+    value, bad = number_col(
+        cols.col(m.field_name), "long" if kind == "long" else "double", cols.type(m.field_name)
+    )
+    typed.errors.append((bad, f"{m.field_name} is not a {kind}"))
+    return value
+
+
+def _row_status(spec, cols: _RawColumns, ts_name: str, ts: str, errors: list) -> dict[str, str]:
+    """SQL of __unparseable, __reason, __thrown. The field errors are one flat
+    concat_ws over each column's flag (a message or null), each message once."""
+    corrupt = f"{sql_name(CORRUPT)} IS NOT NULL" if CORRUPT in cols.types else "false"
+    messages: dict[str, str] = {}
+    for bad, message in errors:
+        messages.setdefault(message, bad)
+    ts_text = f"coalesce(CAST({cols.col(ts_name)} AS STRING), 'null')"
     reason = (
-        F.when(corrupt, F.lit("malformed row"))
-        .when(
-            ts.isNull(),
-            F.concat(
-                F.lit("unparseable timestamp: "), F.coalesce(ts_raw.cast("string"), F.lit("null"))
-            ),
+        f"CASE WHEN {corrupt} THEN 'malformed row' "
+        f"WHEN {ts} IS NULL THEN concat('unparseable timestamp: ', {ts_text})"
+    )
+    if messages:
+        flags = ", ".join(
+            f"CASE WHEN {bad} THEN {sql_str(msg)} END" for msg, bad in messages.items()
         )
-        .when(field_error != "", field_error)
-    )
-    thrown = F.lit(False)
+        reason += f" ELSE nullif(concat_ws('; ', {flags}), '')"
+    thrown = "false"
     if spec.intervals:
-        inside = F.lit(False)
-        for iv in spec.intervals:
-            inside = inside | ((ts >= F.lit(iv.start)) & (ts < F.lit(iv.end)))
-        thrown = thrown | ~inside
+        inside = " OR ".join(
+            f"({ts} >= timestamp_micros({_micros(iv.start)}) "
+            f"AND {ts} < timestamp_micros({_micros(iv.end)}))"
+            for iv in spec.intervals
+        )
+        thrown = f"NOT coalesce({inside}, false)"
     if spec.filter:
-        thrown = thrown | ~filter_col(spec.filter, text_of)
+        thrown = f"{thrown} OR NOT {filter_col(spec.filter, cols.text)}"
+    return {
+        "__unparseable": f"{corrupt} OR {ts} IS NULL",
+        "__reason": reason + " END",
+        "__thrown": thrown,
+    }
 
-    parsed = raw.select(
-        ts.alias("__ts"),
-        unparseable.alias("__unparseable"),
-        reason.alias("__reason"),
-        thrown.alias("__thrown"),
-        *dim_exprs,
-        *input_exprs,
-    )
-    return parsed, dims, inputs
+
+def _micros(instant: datetime) -> int:
+    delta = instant - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
