@@ -1013,3 +1013,30 @@ def test_a_result_over_the_size_limit_is_druids_resource_limit_error(wiki, api_c
     result = native(api_client, body, status=400)
     assert result["error"] == "Resource limit exceeded"
     assert result["errorClass"] == "org.apache.druid.query.ResourceLimitExceededException"
+
+
+def test_pydruid_sqlalchemy_inspector_lists_datasources_and_columns_with_druid_types(
+    druid_client, live_server, user
+):
+    """Superset's path: pydruid's SQLAlchemy dialect reads INFORMATION_SCHEMA over
+    /druid/v2/sql with HTTP Basic (issue 26's "done when")."""
+    from urllib.parse import urlparse
+
+    from sqlalchemy import create_engine, inspect, text
+
+    from tests.conftest import TEST_PASSWORD
+
+    where = urlparse(live_server.url)
+    engine = create_engine(
+        f"druid+http://{user.username}:{TEST_PASSWORD}@{where.hostname}:{where.port}/druid/v2/sql/"
+    )
+    inspector = inspect(engine)
+    assert "druid" in inspector.get_schema_names()
+    assert "wiki" in inspector.get_table_names()
+    columns = {c["name"]: c for c in inspector.get_columns("wiki")}
+    assert str(columns["__time"]["type"]) == "TIMESTAMP"
+    assert str(columns["page"]["type"]) == "VARCHAR"
+    assert str(columns["added"]["type"]) in ("BIGINT", "INTEGER")
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT COUNT(*) FROM wiki")).scalar()
+    assert rows == sql("SELECT count(*) FROM wiki")[0][0]
