@@ -127,7 +127,7 @@ class World:
 
 @dataclass(frozen=True)
 class _DruidInput:
-    """What the runner's `_source_pieces` reads of a spec: its druid input."""
+    """What the runner's `source_pieces` reads of a spec: its druid input."""
 
     datasource: str
     interval: Interval
@@ -263,7 +263,7 @@ class Actor:
 
     def _input_segments(self, read_points) -> list[Segment]:
         """The visible input segments, each interval read as of its lock (the
-        runner's `_source_pieces`), or as they are now."""
+        runner's `source_pieces`), or as they are now."""
         wanted = self._wanted()
         points = read_points or [(iv, None) for iv in wanted]
         spec = _DruidInput(

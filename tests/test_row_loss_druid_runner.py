@@ -5,12 +5,12 @@ in tests/test_row_loss_runner.py.
 
 Interleavings are set from the test's side: each task runs `runner.run_task` in
 its own thread, and the test can stop it at one of the runner's own steps —
-before it reads its input (`_source_pieces`, after its locks are granted),
-before it allocates (`_allocate`, after Spark wrote its files) or before it
-publishes (`_publish_once`, after allocation) — and let it go on later. A
+before it reads its input (`source_pieces`, after its locks are granted),
+before it allocates (`allocate_segments`, after Spark wrote its files) or before it
+publishes (`publish_once`, after allocation) — and let it go on later. A
 compaction (`workers/compaction.py`) stops at its own steps: before it reads
 (`_read_locked`, after its locks are granted), before its Spark job
-(`_run_job`) or before it publishes (its `_publish_once`). The steps run
+(`_run_job`) or before it publishes (its `publish_once`). The steps run
 unchanged: a pause only waits before calling the real function. Each scenario
 asserts the exact visible row ids (duplicates count) and that no lock outlives
 its task.
@@ -47,9 +47,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 DAY1 = "2024-01-01/2024-01-02"
 # Where a task can be stopped: the runner's steps, and a compaction's own.
 STEPS = {
-    "_source_pieces": (runner,),
-    "_allocate": (runner,),
-    "_publish_once": (runner, compaction),  # compaction imports it by name
+    "source_pieces": (runner,),
+    "allocate_segments": (runner,),
+    "publish_once": (runner, compaction),  # compaction imports it by name
     "_read_locked": (compaction,),
     "_run_job": (compaction,),
 }
@@ -174,7 +174,7 @@ def test_druid_15085_reindex_never_reads_rows_appended_after_its_lock(inline_spe
     ds = "d15085"
     s = seed(inline_spec, ds)
     r = _claim(inline_spec, _druid_reindex(inline_spec, ds, DAY1, [DAY1], useConcurrentLocks=True))
-    paused = pause(r.id, "_source_pieces")  # locked, not read yet
+    paused = pause(r.id, "source_pieces")  # locked, not read yet
     ok(run(inline_spec, append(inline_spec, ds, "j", [2, 7])))
     ok(paused.release())
     assert visible(ds) == sorted(s + ids("j", [2, 7]))
@@ -189,7 +189,7 @@ def test_druid_15813_repeated_appends_during_a_replace_are_seen_once(inline_spec
     ds = "d15813"
     s = seed(inline_spec, ds)
     r = _claim(inline_spec, replace(inline_spec, ds, "r", [1, 9]))
-    paused = pause(r.id, "_allocate")
+    paused = pause(r.id, "allocate_segments")
     appended: list[str] = []
     for n, hour in enumerate((3, 11, 20)):
         ok(run(inline_spec, append(inline_spec, ds, f"a{n}", [hour])))
@@ -210,9 +210,9 @@ def test_druid_15459_and_16393_appends_allocated_before_a_replace_publishes(inli
     ds = "d16393"
     seed(inline_spec, ds)
     a = _claim(inline_spec, append(inline_spec, ds, "a", [2]))
-    a_paused = pause(a.id, "_publish_once")  # allocated, not published
+    a_paused = pause(a.id, "publish_once")  # allocated, not published
     r = _claim(inline_spec, replace(inline_spec, ds, "r", [1, 9]))
-    r_paused = pause(r.id, "_allocate")
+    r_paused = pause(r.id, "allocate_segments")
     ok(run(inline_spec, append(inline_spec, ds, "b", [4])))
     ok(r_paused.release())
     assert visible(ds) == sorted(ids("r", [1, 9]) + ids("b", [4]))
@@ -231,7 +231,7 @@ def test_druid_16316_replace_covers_a_day_held_by_an_append_lock(inline_spec, pa
     for day in (1, 2, 3):
         s += seed(inline_spec, ds, day)
     a = _claim(inline_spec, append(inline_spec, ds, "a", [5], day=2))
-    a_paused = pause(a.id, "_publish_once")
+    a_paused = pause(a.id, "publish_once")
     r = ok(run(inline_spec, replace(inline_spec, ds, "r", [8], days=(1, 2, 3))))
     starts = set(Segment.objects.filter(created_by=r).values_list("start", flat=True))
     assert {st.day for st in starts} == {1, 2, 3}
@@ -270,7 +270,7 @@ def test_druid_19737_kill_keeps_the_file_an_upgraded_copy_points_at(inline_spec,
     ds = "d19737"
     seed(inline_spec, ds)
     r = _claim(inline_spec, replace(inline_spec, ds, "r", [1]))
-    r_paused = pause(r.id, "_allocate")
+    r_paused = pause(r.id, "allocate_segments")
     a = ok(run(inline_spec, append(inline_spec, ds, "a", [2])))
     ok(r_paused.release())
     original = Segment.objects.get(created_by=a)
@@ -303,7 +303,7 @@ def test_day_append_beside_a_running_hour_append_lands_at_hour_granularity(inlin
             context={"useConcurrentLocks": True},
         ),
     )
-    h_paused = pause(h.id, "_publish_once")
+    h_paused = pause(h.id, "publish_once")
     d = ok(run(inline_spec, append(inline_spec, ds, "d", [1, 3, 20])))
     hours = sorted(s.start.hour for s in Segment.objects.filter(created_by=d))
     assert hours == [1, 3, 20]
@@ -362,7 +362,7 @@ def test_druid_18099_a_reindex_left_without_rows_drops_the_day_keeping_a_later_a
     seed(inline_spec, ds)
     spec = _druid_reindex(inline_spec, ds, DAY1, [DAY1], useConcurrentLocks=True)
     r = _claim(inline_spec, _drop_existing(spec, keep_page="no such page"))
-    paused = pause(r.id, "_source_pieces")  # locked, not read yet
+    paused = pause(r.id, "source_pieces")  # locked, not read yet
     ok(run(inline_spec, append(inline_spec, ds, "j", [2, 7])))
     r = ok(paused.release())
     assert visible(ds) == ids("j", [2, 7])
@@ -413,7 +413,7 @@ def _deep_files(ds: str) -> set[str]:
     return {str(p) for p in folder.rglob("*") if p.is_file()} if folder.exists() else set()
 
 
-@pytest.mark.parametrize("step", ["_source_pieces", "_allocate", "_publish_once"])
+@pytest.mark.parametrize("step", ["source_pieces", "allocate_segments", "publish_once"])
 @pytest.mark.parametrize("how", ["cancel", "preempt", "janitor"])
 def test_druid_18464_no_lock_outlives_a_task_stopped_at_any_step(inline_spec, pause, how, step):
     """A reindex of day 1 stopped at one of the runner's steps is canceled, or
@@ -516,7 +516,7 @@ def test_druid_17852_month_compacted_to_day_before_a_running_append_publishes(in
     ds = "d17852b"
     m = _month_seed(inline_spec, ds)
     j = _claim(inline_spec, append(inline_spec, ds, "j", [5, 20], day=2))
-    j_paused = pause(j.id, "_publish_once")
+    j_paused = pause(j.id, "publish_once")
     c = ok(run(inline_spec, _month_to_day(ds)))
     _assert_compacted_to_days(c)
     assert visible_pages(ds, Interval.parse(MONTH)) == sorted(m)
