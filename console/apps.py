@@ -5,7 +5,7 @@ from django.db.models.signals import post_migrate
 def _ensure_roles(sender, **kwargs):
     # After the metastore's models (and their permissions) exist: the role groups.
     if sender.label == "metastore":
-        from console.security import roles_ensure
+        from metastore.roles import roles_ensure
 
         roles_ensure(using=kwargs.get("using"))
 

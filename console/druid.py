@@ -57,7 +57,7 @@ _STATES = {
 }
 
 
-def _ts(value: datetime | None) -> str:
+def druid_ts(value: datetime | None) -> str:
     return format_ts(value) if value is not None else _EPOCH_TEXT
 
 
@@ -85,8 +85,8 @@ def task_status_json(task: Task) -> dict:
         "id": task.id,
         "groupId": task.group_id,
         "type": task.type,
-        "createdTime": _ts(task.created_at),
-        "queueInsertionTime": _ts(task.created_at),
+        "createdTime": druid_ts(task.created_at),
+        "queueInsertionTime": druid_ts(task.created_at),
         "statusCode": code,
         "status": code,
         "runnerStatusCode": runner,
@@ -192,7 +192,7 @@ def segment_json(seg: Segment) -> dict:
     return out
 
 
-def _druid_error(
+def druid_error(
     message: str, http_status: int = status.HTTP_400_BAD_REQUEST, *, field: str | None = None
 ) -> Response:
     """Druid's `{"error": "..."}`, with the API's `field` and `message` beside it."""
@@ -222,15 +222,15 @@ class DruidView(APIView):
     def handle_exception(self, exc):
         # Druid answers bad requests with {"error": "..."}; keep the field it names.
         if isinstance(exc, SpecError):
-            return _druid_error(exc.message, field=exc.field)
+            return druid_error(exc.message, field=exc.field)
         if isinstance(exc, services.ServiceError):
-            return _druid_error(str(exc))
+            return druid_error(str(exc))
         if isinstance(exc, Http404):
-            return _druid_error(str(exc), status.HTTP_404_NOT_FOUND)
+            return druid_error(str(exc), status.HTTP_404_NOT_FOUND)
         return super().handle_exception(exc)
 
 
-def _task_or_404(task_id: str) -> Task:
+def task_or_404(task_id: str) -> Task:
     task = Task.objects.filter(id=task_id).first()
     if task is None:
         raise Http404(f"Cannot find any task with id: [{task_id}]")
@@ -259,7 +259,7 @@ class TaskPayload(DruidView):
         responses=druid_responses({200: ds_schema.DruidTaskPayload}, 404),
     )
     def get(self, request, task_id):
-        task = _task_or_404(task_id)
+        task = task_or_404(task_id)
         payload = {
             **task.spec,
             "id": task.id,
@@ -291,7 +291,7 @@ class TaskReports(DruidView):
         responses=druid_responses({200: ds_schema.REPORT}, 404),
     )
     def get(self, request, task_id):
-        return Response(task_report_json(_task_or_404(task_id)))
+        return Response(task_report_json(task_or_404(task_id)))
 
 
 class TaskShutdown(DruidView):
@@ -301,9 +301,9 @@ class TaskShutdown(DruidView):
         responses=druid_responses({200: ds_schema.DruidTaskId}, 404),
     )
     def post(self, request, task_id):
-        task = _task_or_404(task_id)
+        task = task_or_404(task_id)
         if not task.is_active:
-            return _druid_error(
+            return druid_error(
                 f"task {task_id} is no longer running ({task.status})", status.HTTP_404_NOT_FOUND
             )
         services.task_cancel(task_id=task_id, user=request.user)
@@ -578,7 +578,7 @@ class MarkSegments(DruidView):
 # --- Coordinator metadata --------------------------------------------------------------
 
 
-def _flag(request, name: str) -> bool:
+def druid_flag(request, name: str) -> bool:
     """Druid's flag parameters are present-or-absent (`?full`), or `=true`/`=false`."""
     if name not in request.query_params:
         return False
@@ -607,7 +607,7 @@ class MetadataDataSources(DruidView):
     )
     def get(self, request):
         names = [s.name for s in selectors.datasources_list() if s.segments]
-        if not _flag(request, "full"):
+        if not druid_flag(request, "full"):
             return Response(names)
         created = dict(DataSource.objects.filter(name__in=names).values_list("name", "created_at"))
         out = []
@@ -616,7 +616,7 @@ class MetadataDataSources(DruidView):
             out.append(
                 {
                     "name": name,
-                    "properties": {"created": _ts(created.get(name))},
+                    "properties": {"created": druid_ts(created.get(name))},
                     "segments": [segment_json(s) for s in segs],
                 }
             )
@@ -644,7 +644,7 @@ class MetadataDataSourceSegments(DruidView):
         if not DataSource.objects.filter(name=datasource).exists():
             raise Http404(f"no dataSource {datasource}")
         segs = selectors.segments_for(datasource=datasource).select_related("datasource")
-        if _flag(request, "full"):
+        if druid_flag(request, "full"):
             return Response([segment_json(s) for s in segs])
         return Response([s.id for s in segs])
 
@@ -675,7 +675,7 @@ class MetadataSegments(DruidView):
     def get(self, request):
         wanted = request.query_params.getlist("datasources")
         names = wanted or [s.name for s in selectors.datasources_list() if s.segments]
-        with_status = _flag(request, "includeOvershadowedStatus")
+        with_status = druid_flag(request, "includeOvershadowedStatus")
         out = []
         for name in names:
             segs = selectors.segments_for(datasource=name).select_related("datasource")

@@ -36,7 +36,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console import druid_schema as ds_schema
-from console.druid import DruidView, _flag, _ts, segment_json
+from console.druid import DruidView, druid_flag, druid_ts, segment_json
 from console.druid_schema import druid_responses
 from console.openapi import errors
 from metastore import selectors
@@ -61,9 +61,9 @@ def _simple_properties(summary: selectors.DataSourceSummary) -> dict:
     return {
         "tiers": {TIER: {"size": size, "segmentCount": summary.segments, "replicatedSize": size}},
         "segments": {
-            "maxTime": _ts(summary.end),
+            "maxTime": druid_ts(summary.end),
             "size": size,
-            "minTime": _ts(summary.start),
+            "minTime": druid_ts(summary.start),
             "count": summary.segments,
             "replicatedSize": size,
         },
@@ -74,7 +74,7 @@ def _full(summary: selectors.DataSourceSummary) -> dict:
     segments = selectors.segments_for(datasource=summary.name).select_related("datasource")
     return {
         "name": summary.name,
-        "properties": {"created": _ts(summary.created_at)},
+        "properties": {"created": druid_ts(summary.created_at)},
         "segments": [segment_json(s) for s in segments],
     }
 
@@ -186,7 +186,7 @@ class BrokerDataSource(DruidView):
         ),
     )
     def get(self, request, datasource):
-        if _flag(request, "full"):
+        if druid_flag(request, "full"):
             return Response(_columns_by_interval(request, datasource))
         dims, metrics = _columns(request, datasource)
         return Response({"dimensions": dims, "metrics": metrics})
@@ -228,9 +228,9 @@ class CoordinatorDataSources(DruidView):
     )
     def get(self, request):
         served = _served()
-        if _flag(request, "full"):
+        if druid_flag(request, "full"):
             return Response([_full(s) for s in served])
-        if _flag(request, "simple"):
+        if druid_flag(request, "simple"):
             return Response([{"name": s.name, "properties": _simple_properties(s)} for s in served])
         return Response([s.name for s in served])
 
@@ -252,7 +252,7 @@ class CoordinatorDataSource(DruidView):
         found = [s for s in selectors.datasources_list(name=datasource) if s.segments]
         if not found:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        if _flag(request, "full"):
+        if druid_flag(request, "full"):
             return Response(_full(found[0]))
         return Response(_simple_properties(found[0]))
 
@@ -284,11 +284,11 @@ class LoadStatus(DruidView):
         ),
     )
     def get(self, request):
-        _flag(request, "computeUsingClusterView")  # checked; one replica in one tier
+        druid_flag(request, "computeUsingClusterView")  # checked; one replica in one tier
         names = [s.name for s in _served()]
-        if _flag(request, "simple"):
+        if druid_flag(request, "simple"):
             return Response({name: 0 for name in names})
-        if _flag(request, "full"):
+        if druid_flag(request, "full"):
             return Response({TIER: {name: 0 for name in names}})
         return Response({name: 100.0 for name in names})
 

@@ -10,7 +10,7 @@ from django.urls import re_path
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from console import druid_schema as ds_schema
-from console.druid import DruidView, _druid_error, _task_or_404
+from console.druid import DruidView, druid_error, task_or_404
 from console.druid_schema import druid_responses
 from metastore.task_logs import task_log_read
 
@@ -33,14 +33,14 @@ class TaskLog(DruidView):
         },
     )
     def get(self, request, task_id):
-        _task_or_404(task_id)
+        task_or_404(task_id)
         text = request.query_params.get("offset", "0")
         try:
             offset = int(text)
         except ValueError:
-            return _druid_error(f"offset must be an integer, not {text[:40]!r}", field="offset")
+            return druid_error(f"offset must be an integer, not {text[:40]!r}", field="offset")
         if abs(offset) > MAX_OFFSET:
-            return _druid_error(f"offset out of range: {text[:40]}", field="offset")
+            return druid_error(f"offset out of range: {text[:40]}", field="offset")
         # A task that has not started yet has an empty log so far (Druid says 404,
         # which a client cannot tell from an unknown task).
         body = task_log_read(task_id=task_id, offset=offset) or b""

@@ -88,7 +88,7 @@ def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-class _Node:
+class Node:
     # "num", "str", "null", "col", "call", "op", "neg", "not", "array", "lambda"
     def __init__(self, kind: str, value=None, args=()):
         self.kind = kind
@@ -125,13 +125,13 @@ class _Parser:
         self.i += 1
         return tok
 
-    def parse(self) -> _Node:
+    def parse(self) -> Node:
         node = self.binary(0)
         if self.peek() is not None:
             raise ExpressionError(f"cannot parse {self.text!r}: unexpected {self.peek()[1]!r}")
         return node
 
-    def binary(self, level: int) -> _Node:
+    def binary(self, level: int) -> Node:
         if level == len(_LEVELS):
             return self.unary()
         left = self.binary(level + 1)
@@ -139,36 +139,36 @@ class _Parser:
             self.take()
             # ^ is right-associative in Druid
             right = self.binary(level if tok[1] == "^" else level + 1)
-            left = _Node("op", tok[1], [left, right])
+            left = Node("op", tok[1], [left, right])
         return left
 
-    def unary(self) -> _Node:
+    def unary(self) -> Node:
         tok = self.peek()
         if tok and tok[0] == "op" and tok[1] in ("-", "!"):
             self.take()
             operand = self.unary()
             if tok[1] == "-" and operand.kind == "num":
-                return _Node("num", "-" + operand.value)
-            return _Node("neg" if tok[1] == "-" else "not", None, [operand])
+                return Node("num", "-" + operand.value)
+            return Node("neg" if tok[1] == "-" else "not", None, [operand])
         return self.primary()
 
-    def primary(self) -> _Node:
+    def primary(self) -> Node:
         if self._lambda_ahead():
             return self.lambda_()
         kind, value = self.take()
         if kind == "num":
-            return _Node("num", value)
+            return Node("num", value)
         if kind == "str":
-            return _Node("str", _unquote(value))
+            return Node("str", _unquote(value))
         if kind == "qid":
-            return _Node("col", _unquote(value))
+            return Node("col", _unquote(value))
         if kind == "id":
             nxt = self.peek()
             if nxt is not None and nxt[1] == "(":
-                return _Node("call", value.lower(), self.arguments())
+                return Node("call", value.lower(), self.arguments())
             if value == "null":
-                return _Node("null")
-            return _Node("col", value)
+                return Node("null")
+            return Node("col", value)
         if value == "(":
             node = self.binary(0)
             self.take(")")
@@ -184,7 +184,7 @@ class _Parser:
             return self.array_literal(_ARRAY_TYPES[type_name])
         raise ExpressionError(f"cannot parse {self.text!r}: unexpected {value!r}")
 
-    def arguments(self) -> list[_Node]:
+    def arguments(self) -> list[Node]:
         self.take("(")
         args = []
         if self.peek() is not None and self.peek()[1] != ")":
@@ -195,7 +195,7 @@ class _Parser:
         self.take(")")
         return args
 
-    def array_literal(self, kind: str | None) -> _Node:
+    def array_literal(self, kind: str | None) -> Node:
         """Elements separated by commas or spaces, up to `]` (already past `[`)."""
         elements = []
         while self.peek() is not None and self.peek()[1] != "]":
@@ -207,7 +207,7 @@ class _Parser:
         for e in elements:
             if e.kind not in ("num", "str", "null"):
                 raise ExpressionError("array literals hold only literal values; use array(...)")
-        return _Node("array", kind, elements)
+        return Node("array", kind, elements)
 
     def _lambda_ahead(self) -> bool:
         """`(x, y) -> ...` starts here."""
@@ -219,7 +219,7 @@ class _Parser:
         closing, arrow = self.peek(i), self.peek(i + 1)
         return bool(closing and closing[1] == ")" and arrow and arrow[1] == "->")
 
-    def lambda_(self) -> _Node:
+    def lambda_(self) -> Node:
         self.take("(")
         names = []
         while self.peek()[1] != ")":
@@ -228,7 +228,7 @@ class _Parser:
                 names.append(tok[1])
         self.take(")")
         self.take("->")
-        return _Node("lambda", names, [self.binary(0)])
+        return Node("lambda", names, [self.binary(0)])
 
 
 # --- emitting ---------------------------------------------------------------------------
@@ -251,7 +251,7 @@ class _Emitter:
         self.scope: dict[str, Arg] = {}  # lambda parameters in scope
         self.lambdas = 0
 
-    def emit(self, node: _Node) -> Arg:
+    def emit(self, node: Node) -> Arg:
         kind = node.kind
         if kind == "num":
             is_double = "." in node.value or "e" in node.value.lower()
@@ -286,7 +286,7 @@ class _Emitter:
             return Arg(_ident(self.time_column), "long")
         return Arg(_ident(name), self.types.get(name, "string"))
 
-    def array_literal(self, node: _Node) -> Arg:
+    def array_literal(self, node: Node) -> Arg:
         values = [self.emit(e) for e in node.args]
         kind = node.value
         if kind is None:
@@ -299,7 +299,7 @@ class _Emitter:
         items = [cast_to(v, elem) for v in values]
         return Arg(f"CAST(array({', '.join(items)}) AS {SPARK_TYPE[kind]})", kind)
 
-    def op(self, node: _Node) -> Arg:
+    def op(self, node: Node) -> Arg:
         op = node.value
         a, b = (self.emit(x) for x in node.args)
         if op in ("&&", "||"):
@@ -322,7 +322,7 @@ class _Emitter:
             return Arg(f"try_mod({left}, {right})", "long" if both_long else "double")
         return Arg(f"({left} {op} {right})", "long" if both_long else "double")
 
-    def call(self, node: _Node) -> Arg:
+    def call(self, node: Node) -> Arg:
         name = node.value
         if name in _APPLY:
             return self.apply(node)
@@ -338,7 +338,7 @@ class _Emitter:
         sql, kind = function.emit([self.emit(arg) for arg in node.args])
         return Arg(sql, kind)
 
-    def apply(self, node: _Node) -> Arg:
+    def apply(self, node: Node) -> Arg:
         """map/filter/fold/any/all with a lambda, as Spark's higher-order functions."""
         name, args = node.value, node.args
         if name.startswith("cartesian_"):
@@ -370,7 +370,7 @@ class _Emitter:
             f"aggregate({arr}, {cast_to(init, init.kind)}, ({names[1]}, {x}) -> {step})", init.kind
         )
 
-    def cartesian(self, node: _Node) -> Arg:
+    def cartesian(self, node: Node) -> Arg:
         """cartesian_map / cartesian_fold: the lambda over every combination of
         the arrays' elements (nested transforms, flattened)."""
         name, args = node.value, node.args
@@ -406,7 +406,7 @@ class _Emitter:
         self.lambdas += count
         return [f"_l{i}" for i in range(self.lambdas - count + 1, self.lambdas + 1)]
 
-    def body(self, params: list[str], bound: list[Arg], body: _Node) -> Arg:
+    def body(self, params: list[str], bound: list[Arg], body: Node) -> Arg:
         """A lambda's body, its parameters shadowing input columns of their names."""
         saved = dict(self.scope)
         self.scope.update(zip(params, bound, strict=True))
@@ -486,7 +486,7 @@ _MAYBE_NUMBER = {
 }
 
 
-def _is_text(node: _Node, arg: Arg) -> bool:
+def _is_text(node: Node, arg: Arg) -> bool:
     """Whether `+` concatenates and comparisons compare as text: a string literal or
     a function returning text. Input columns are text here but compare as numbers
     against numbers (JSON/CSV numbers arrive as text)."""
@@ -523,3 +523,9 @@ def translate_predicate(
     result = translate(source, types, time_column=time_column)
     truthy = truth(Arg(result.sql, result.kind))
     return Translated(sql=f"coalesce({truthy}, false)", columns=result.columns, kind="boolean")
+
+
+def parse_expression(text: str) -> Node:
+    """A Druid expression's parse tree, for emitters other than Spark SQL (native
+    queries emit it for DuckDB); raises ExpressionError for what does not parse."""
+    return _Parser(text).parse()

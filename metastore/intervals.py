@@ -22,6 +22,7 @@ __all__ = [
     "Interval",
     "Granularity",
     "GRANULARITY_NAMES",
+    "granularity_divides",
     "SECOND",
     "MINUTE",
     "FIVE_MINUTE",
@@ -440,3 +441,13 @@ _BY_NAME: dict[str, Granularity] = {g.name: g for g in _ORDERED}
 for _g in _ORDERED:
     setattr(Granularity, _g.name, _g)  # also reachable as Granularity.DAY etc.
 del _g
+
+
+def granularity_divides(query: str, segment: str) -> bool:
+    """True when every segment-granularity bucket is a union of query buckets."""
+    if query == "NONE":
+        return True
+    if query == "WEEK" and segment in ("MONTH", "QUARTER", "YEAR"):
+        return False  # ISO weeks straddle months and years
+    # GRANULARITY_NAMES runs from the finest to ALL.
+    return GRANULARITY_NAMES.index(query) <= GRANULARITY_NAMES.index(segment)

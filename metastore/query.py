@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 
 from metastore import selectors, sql_catalog, sql_guard
 from metastore.intervals import Interval
-from metastore.models import DataSource, Segment
+from metastore.models import DataSource
+from metastore.sql_macros import MACROS, macro_names
+from metastore.sql_sources import TableSource, file_schema, visible_source
 
 # Longer or more deeply nested SQL is refused before DuckDB parses it: parsing
 # takes seconds per megabyte, and subqueries nested ~100,000 deep crash the
@@ -76,21 +78,6 @@ class QueryCapacityExceeded(QueryError):
     http_status = 429
 
 
-@dataclass(frozen=True)
-class TableSource:
-    """The files behind one dataSource's table: `whole` files are visible over all
-    of their rows; each of `partial` is visible only inside its intervals."""
-
-    name: str
-    whole: tuple[str, ...] = ()
-    partial: tuple[tuple[str, tuple[Interval, ...]], ...] = ()
-    schema_file: str | None = None  # any file of the dataSource, for an empty table's columns
-
-    @property
-    def files(self) -> list[str]:
-        return [*self.whole, *(f for f, _ in self.partial)]
-
-
 @dataclass
 class QueryResult:
     columns: list[str]
@@ -99,49 +86,6 @@ class QueryResult:
 
 
 # --- what a query reads ------------------------------------------------------------------
-
-
-def visible_source(*, datasource: str, as_of: int | None = None) -> TableSource:
-    """The visible rows of `datasource` as files and intervals, from its timeline."""
-    timeline = selectors.timeline_for(datasource=datasource, as_of=as_of)
-    pieces = [(iv, ref) for iv, ref in timeline.lookup(_EVERYTHING) if not ref.tombstone]
-    files = {
-        seg_id: (location, upgraded_from)
-        for seg_id, location, upgraded_from in Segment.objects.filter(
-            id__in={ref.id for _, ref in pieces}
-        ).values_list("id", "location", "upgraded_from")
-    }
-    shown: dict[str, list[Interval]] = {}
-    whole_of: dict[str, Interval | None] = {}
-    for piece, ref in pieces:
-        location, upgraded_from = files.get(ref.id, ("", ""))
-        if not location:
-            continue
-        shown.setdefault(location, []).append(piece)
-        # An upgraded copy shares its source's file, which may hold rows outside
-        # the copy's own interval: such a file is always read by its pieces.
-        whole_of[location] = None if upgraded_from else ref.interval
-    whole, partial = [], []
-    for location, intervals in shown.items():
-        if intervals == [whole_of[location]]:
-            whole.append(location)
-        else:
-            partial.append((location, tuple(sorted(intervals))))
-    schema_file = None
-    if not shown:
-        schema_file = (
-            Segment.objects.filter(datasource__name=datasource, tombstone=False)
-            .exclude(location="")
-            .order_by("-created_at")
-            .values_list("location", flat=True)
-            .first()
-        )
-    return TableSource(
-        name=datasource,
-        whole=tuple(sorted(whole)),
-        partial=tuple(sorted(partial)),
-        schema_file=schema_file,
-    )
 
 
 def _check_size(sql: str) -> None:
@@ -239,27 +183,6 @@ def sources_for(sql: str, *, as_of: int | None = None) -> list[TableSource]:
 
 # --- the DuckDB engine -------------------------------------------------------------------
 
-# Druid SQL's common time functions, for queries written for Druid. ISO-8601 periods
-# ('PT1H', 'P1D', 'P1M', 'P1W', ...) become DuckDB intervals.
-_PERIOD = r"^P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$"
-
-
-def _part(n: int) -> str:
-    return f"coalesce(nullif(regexp_extract(upper(p), '{_PERIOD}', {n}), ''), '0')::BIGINT"
-
-
-_MACROS = [
-    "CREATE MACRO iso_period(p) AS "
-    f"to_years({_part(1)}::INTEGER) + to_months({_part(2)}::INTEGER) + to_days(7 * {_part(3)}) "
-    f"+ to_days({_part(4)}) + to_hours({_part(5)}) + to_minutes({_part(6)}) "
-    f"+ to_seconds({_part(7)}::DOUBLE)",
-    "CREATE MACRO time_floor(t, p) AS time_bucket(iso_period(p), t)",
-    "CREATE MACRO time_shift(t, p, n) AS t + n * iso_period(p)",
-    "CREATE MACRO timestamp_to_millis(t) AS epoch_ms(t)",
-    "CREATE MACRO millis_to_timestamp(ms) AS make_timestamp(ms * 1000)",
-    "CREATE MACRO time_extract(t, unit) AS date_part(unit, t)",
-]
-
 _db_lock = threading.Lock()
 _db: tuple[str, object] | None = None
 
@@ -282,7 +205,7 @@ def _database(root: str):
         db.execute("SET autoload_known_extensions = false")
         db.execute("SET allowed_directories = ?", [[root.rstrip("/") + "/"]])
         db.execute("SET enable_external_access = false")
-        for macro in _MACROS:
+        for macro in MACROS:
             db.execute(macro)
         db.execute("SET lock_configuration = true")
         _db = (root, db)
@@ -303,25 +226,6 @@ def _files(files) -> str:
 
 def _ts(t: dt.datetime) -> str:
     return f"TIMESTAMPTZ {_literal(t.isoformat())}"
-
-
-_schema_lock = threading.Lock()
-_schemas: dict[str, tuple] = {}  # segment files never change: their schemas are cached
-
-
-def file_schema(path: str) -> tuple:
-    """((column, pyarrow type text), ...) of a segment file, cached."""
-    with _schema_lock:
-        found = _schemas.get(path)
-    if found is None:
-        import pyarrow.parquet as pq
-
-        found = tuple((f.name, str(f.type)) for f in pq.read_schema(path))
-        with _schema_lock:
-            if len(_schemas) > 200_000:
-                _schemas.clear()
-            _schemas[path] = found
-    return found
 
 
 def table_sql(source: TableSource) -> str:
@@ -351,11 +255,6 @@ def table_sql(source: TableSource) -> str:
             return "SELECT NULL::TIMESTAMP AS __time WHERE false"
     union = (" UNION ALL BY NAME " if mixed else " UNION ALL ").join(parts)
     return f"SELECT * REPLACE (CAST(__time AS TIMESTAMP) AS __time) FROM ({union})"
-
-
-def macro_names() -> list[str]:
-    """The names of the functions Strata defines for queries (Druid's time functions)."""
-    return [macro.split()[2].split("(")[0] for macro in _MACROS]
 
 
 def allowed_functions() -> frozenset[str]:

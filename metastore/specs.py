@@ -21,7 +21,13 @@ from typing import Any
 
 from metastore.druid_expr import ExpressionError
 from metastore.druid_expr import translate as translate_expression
-from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval, format_ts
+from metastore.intervals import (
+    GRANULARITY_NAMES,
+    Granularity,
+    Interval,
+    format_ts,
+    granularity_divides,
+)
 
 TASK_TYPES = ("index_parallel", "index", "compact", "kill")
 INPUT_SOURCES = ("local", "inline", "druid", "combining")
@@ -1711,7 +1717,7 @@ def _ingestion(
     query_granularity = _granularity(
         gran.get("queryGranularity"), f"{gpath}.queryGranularity", default="NONE"
     )
-    if not _divides(query_granularity, segment_granularity):
+    if not granularity_divides(query_granularity, segment_granularity):
         raise SpecError(
             f"{gpath}.queryGranularity",
             f"{query_granularity} does not divide segmentGranularity {segment_granularity}: "
@@ -1901,16 +1907,6 @@ def _transforms(raw: Any, path: str) -> tuple[Transform, ...]:
         dup = next(n for n in names if names.count(n) > 1)
         raise SpecError(path, f"transform {dup!r} is defined twice")
     return tuple(out)
-
-
-def _divides(query: str, segment: str) -> bool:
-    """True when every segment-granularity bucket is a union of query buckets."""
-    if query == "NONE":
-        return True
-    if query == "WEEK" and segment in ("MONTH", "QUARTER", "YEAR"):
-        return False  # ISO weeks straddle months and years
-    # GRANULARITY_NAMES runs from the finest to ALL.
-    return GRANULARITY_NAMES.index(query) <= GRANULARITY_NAMES.index(segment)
 
 
 def drop_existing_chunks(raw: Any) -> list[Interval]:
@@ -2177,7 +2173,7 @@ def _compaction(raw: dict) -> CompactionSpec:
         query_granularity = _granularity(
             gran["queryGranularity"], f"{gpath}.queryGranularity", default="NONE"
         )
-        if segment_granularity and not _divides(query_granularity, segment_granularity):
+        if segment_granularity and not granularity_divides(query_granularity, segment_granularity):
             raise SpecError(
                 f"{gpath}.queryGranularity",
                 f"{query_granularity} does not divide segmentGranularity {segment_granularity}",

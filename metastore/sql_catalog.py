@@ -138,7 +138,7 @@ def _routines_rows():
 
 
 def _query_macros() -> list[str]:
-    from metastore.query import macro_names
+    from metastore.sql_macros import macro_names
 
     return macro_names()
 
@@ -439,7 +439,7 @@ def datasource_columns() -> dict[str, list[tuple[str, str]]]:
     """Every queryable dataSource's columns as (name, Druid SQL type), `__time`
     first, then in the order `SELECT *` shows them: the columns of its visible
     files (all of its files when nothing is visible), by name."""
-    from metastore.query import file_schema, visible_source
+    from metastore.sql_sources import file_schema, visible_source
 
     metric_types = selectors.metric_types()
     out = {}

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from metastore.druid_expr import ExpressionError, _Node, _Parser
+from metastore.druid_expr import ExpressionError, Node, parse_expression
 from metastore.intervals import MAX_TS, MIN_TS, Interval, parse_ts
 
 __all__ = [
@@ -290,7 +290,7 @@ def _expression(text, cols: _Columns, field: str) -> Col:
     if not isinstance(text, str) or not text.strip():
         raise NativeQueryError(field, "must be a Druid expression string")
     try:
-        node = _Parser(text).parse()
+        node = parse_expression(text)
     except ExpressionError as exc:
         raise NativeQueryError(field, str(exc)) from None
     return _Emit(cols, field).emit(node)
@@ -315,7 +315,7 @@ class _Emit:
         self.cols = cols
         self.field = field
 
-    def emit(self, node: _Node) -> Col:
+    def emit(self, node: Node) -> Col:
         kind = node.kind
         if kind == "num":
             integral = not re.search(r"[.eE]", node.value)
@@ -365,7 +365,7 @@ class _Emit:
             )
         return Col(f"({a.sql} {op} {b.sql})", "long" if longs else "double")
 
-    def call(self, node: _Node) -> Col:
+    def call(self, node: Node) -> Col:
         name = node.value
         spec = _FUNCTIONS.get(name)
         if spec is None:
@@ -392,7 +392,7 @@ def _n(c: Col) -> str:
     return _num(c).sql
 
 
-def _const(node: _Node, field: str) -> str:
+def _const(node: Node, field: str) -> str:
     if node.kind != "str":
         raise NativeQueryError(field, "expects a string literal argument here")
     return node.value

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from metastore.intervals import GRANULARITY_NAMES, Interval
+from metastore.intervals import GRANULARITY_NAMES, Interval, granularity_divides
 from metastore.schema import schema_from_columns
 from metastore.specs import (
     CompactionSpec,
@@ -28,7 +28,6 @@ from metastore.specs import (
     InputSpec,
     Metric,
     SpecError,
-    _divides,
 )
 from workers.jobs.ingest import IngestResult, Progress, SourcePiece, run_ingest
 
@@ -126,7 +125,7 @@ def compaction_plan(
         metrics = list(spec.metrics)
     rollup = spec.rollup if spec.rollup is not None else rollup
     query = spec.query_granularity or query
-    if not _divides(query, segment_granularity):
+    if not granularity_divides(query, segment_granularity):
         raise SpecError(
             "granularitySpec.queryGranularity",
             f"{query} does not divide the segment granularity {segment_granularity}; "

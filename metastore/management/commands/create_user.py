@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-from console.security import ADMIN, ROLES, roles_ensure
+from metastore.roles import ADMIN, ROLES, roles_ensure
 
 
 def user_set_role(*, username: str, role: str, password: str | None = None) -> tuple[object, bool]:
