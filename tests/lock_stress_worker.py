@@ -30,7 +30,8 @@ TYPES = [locking.EXCLUSIVE, locking.SHARED, locking.APPEND, locking.REPLACE]
 
 def violations() -> list[str]:
     locks = [
-        services._lock_spec(lock) for lock in TaskLock.objects.filter(datasource=DS, revoked=False)
+        services.lock_spec_of(lock)
+        for lock in TaskLock.objects.filter(datasource=DS, revoked=False)
     ]
     bad = []
     for a, b in itertools.combinations(locks, 2):

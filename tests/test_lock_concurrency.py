@@ -71,7 +71,7 @@ def test_a_decision_waits_while_another_transaction_holds_the_datasource():
         spec={}, task_type="index_parallel", datasource="held", enqueue=False
     )
     assert services.task_claim(task_id=task.id, worker="pytest")  # only a claimed task locks
-    services._datasource_for_update("held")  # the dataSource's row exists
+    services.datasource_for_update("held")  # the dataSource's row exists
     granted_at: list[float] = []
 
     def decide() -> None:
@@ -82,7 +82,7 @@ def test_a_decision_waits_while_another_transaction_holds_the_datasource():
             connections.close_all()
 
     with transaction.atomic():
-        services._datasource_for_update("held")
+        services.datasource_for_update("held")
         other = threading.Thread(target=decide)
         other.start()
         time.sleep(1.0)

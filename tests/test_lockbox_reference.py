@@ -84,7 +84,7 @@ def reference_decision(
     ds: str, request: locking.LockSpec, queued_since
 ) -> tuple[locking.Decision, list]:
     held = list(TaskLock.objects.filter(datasource=ds))
-    specs = [services._lock_spec(lock) for lock in held]
+    specs = [services.lock_spec_of(lock) for lock in held]
     queued = [
         locking.LockSpec(
             group_id=t.group_id,
@@ -114,7 +114,7 @@ def test_sql_lock_decisions_match_the_pure_rules_on_random_lock_tables():
         requester = new_task(ds, rng.choice([0, 25, 50, 75, 100]), group)
         segment = rng.random() < 0.2
         interval = span(rng)
-        request = services._lock_request(
+        request = services.lock_request_of(
             requester,
             interval,
             rng.choice(locking.SEGMENT_LOCK_TYPES if segment else locking.LOCK_TYPES),
@@ -128,7 +128,7 @@ def test_sql_lock_decisions_match_the_pure_rules_on_random_lock_tables():
             Task.objects.filter(id=requester.id).update(
                 status=TaskStatus.WAITING,
                 waiting_since=queued_since,
-                waiting_request=services._request_json(request),
+                waiting_request=services.lock_request_json(request),
             )
         expected, pairs = reference_decision(ds, request, queued_since)
         kinds.add(expected.kind)

@@ -84,7 +84,7 @@ def _refuse_inactive(task_id: str, status: str, cancel_requested: bool) -> None:
 # --- helpers ------------------------------------------------------------------
 
 
-def _datasource_for_update(name: str) -> DataSource:
+def datasource_for_update(name: str) -> DataSource:
     """The dataSource's row, its lock held until the surrounding transaction ends."""
     ds = lockbox_sql.datasource_for_update(name)
     if ds is not None:
@@ -106,7 +106,7 @@ def _next_version(ds: DataSource) -> str:
     return candidate
 
 
-def _lock_spec(lock: TaskLock) -> locking.LockSpec:
+def lock_spec_of(lock: TaskLock) -> locking.LockSpec:
     return locking.LockSpec(
         group_id=lock.group_id,
         datasource=lock.datasource,
@@ -120,7 +120,7 @@ def _lock_spec(lock: TaskLock) -> locking.LockSpec:
     )
 
 
-def _request_json(request: locking.LockSpec) -> dict:
+def lock_request_json(request: locking.LockSpec) -> dict:
     return {
         "interval": str(request.interval),
         "type": request.type,
@@ -161,7 +161,7 @@ def new_task_id(task_type: str, datasource: str) -> str:
     return f"{task_type}_{datasource}_{stamp}_{secrets.token_hex(4)}"
 
 
-def _lock_request(
+def lock_request_of(
     task: Task,
     interval: Interval,
     lock_type: str,

@@ -26,13 +26,13 @@ from metastore.services._common import (
     PublishError,
     ServiceError,
     _blocker,
-    _datasource_for_update,
-    _lock_request,
-    _lock_spec,
     _refuse_inactive,
     _resume,
     _revoke,
     _revoked_reason,
+    datasource_for_update,
+    lock_request_of,
+    lock_spec_of,
 )
 from metastore.timeline import Timeline
 
@@ -238,7 +238,7 @@ def _allocation_reads(
     }
     reads = lockbox_sql.allocation_reads(**args)
     if reads is None:  # the dataSource's first allocation: create its row, read again
-        _datasource_for_update(task.datasource)
+        datasource_for_update(task.datasource)
         reads = lockbox_sql.allocation_reads(**args)
     if not reads.task_exists:
         raise ServiceError(f"there is no task {task.id}")
@@ -265,11 +265,11 @@ def _segment_locks_for_new(task: Task, interval: Interval, version: str, partiti
             datasource=task.datasource, start__lt=interval.end, end__gt=interval.start
         )
     )
-    pairs = [(_lock_spec(lock), lock) for lock in held]
+    pairs = [(lock_spec_of(lock), lock) for lock in held]
     to_revoke: list[TaskLock] = []
     requests = []
     for p in partitions:
-        request = _lock_request(task, interval, locking.EXCLUSIVE, locking.SEGMENT, p, version)
+        request = lock_request_of(task, interval, locking.EXCLUSIVE, locking.SEGMENT, p, version)
         decision = locking.decide(request, [spec for spec, _ in pairs])
         if decision.kind == locking.WAIT:
             task.status = TaskStatus.WAITING
@@ -315,7 +315,7 @@ def segments_allocate_overwrite(
     minor version, partition numbers from 32768, roots = union of the inputs' roots.
     The task must hold segment locks on every input."""
     with transaction.atomic():
-        _datasource_for_update(task.datasource)
+        datasource_for_update(task.datasource)
         row = Task.objects.select_for_update().get(id=task.id)
         _refuse_inactive(task.id, row.status, row.cancel_requested)
         reason = _revoked_reason(task.id)

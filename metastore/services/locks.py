@@ -21,15 +21,15 @@ from metastore.services._common import (
     LockTimeout,
     ServiceError,
     _blocker,
-    _datasource_for_update,
-    _lock_request,
-    _lock_spec,
     _log_revocation,
     _next_version,
     _refuse_inactive,
     _request_from_json,
-    _request_json,
     _revoked_reason,
+    datasource_for_update,
+    lock_request_json,
+    lock_request_of,
+    lock_spec_of,
 )
 
 # --- locks --------------------------------------------------------------------
@@ -61,7 +61,7 @@ def locks_acquire(
     """
     if not intervals:
         return []
-    requests = [_lock_request(task, iv, lock_type, granularity, None, None) for iv in intervals]
+    requests = [lock_request_of(task, iv, lock_type, granularity, None, None) for iv in intervals]
     return _acquire(task, requests, timeout_ms)
 
 
@@ -77,7 +77,7 @@ def lock_acquire(
 ) -> TaskLock:
     """One lock for `task` (a one-interval `locks_acquire`; segment locks name
     their `partition` and `version`)."""
-    request = _lock_request(task, interval, lock_type, granularity, partition, version)
+    request = lock_request_of(task, interval, lock_type, granularity, partition, version)
     return _acquire(task, [request], timeout_ms)[0]
 
 
@@ -114,7 +114,7 @@ def locks_try_acquire(
 ) -> list[TaskLock] | None:
     """One all-or-nothing decision on all of `intervals` without waiting: the
     locks, or None (the task is WAITING, queued on each interval)."""
-    requests = [_lock_request(task, iv, lock_type, granularity, None, None) for iv in intervals]
+    requests = [lock_request_of(task, iv, lock_type, granularity, None, None) for iv in intervals]
     result = _lock_attempt(task.id, requests) if requests else []
     return None if isinstance(result, str) else result
 
@@ -129,7 +129,7 @@ def lock_try_acquire(
     version: str | None = None,
 ) -> TaskLock | None:
     """One lock decision without waiting: the lock, or None (the task is WAITING)."""
-    request = _lock_request(task, interval, lock_type, granularity, partition, version)
+    request = lock_request_of(task, interval, lock_type, granularity, partition, version)
     result = _lock_attempt(task.id, [request])
     return None if isinstance(result, str) else result[0]
 
@@ -150,7 +150,7 @@ def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLo
             datasource=datasource, task_id=task_id, intervals=intervals
         )
         if reads is None:  # the dataSource's first lock: create its row, then read again
-            _datasource_for_update(datasource)
+            datasource_for_update(datasource)
             reads = lockbox_sql.decision_reads(
                 datasource=datasource, task_id=task_id, intervals=intervals
             )
@@ -169,7 +169,7 @@ def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLo
                 and lock.start < request.interval.end
                 and lock.end > request.interval.start
             ]
-            pairs = [(_lock_spec(lock), lock) for lock in held]
+            pairs = [(lock_spec_of(lock), lock) for lock in held]
             queued = _queued_before(reads.queued, request)
             decision = locking.decide(request, [sp for sp, _ in pairs], [q for q, _ in queued])
             decided.append((request, pairs, decision, queued))
@@ -184,7 +184,7 @@ def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLo
             for blocking in decision.blocking
         ]
         if blockers:  # all or nothing: grant none, revoke none
-            waiting = _request_json(requests[0])
+            waiting = lock_request_json(requests[0])
             if len(requests) > 1:  # one request on several intervals, queued on each
                 waiting["intervals"] = [str(r.interval) for r in requests]
             Task.objects.filter(id=task_id).update(

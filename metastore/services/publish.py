@@ -23,9 +23,9 @@ from metastore.services._common import (
     LockRevoked,
     PublishError,
     _chunks_text,
-    _datasource_for_update,
     _refuse_inactive,
     _revoked_reason,
+    datasource_for_update,
 )
 from metastore.specs import drop_existing_chunks
 from metastore.timeline import SegmentRef, Timeline
@@ -74,7 +74,7 @@ def segments_publish(
     `upgraded_from`.
     """
     with transaction.atomic():
-        ds = _datasource_for_update(task.datasource)
+        ds = datasource_for_update(task.datasource)
         reason = _revoked_reason(task.id)
         if reason:
             raise LockRevoked(f"cannot publish: {reason}")

@@ -20,9 +20,9 @@ from metastore.services._common import (
     LockRevoked,
     ServiceError,
     _covering_lock,
-    _datasource_for_update,
     _refuse_inactive,
     _revoked_reason,
+    datasource_for_update,
 )
 
 # --- mark used / unused ---------------------------------------------------------
@@ -51,7 +51,7 @@ def segments_mark_used(
     if interval is None and segment_ids is None:
         raise ServiceError("give an interval or segment_ids")
     with transaction.atomic():
-        ds = _datasource_for_update(datasource)
+        ds = datasource_for_update(datasource)
         ids = list(
             _segments_matching(ds.name, interval, segment_ids)
             .filter(used=not used)
@@ -85,7 +85,7 @@ def segments_kill(
     no later than `max_used_status_last_updated` (None: whenever), and at most
     `limit` of them (None: all), the oldest intervals first."""
     with transaction.atomic():
-        ds = _datasource_for_update(task.datasource)
+        ds = datasource_for_update(task.datasource)
         row = Task.objects.select_for_update().get(id=task.id)
         _refuse_inactive(task.id, row.status, row.cancel_requested)
         reason = _revoked_reason(task.id)
@@ -134,7 +134,7 @@ def segment_admin_update(*, segment: Segment, fields: dict, user=None) -> Commit
             f"fields {sorted(unknown)} cannot be edited; editable: {sorted(editable)}"
         )
     with transaction.atomic():
-        ds = _datasource_for_update(segment.datasource.name)
+        ds = datasource_for_update(segment.datasource.name)
         before = Segment.objects.get(id=segment.id)
         for name, value in fields.items():
             setattr(before, name, value)
