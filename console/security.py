@@ -5,7 +5,7 @@
   nested deeper than STRATA_MAX_JSON_DEPTH, duplicate keys, NaN/Infinity and
   numbers too long to be meaningful (400, naming the field), and any content
   type but application/json (415, by DRF's content negotiation).
-- `parse_json_text`: the same rules for JSON that arrives inside a form field
+- `parse_json_text` (from `metastore.strict_json`): the same rules for JSON that arrives inside a form field
   (the console's submit form).
 - `parse_natural`: a count or commit number from a query parameter, ASCII
   digits only and bounded; `MAX_LIST_ITEMS`: the most ids one request may list.
@@ -25,21 +25,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import json
 import logging
 import re
 import threading
 import time
 from collections import OrderedDict
 from functools import wraps
-from itertools import accumulate
 
-from django import forms
 from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth import views as auth_views
 from django.core.cache import cache
-from django.forms.fields import InvalidJSONInput
 from django.http import HttpResponse, JsonResponse
 from django.utils.crypto import salted_hmac
 from django.utils.decorators import method_decorator
@@ -50,6 +46,7 @@ from rest_framework.authentication import BasicAuthentication, TokenAuthenticati
 from rest_framework.parsers import JSONParser
 
 from metastore.roles import ADMIN, OPERATOR, ROLE_PERMISSIONS, ROLES, VIEWER
+from metastore.strict_json import UNSTORABLE, JSONRefused, parse_json_text
 
 log = logging.getLogger(__name__)
 
@@ -60,78 +57,6 @@ class PayloadTooLarge(exceptions.APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_detail = "request body too large"
     default_code = "payload_too_large"
-
-
-class JSONRefused(exceptions.ParseError):
-    """A JSON body that is well-formed but refused (depth, duplicate keys, ...)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-
-
-def json_depth(text: str) -> int:
-    """How deeply a JSON text nests arrays and objects (without parsing it)."""
-    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
-    return max(accumulate(_DEPTH_STEP[c] for c in brackets), default=0)
-
-
-def _refuse_constant(name: str):
-    raise JSONRefused("(body)", f"{name} is not a JSON number")
-
-
-def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > 40:
-        raise JSONRefused("(body)", f"number with {len(text)} digits is out of range")
-    return int(text)
-
-
-def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
-    seen: dict = {}
-    for key, value in pairs:
-        if key in seen:
-            raise JSONRefused(key, f"the key {key!r} appears twice in one object")
-        seen[key] = value
-    return seen
-
-
-def parse_json_text(text: str | bytes, *, field: str = "(body)"):
-    """Parse JSON under Strata's limits; raise `JSONRefused` naming `field`."""
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise JSONRefused(field, f"not UTF-8: {exc}") from None
-    max_bytes = settings.STRATA_MAX_BODY_BYTES
-    if len(text) > max_bytes:
-        raise JSONRefused(field, f"longer than {max_bytes} bytes")
-    depth = json_depth(text)
-    if depth > settings.STRATA_MAX_JSON_DEPTH:
-        raise JSONRefused(
-            field, f"nested {depth} levels deep; at most {settings.STRATA_MAX_JSON_DEPTH}"
-        )
-    try:
-        value = json.loads(
-            text,
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_refuse_constant,
-            parse_int=_parse_int,
-        )
-    except JSONRefused as exc:
-        if field != "(body)" and exc.field == "(body)":
-            exc.field = field
-        raise
-    except (ValueError, RecursionError) as exc:
-        raise JSONRefused(field, f"not valid JSON: {exc}") from None
-    nul_at = find_nul(value)
-    if nul_at:
-        raise JSONRefused(nul_at, "contains a NUL character or a lone surrogate")
-    return value
 
 
 # The most ids (task or segment ids, versions, lock filter policies) one request may
@@ -509,7 +434,7 @@ class StrataBasicAuthentication(BasicAuthentication):
         if user is not None:
             return (user, None)
         user = None
-        if not _UNSTORABLE.search(userid):  # no such user; the database cannot compare it
+        if not UNSTORABLE.search(userid):  # no such user; the database cannot compare it
             credentials = {get_user_model().USERNAME_FIELD: userid, "password": password}
             user = authenticate(request=request, **credentials)
         if user is None or not user.is_active:
@@ -529,30 +454,6 @@ class StrataBasicScheme(BasicScheme):
 
 def json_error(status_code: int, error: str, **extra) -> JsonResponse:
     return JsonResponse({"error": error, **extra}, status=status_code)
-
-
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def find_nul(value, path: str = "(body)") -> str | None:
-    """The path of the first string (or key) in parsed JSON that holds a NUL
-    character or a lone surrogate: PostgreSQL cannot store them in text or jsonb."""
-    if isinstance(value, str):
-        return path if _UNSTORABLE.search(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            sub = key if path == "(body)" else f"{path}.{key}"
-            if _UNSTORABLE.search(key):
-                return sub
-            found = find_nul(item, sub)
-            if found:
-                return found
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found = find_nul(item, f"{path}[{i}]")
-            if found:
-                return found
-    return None
 
 
 class RejectHostileRequestMiddleware:
@@ -608,24 +509,3 @@ class SecureCookiesOverHttpsMiddleware:
             for morsel in response.cookies.values():
                 morsel["secure"] = True
         return response
-
-
-class StrictJSONFormField(forms.JSONField):
-    """A form's JSON field under the API's rules (depth, duplicate keys, NaN, NUL),
-    for the Django admin: refused input is a form error, never a 500."""
-
-    def to_python(self, value):
-        if isinstance(value, str) and not self.disabled and value not in self.empty_values:
-            try:
-                parse_json_text(value, field=self.label or "value")
-            except JSONRefused as exc:
-                raise forms.ValidationError(str(exc.detail), code="invalid") from None
-        return super().to_python(value)
-
-    def bound_data(self, data, initial):
-        if isinstance(data, str) and not self.disabled:
-            try:
-                parse_json_text(data)
-            except JSONRefused:
-                return InvalidJSONInput(data)
-        return super().bound_data(data, initial)

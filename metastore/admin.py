@@ -7,9 +7,9 @@ from django.template.response import TemplateResponse
 from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
-from console.security import StrictJSONFormField
 from metastore import services
 from metastore.models import CommitLogEntry, DataSource, PendingSegment, Segment, Task, TaskLock
+from metastore.strict_json import StrictJSONFormField
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
