@@ -24,7 +24,7 @@ export PORT
 help:
 	@echo "make run      run Strata locally (http://127.0.0.1:$(PORT)/): Redis, worker, beat, web, demo data"
 	@echo "make test     ruff check, then pytest (PYTEST_ARGS='-k locks -x' to pass options)"
-	@echo "make lint     ruff check and ruff format --check"
+	@echo "make lint     ruff check, ruff format --check and lint-imports (import contracts)"
 	@echo "make bench    run the benchmarks in bench/ (BENCH=bench/x.py BENCH_ARGS=... to choose)"
 	@echo "make clean    remove caches, logs, static files and test artifacts (keeps var/ data)"
 	@echo "make distclean  also remove var/ (database, segments) and .venv"
@@ -80,6 +80,7 @@ run: $(STAMP) java
 
 test: $(STAMP) java chromium
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 	@# pytest exits 5 when it collected no tests: that is a failure too.
 	@status=0; $(VENV)/bin/pytest $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests (exit 5)" >&2; fi; \
@@ -88,6 +89,7 @@ test: $(STAMP) java chromium
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 # Every script in bench/, or the ones named: make bench BENCH=bench/timeline.py BENCH_ARGS='--n 10'
 bench: $(STAMP) java
