@@ -385,7 +385,12 @@ class DruidSqlView(APIView):
         sql, params = sql_request.query, sql_request.parameters
         context = request.data.get("context") or {}
         try:
-            result = run_query(sql=sql, params=params or None, timeout_ms=context.get("timeout"))
+            result = run_query(
+                sql=sql,
+                params=params or None,
+                timeout_ms=context.get("timeout"),
+                druid_names=True,
+            )
         except QueryError as exc:
             if getattr(exc, "druid_error", None):
                 return _druid_bound_error(exc)

@@ -272,7 +272,7 @@ class BoundQuery:
     as_of: int | None = None
 
 
-def bind_query(con, sql: str, *, as_of: int | None = None) -> BoundQuery:
+def bind_query(con, sql: str, *, as_of: int | None = None, druid_names: bool = False) -> BoundQuery:
     """Parse `sql` with DuckDB, refuse what Strata does not run (metastore.sql_guard),
     and bind the tables it reads: a bare or `druid.` name is a dataSource (its
     visible rows, as of `as_of`), `sys.` and `INFORMATION_SCHEMA.` names Druid's
@@ -300,15 +300,18 @@ def bind_query(con, sql: str, *, as_of: int | None = None) -> BoundQuery:
             f"table {name} not found: query a dataSource, sys.<table> or INFORMATION_SCHEMA.<table>"
         )
 
-    text = _guarded(con, sql, bind)
+    text = _guarded(con, sql, bind, druid_names=druid_names)
     return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
 
 
-def _guarded(con, sql: str, bind) -> str:
-    """The SQL to run for `sql`, checked and bound by metastore.sql_guard."""
+def _guarded(con, sql: str, bind, *, druid_names: bool = False) -> str:
+    """The SQL to run for `sql`, checked and bound by metastore.sql_guard (with its
+    unnamed columns named as Druid SQL names them, if asked)."""
     try:
         tree = sql_guard.parse(con, sql)
         sql_guard.check(tree, functions=allowed_functions(), bind=bind)
+        if druid_names:
+            sql_guard.name_columns_like_druid(tree)
         return sql_guard.deparse(con, tree)
     except sql_guard.SqlRefused as exc:
         raise QueryError(str(exc)) from None
@@ -486,10 +489,13 @@ def run_query(
     as_of: int | None = None,
     params: list | None = None,
     timeout_ms: int | None = None,
+    druid_names: bool = False,
 ) -> QueryResult:
     """SQL over the visible rows of the dataSources it names and Druid's metadata
     tables, on DuckDB, within the time limit `timeout_ms` (Druid's context.timeout;
-    None: STRATA_QUERY_TIMEOUT_MS) and the size and concurrency limits."""
+    None: STRATA_QUERY_TIMEOUT_MS) and the size and concurrency limits.
+    `druid_names`: computed columns without an alias are named as Druid SQL names
+    them (`EXPR$<position>`), for Druid's SQL endpoint."""
     from django.conf import settings
 
     if as_of is not None and (
@@ -500,7 +506,7 @@ def run_query(
     check_read_only(sql)
     con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
     try:
-        bound = bind_query(con, sql, as_of=as_of)
+        bound = bind_query(con, sql, as_of=as_of, druid_names=druid_names)
         _register(con, bound.sources, bound.system, as_of=bound.as_of)
         return _bounded(con, limit, lambda: _fetch(con, bound.sql, params))
     finally:

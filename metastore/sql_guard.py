@@ -213,6 +213,20 @@ def deparse(con, tree: dict) -> str:
     return _memoized(con, "json_deserialize_sql", json.dumps(tree))
 
 
+def name_columns_like_druid(tree: dict) -> None:
+    """Name the result's computed columns that have no alias as Druid SQL (Calcite)
+    does, `EXPR$<position>`; column references keep their names. In a set operation
+    the first query names the columns."""
+    node = tree["statements"][0]["node"]
+    while node.get("type") == "SET_OPERATION_NODE" and node.get("children"):
+        node = node["children"][0]
+    if node.get("type") != "SELECT_NODE":
+        return
+    for position, expr in enumerate(node.get("select_list") or []):
+        if not expr.get("alias") and expr.get("class") not in ("COLUMN_REF", "STAR"):
+            expr["alias"] = f"EXPR${position}"
+
+
 def _cte_names(node: dict) -> set[str]:
     entries = (node.get("cte_map") or {}).get("map") or []
     return {entry["key"].lower() for entry in entries}

@@ -259,6 +259,20 @@ def test_druid_sql_endpoint_answers_the_inspector(api_client, history):
     assert one.status_code == 200 and isinstance(one.json()[0]["JDBC_TYPE"], int)
 
 
+def test_druid_sql_names_unnamed_columns_as_druid_does(api_client, history):
+    """Druid SQL (Calcite) names a computed column without an alias EXPR$<position>;
+    column references and aliases keep their names. Strata's own API is unchanged."""
+    body = {"query": "SELECT page, COUNT(*), 1 + 1 AS two, MAX(added) FROM wiki GROUP BY page"}
+    response = api_client.post("/druid/v2/sql", {**body, "header": True}, format="json")
+    assert response.status_code == 200, response.content
+    assert list(response.json()[0]) == ["page", "EXPR$1", "two", "EXPR$3"]
+    union = {"query": "SELECT COUNT(*) FROM wiki UNION ALL SELECT 1", "resultFormat": "array"}
+    response = api_client.post("/druid/v2/sql", {**union, "header": True}, format="json")
+    assert response.json()[0] == ["EXPR$0"]
+    own = api_client.post("/api/v1/query", {"sql": "SELECT COUNT(*) FROM wiki"}, format="json")
+    assert own.json()["columns"] != ["EXPR$0"]
+
+
 # --- sys --------------------------------------------------------------------------------
 
 SEGMENT_COLUMNS = [
