@@ -523,6 +523,25 @@ def claimed_task(inline_spec) -> Callable:
     return make
 
 
+@pytest.fixture
+def run_spec(transactional_db, monkeypatch, settings) -> Callable:
+    """`run_spec(spec)` -> the Task after the runner ran it here, on real Spark."""
+    from metastore import services
+    from metastore.models import Task
+    from workers import runner
+
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+    settings.STRATA_HEARTBEAT_SECONDS = 0.2
+
+    def run(spec: dict) -> Task:
+        task = services.task_submit(spec=spec)
+        assert services.task_claim(task_id=task.id, worker="pytest")
+        runner.run_task(task.id)
+        return Task.objects.get(id=task.id)
+
+    return run
+
+
 @dataclass
 class Published:
     task_id: str

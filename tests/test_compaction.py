@@ -38,21 +38,6 @@ SUMS = ["count", "added"]
 # --- helpers -----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def run_spec(transactional_db, monkeypatch, settings):
-    """`run_spec(spec)` -> the Task after the runner ran it here, on real Spark."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-    settings.STRATA_HEARTBEAT_SECONDS = 0.2
-
-    def run(spec: dict) -> Task:
-        task = services.task_submit(spec=spec)
-        assert services.task_claim(task_id=task.id, worker="pytest")
-        runner.run_task(task.id)
-        return Task.objects.get(id=task.id)
-
-    return run
-
-
 def events(days, *, hours=range(0, 24, 3), per_hour=3, page="A", added=2):
     return [
         {

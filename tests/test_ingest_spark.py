@@ -25,7 +25,7 @@ from metastore.demo import extract_flights, flights_spec
 from metastore.intervals import Interval
 from metastore.models import PendingSegment, Segment, Task, TaskLock, TaskStatus
 from metastore.specs import SpecError, validate_task_spec
-from workers import paths, runner
+from workers import paths
 
 pytestmark = pytest.mark.spark
 
@@ -54,21 +54,6 @@ def flights_csv(strata_dirs, tmp_path_factory) -> Path:
             if row["year"] == "2013" and row["month"] == "1" and int(row["day"]) <= 3:
                 writer.writerow(row)
     return target
-
-
-@pytest.fixture
-def run_spec(transactional_db, monkeypatch, settings):
-    """`run_spec(spec)` -> the Task after the runner ran it here, on real Spark."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-    settings.STRATA_HEARTBEAT_SECONDS = 0.2
-
-    def run(spec: dict) -> Task:
-        task = services.task_submit(spec=spec)
-        assert services.task_claim(task_id=task.id, worker="pytest")
-        runner.run_task(task.id)
-        return Task.objects.get(id=task.id)
-
-    return run
 
 
 def spec_for(

@@ -20,29 +20,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from metastore import services
-from metastore.models import Segment, Task, TaskStatus
+from metastore.models import Segment, TaskStatus
 from metastore.specs import validate_task_spec
-from workers import runner
 
 pytestmark = pytest.mark.spark
 
 TYPES = ("string", "long", "double", "float")
-
-
-@pytest.fixture
-def run_spec(transactional_db, monkeypatch, settings):
-    """`run_spec(spec)` -> the Task after the runner ran it here, on real Spark."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-    settings.STRATA_HEARTBEAT_SECONDS = 0.2
-
-    def run(spec: dict) -> Task:
-        task = services.task_submit(spec=spec)
-        assert services.task_claim(task_id=task.id, worker="pytest")
-        runner.run_task(task.id)
-        return Task.objects.get(id=task.id)
-
-    return run
 
 
 def wide_rows(columns: int, rows: int, seed: int = 7) -> tuple[list[str], list[list[str]]]:
