@@ -24,9 +24,11 @@ from pathlib import Path
 from metastore.druid_expr import translate
 from metastore.intervals import ETERNITY, Granularity, Interval
 from metastore.specs import FIRST_LAST_TYPES, IngestionSpec, InputSpec, Metric, SpecError
+from workers.jobs import json_paths
 
 CORRUPT = "_corrupt_record"
 EXTRA = "__extra_column_"  # values past a csv/tsv's named columns
+PARSED = "__parsed_"  # a field parsed once for the path fields into it
 JQ = "__jq_"  # a jq flatten field's value, computed before Spark reads the rows
 _FIXED_SECONDS = {
     "FIVE_MINUTE": 300,
@@ -502,20 +504,53 @@ def _avro_value(value, binary_as_string: bool):
 
 def _flatten(df, inp: InputSpec):
     """Add flattenSpec fields, in one projection: a root field is a top-level
-    field, a path field walks into a top-level field's JSON (read as text) with
-    get_json_object."""
+    field, a path field walks into a top-level field's JSON (read as text). Paths
+    that share a top-level field parse it once (`json_paths`), over a projection
+    of its own that the optimizer keeps; the others use get_json_object."""
     if not inp.flatten:
         return df
     types = dict(df.dtypes)
+    parsed, shared = _shared_parses(inp, types)
+    if parsed:
+        df = df.selectExpr("*", *[f"{v} AS {sql_name(n)}" for n, v in parsed.items()])
     exprs: dict[str, str] = {}
     for flat in inp.flatten:
         if flat.kind in ("root", "jq"):
             column = flat.expr if flat.kind == "root" else JQ + flat.name
             exprs[flat.name] = sql_name(column) if column in types else _NULL
         else:
-            exprs[flat.name] = _path_value(flat.expr, types)
-    keep = [sql_name(c) for c in df.columns if c not in exprs and not c.startswith(JQ)]
+            exprs[flat.name] = shared.get(flat.name) or _path_value(flat.expr, types)
+    keep = [
+        sql_name(c)
+        for c in df.columns
+        if c not in exprs and not c.startswith(JQ) and c not in parsed
+    ]
     return df.selectExpr(*keep, *[f"{v} AS {sql_name(n)}" for n, v in exprs.items()])
+
+
+def _shared_parses(inp: InputSpec, types: dict[str, str]):
+    """({parsed column: from_json SQL}, {field name: SQL reading it}) for the plain
+    path fields that walk into the same text field, two or more of them."""
+    groups: dict[str, dict[str, list]] = {}
+    for flat in inp.flatten:
+        if flat.kind != "path":
+            continue
+        steps, function = _path_steps(flat.expr)
+        top = steps[0] if steps else None
+        if function or len(steps) < 2 or not isinstance(top, str) or types.get(top) != "string":
+            continue
+        groups.setdefault(top, {})[flat.name] = steps[1:]
+    parsed: dict[str, str] = {}
+    shared: dict[str, str] = {}
+    for number, (top, paths) in enumerate(groups.items()):
+        schema = json_paths.shared_schema(list(paths.values())) if len(paths) > 1 else None
+        if schema is None:
+            continue
+        column = f"{PARSED}{number}"
+        parsed[column] = f"from_json({sql_name(top)}, {sql_str(schema)})"
+        for name, steps in paths.items():
+            shared[name] = json_paths.accessor(sql_name(column), steps)
+    return parsed, shared
 
 
 def _path_value(expr: str, types: dict[str, str]) -> str:
