@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from metastore.druid_expr import REFUSED, ExpressionError, translate, translate_predicate
-from metastore.druid_expr_functions import FUNCTIONS
+from metastore.druid.expressions import (
+    FUNCTIONS,
+    REFUSED,
+    ExpressionError,
+    translate,
+    translate_predicate,
+)
 
 APPLY = ("map", "filter", "fold", "any", "all", "cartesian_map", "cartesian_fold")
 
