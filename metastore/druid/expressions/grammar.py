@@ -19,31 +19,13 @@ the lexer reads a lambda's parameter list and its arrow as one token
 GRAMMAR = r"""
 ?start: _expr
 
-_expr: logical
+// Operators at every level are one flat chain here (operand, operator, operand...);
+// parse.py nests it by Druid's precedence table. One rule instead of a rule per
+// level keeps the LALR parser from reducing through six levels for every operand.
+_expr: chain
+?chain: unary (OPERATOR unary)*
 
-?logical: comparison
-    | logical "&&" comparison -> and_
-    | logical "||" comparison -> or_
-
-?comparison: additive
-    | comparison "<" additive -> lt
-    | comparison "<=" additive -> le
-    | comparison ">" additive -> gt
-    | comparison ">=" additive -> ge
-    | comparison "==" additive -> eq
-    | comparison "!=" additive -> ne
-
-?additive: multiplicative
-    | additive "+" multiplicative -> add
-    | additive "-" multiplicative -> sub
-
-?multiplicative: power
-    | multiplicative "*" power -> mul
-    | multiplicative "/" power -> div
-    | multiplicative "%" power -> mod
-
-?power: unary
-    | unary "^" power -> pow
+OPERATOR: "||" | "&&" | "<=" | ">=" | "==" | "!=" | "<" | ">" | "+" | "-" | "*" | "/" | "%" | "^"
 
 ?unary: atom
     | "-" unary -> neg

@@ -41,16 +41,38 @@ def _double(text: str) -> tree.DoubleLiteral:
     return tree.DoubleLiteral(float(text), text)
 
 
-def _binary(op: str):
-    return lambda self, children: tree.Binary(op, children[0], children[1])
+# Druid's binary operators by precedence (Expr.g4, listed loosest first there as
+# here); `^` alone is right-associative.
+PRECEDENCE = {"||": 1, "&&": 1, "<": 2, "<=": 2, ">": 2, ">=": 2, "==": 2, "!=": 2}
+PRECEDENCE.update({"+": 3, "-": 3, "*": 4, "/": 4, "%": 4, "^": 5})
+
+
+def _nest(items: list) -> tree.Expr:
+    """An operator chain (operand, operator, operand...) as a tree, by precedence."""
+    operands, operators = [items[0]], []
+
+    def reduce() -> None:
+        right, left = operands.pop(), operands.pop()
+        operands.append(tree.Binary(operators.pop(), left, right))
+
+    for op, operand in zip(items[1::2], items[2::2], strict=True):
+        op, rank = str(op), PRECEDENCE[str(op)]
+        while operators and (
+            PRECEDENCE[operators[-1]] > rank or (PRECEDENCE[operators[-1]] == rank and op != "^")
+        ):
+            reduce()
+        operators.append(op)
+        operands.append(operand)
+    while operators:
+        reduce()
+    return operands[0]
 
 
 class _Build(Transformer):
     """Lark callbacks, one per rule alias, returning tree nodes."""
 
-    and_, or_ = _binary("&&"), _binary("||")
-    lt, le, gt, ge, eq, ne = (_binary(op) for op in ("<", "<=", ">", ">=", "==", "!="))
-    add, sub, mul, div, mod, pow = (_binary(op) for op in ("+", "-", "*", "/", "%", "^"))
+    def chain(self, children):
+        return _nest(children)
 
     def neg(self, children):
         (operand,) = children
