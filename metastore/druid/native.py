@@ -102,10 +102,6 @@ def _value_of(pair: str) -> str:
     return f"({pair}).value" if _spark() else f"struct_extract({pair}, 'value')"
 
 
-def _int_div(a: str, b: str) -> str:
-    return f"div({a}, NULLIF({b}, 0))" if _spark() else f"({a} // NULLIF({b}, 0))"
-
-
 def _divide(a: str, b: str) -> str:
     """Double division as Java does it: by zero, +-Infinity or NaN (DuckDB already
     does; Spark's ANSI mode would fail)."""
@@ -124,10 +120,6 @@ def _matches(text: str, pattern: str) -> str:
 
 def _truncated_long(x: str) -> str:
     return f"TRY_CAST({x} AS BIGINT)" if _spark() else f"TRY_CAST(trunc({x}) AS BIGINT)"
-
-
-def _micros_ts(micros: str) -> str:
-    return f"timestamp_micros({micros})" if _spark() else f"make_timestamp({micros})"
 
 
 def _ts_lit(ts: datetime) -> str:
