@@ -6,6 +6,7 @@ Pure: no Spark or Django import.
 
 from __future__ import annotations
 
+from metastore.druid.expressions import duckdb_types
 from metastore.druid.expressions.duckdb_json import FUNCTIONS as JSON_FUNCTIONS
 from metastore.druid.expressions.duckdb_time import TIME_FUNCTIONS
 from metastore.druid.expressions.duckdb_types import (
@@ -16,18 +17,15 @@ from metastore.druid.expressions.duckdb_types import (
     double,
     long,
     num,
-    sql_string,
     text,
-    truth,
 )
-from metastore.druid.expressions.functions import from_templates
+from metastore.druid.expressions.functions import from_templates, general
 from metastore.druid.expressions.types import (
     ARRAYS,
     NUMERIC,
     Arg,
     ExpressionError,
     Function,
-    common_kind,
     element_kind,
     literal,
 )
@@ -44,95 +42,6 @@ def _fn(name: str, lo: int, hi: int | None = -1):
 
 
 # --- general --------------------------------------------------------------------------
-
-_CASTS = {
-    "LONG": "long",
-    "DOUBLE": "double",
-    "FLOAT": "double",
-    "STRING": "string",
-    "ARRAY<LONG>": "array<long>",
-    "ARRAY<DOUBLE>": "array<double>",
-    "ARRAY<STRING>": "array<string>",
-}
-
-
-@_fn("cast", 2)
-def _cast(a):
-    target = str(literal(a[1], "the type", "cast")).upper().replace(" ", "")
-    if target not in _CASTS:
-        raise ExpressionError(f"cast to {target!r} is not supported; accepted: {', '.join(_CASTS)}")
-    return cast_to(a[0], _CASTS[target]), _CASTS[target]
-
-
-def _branches(args: list[Arg]) -> tuple[list[str], str]:
-    kind = common_kind(args)
-    return [cast_to(x, kind) for x in args], kind
-
-
-@_fn("coalesce", 1, None)
-def _coalesce(a):
-    values, kind = _branches(a)
-    return "coalesce(" + ", ".join(values) + ")", kind
-
-
-@_fn("nvl", 2)
-def _nvl(a):
-    values, kind = _branches(a)
-    return f"coalesce({values[0]}, {values[1]})", kind
-
-
-@_fn("if", 3)
-def _if(a):
-    (then, other), kind = _branches(a[1:])
-    return f"(CASE WHEN {truth(a[0])} THEN {then} ELSE {other} END)", kind
-
-
-@_fn("case_searched", 2, None)
-def _case_searched(a):
-    pairs, rest = a[: len(a) // 2 * 2], a[len(a) // 2 * 2 :]
-    values, kind = _branches(pairs[1::2] + rest)
-    whens = " ".join(
-        f"WHEN {truth(cond)} THEN {v}" for cond, v in zip(pairs[0::2], values, strict=False)
-    )
-    other = f" ELSE {values[-1]}" if rest else ""
-    return f"(CASE {whens}{other} END)", kind
-
-
-@_fn("case_simple", 3, None)
-def _case_simple(a):
-    subject, rest = a[0], a[1:]
-    pairs, tail = rest[: len(rest) // 2 * 2], rest[len(rest) // 2 * 2 :]
-    values, kind = _branches(pairs[1::2] + tail)
-    whens = " ".join(
-        f"WHEN {_equals(subject, v)} THEN {r}" for v, r in zip(pairs[0::2], values, strict=False)
-    )
-    other = f" ELSE {values[-1]}" if tail else ""
-    return f"(CASE {whens}{other} END)", kind
-
-
-def _equals(x: Arg, y: Arg) -> str:
-    if x.kind in NUMERIC or y.kind in NUMERIC:
-        return f"({num(x)} = {num(y)})"
-    return f"({text(x)} = {text(y)})"
-
-
-@_fn("isnull", 1)
-def _isnull(a):
-    return as_long_bool(f"({a[0].sql} IS NULL)"), "long"
-
-
-@_fn("notnull", 1)
-def _notnull(a):
-    return as_long_bool(f"({a[0].sql} IS NOT NULL)"), "long"
-
-
-@_fn("like", 2, 3)
-def _like(a):
-    escape = ""
-    if len(a) == 3:
-        escape = f" ESCAPE {sql_string(str(literal(a[2], 'the escape', 'like')))}"
-    return as_long_bool(f"({text(a[0])} LIKE {text(a[1])}{escape})"), "long"
-
 
 # --- strings --------------------------------------------------------------------------
 
@@ -508,6 +417,7 @@ def _string_to_array(a):
     return f"(CASE WHEN {t} = '' THEN [''] ELSE {kept} END)", "array<string>"
 
 
+FUNCTIONS.update(general(duckdb_types))
 FUNCTIONS.update(TIME_FUNCTIONS)
 FUNCTIONS.update(JSON_FUNCTIONS)
 FUNCTIONS.update(
