@@ -19,8 +19,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from metastore.druid_expr import ExpressionError
-from metastore.druid_expr import translate as translate_expression
+from metastore.druid.expressions import ExpressionError
+from metastore.druid.expressions import translate as translate_expression
 from metastore.intervals import (
     GRANULARITY_NAMES,
     Granularity,

@@ -27,7 +27,7 @@ print(json.dumps(sorted(sys.modules)))
         "metastore.locking",
         "metastore.allocation_rules",
         "metastore.checkpoint_codec",
-        "metastore.druid_expr",
+        "metastore.druid.expressions",
     ],
 )
 def test_importing_a_core_module_loads_neither_django_nor_pyspark(module):

@@ -24,7 +24,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from metastore.druid_expr import ExpressionError, Node, parse_expression
+from metastore.druid.expressions import Arg, ExpressionError, UnsupportedFunction
+from metastore.druid.expressions import parse as parse_expression
+from metastore.druid.expressions.duckdb_sql import to_duckdb
+from metastore.druid.expressions.emit import emit
+from metastore.druid.expressions.spark_sql import SPARK
 from metastore.intervals import MAX_TS, MIN_TS, Interval, parse_ts
 
 __all__ = [
@@ -98,10 +102,6 @@ def _value_of(pair: str) -> str:
     return f"({pair}).value" if _spark() else f"struct_extract({pair}, 'value')"
 
 
-def _int_div(a: str, b: str) -> str:
-    return f"div({a}, NULLIF({b}, 0))" if _spark() else f"({a} // NULLIF({b}, 0))"
-
-
 def _divide(a: str, b: str) -> str:
     """Double division as Java does it: by zero, +-Infinity or NaN (DuckDB already
     does; Spark's ANSI mode would fail)."""
@@ -120,10 +120,6 @@ def _matches(text: str, pattern: str) -> str:
 
 def _truncated_long(x: str) -> str:
     return f"TRY_CAST({x} AS BIGINT)" if _spark() else f"TRY_CAST(trunc({x}) AS BIGINT)"
-
-
-def _micros_ts(micros: str) -> str:
-    return f"timestamp_micros({micros})" if _spark() else f"make_timestamp({micros})"
 
 
 def _ts_lit(ts: datetime) -> str:
@@ -280,20 +276,35 @@ def _num(col: Col) -> Col:
     return Col(_cast(col, "double"), "double")
 
 
-# --- Druid expressions, as DuckDB SQL ----------------------------------------------------
+# --- Druid expressions (metastore.druid.expressions), emitted for the query's engine ----
 
-_CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "=", "!=": "<>"}
+# The table's column kinds as the expression emitters' Druid types.
+_EXPRESSION_KINDS = {"long": "long", "double": "double", "float": "double", "string": "string"}
+
+
+def _expression_arg(col: Col) -> Arg:
+    if col.kind == "pair":  # a first/last metric reads as its value
+        return Arg(f"CAST({_value_of(col.sql)} AS {_text()})", "string")
+    return Arg(col.sql, _EXPRESSION_KINDS.get(col.kind, "complex"))
 
 
 def _expression(text, cols: _Columns, field: str) -> Col:
-    """A Druid expression (math-expr) as a typed SQL expression over `cols`."""
+    """A Druid expression (math-expr) as a typed SQL expression over `cols`: the one
+    parse tree of `metastore.druid.expressions`, emitted for DuckDB or Spark SQL."""
     if not isinstance(text, str) or not text.strip():
         raise NativeQueryError(field, "must be a Druid expression string")
     try:
-        node = parse_expression(text)
+        root = parse_expression(text)
+        if _spark():
+            result = emit(SPARK, root, lambda name: _expression_arg(cols.get(name)))
+        else:
+            result = to_duckdb(root, lambda name: _expression_arg(cols.get(name)))
+    except UnsupportedFunction as exc:
+        raise _unsupported(field, str(exc)) from None
     except ExpressionError as exc:
         raise NativeQueryError(field, str(exc)) from None
-    return _Emit(cols, field).emit(node)
+    kind = result.kind if result.kind in ("long", "double", "string") else "other"
+    return Col(result.sql, "string" if result.kind == "json" else kind)
 
 
 def _truth(col: Col) -> str:
@@ -304,284 +315,6 @@ def _truth(col: Col) -> str:
         f"coalesce(lower(CAST({col.sql} AS {_text()})) = 'true' "
         f"OR TRY_CAST(CAST({col.sql} AS {_text()}) AS DOUBLE) <> 0, false)"
     )
-
-
-def _bool_long(cond: str) -> str:
-    return f"CAST({cond} AS BIGINT)"
-
-
-class _Emit:
-    def __init__(self, cols: _Columns, field: str) -> None:
-        self.cols = cols
-        self.field = field
-
-    def emit(self, node: Node) -> Col:
-        kind = node.kind
-        if kind == "num":
-            integral = not re.search(r"[.eE]", node.value)
-            return Col(
-                f"CAST({node.value} AS {'BIGINT' if integral else 'DOUBLE'})",
-                "long" if integral else "double",
-            )
-        if kind == "str":
-            return Col(_lit(node.value), "string")
-        if kind == "null":
-            return Col("NULL", "string")
-        if kind == "col":
-            return self.cols.get(node.value)
-        if kind == "neg":
-            arg = _num(self.emit(node.args[0]))
-            return Col(f"(- {arg.sql})", arg.kind)
-        if kind == "not":
-            return Col(_bool_long(f"NOT {_truth(self.emit(node.args[0]))}"), "long")
-        if kind == "op":
-            return self.op(node.value, self.emit(node.args[0]), self.emit(node.args[1]))
-        return self.call(node)
-
-    def op(self, op: str, a: Col, b: Col) -> Col:
-        if op in ("&&", "||"):
-            word = "AND" if op == "&&" else "OR"
-            return Col(_bool_long(f"({_truth(a)} {word} {_truth(b)})"), "long")
-        if op in _CMP:
-            if "string" in (a.kind, b.kind) and a.sql != "NULL" and b.sql != "NULL":
-                left, right = _cast(a, "string"), _cast(b, "string")
-            else:
-                left, right = _num(a).sql, _num(b).sql
-            return Col(_bool_long(f"({left} {_CMP[op]} {right})"), "long")
-        if op == "+" and "string" in (a.kind, b.kind) and "NULL" not in (a.sql, b.sql):
-            return Col(f"({_cast(a, 'string')} || {_cast(b, 'string')})", "string")
-        a, b = _num(a), _num(b)
-        longs = a.kind == b.kind == "long"
-        if op == "^":
-            return Col(f"pow({a.sql}, {b.sql})", "double")
-        if op == "/":
-            if longs:  # long / long divides as integers in Druid
-                return Col(_int_div(a.sql, b.sql), "long")
-            return Col(_divide(f"CAST({a.sql} AS DOUBLE)", b.sql), "double")
-        if op == "%":
-            return Col(
-                f"({a.sql} % NULLIF({b.sql}, 0))" if longs else _double_mod(a.sql, b.sql),
-                "long" if longs else "double",
-            )
-        return Col(f"({a.sql} {op} {b.sql})", "long" if longs else "double")
-
-    def call(self, node: Node) -> Col:
-        name = node.value
-        spec = _FUNCTIONS.get(name)
-        if spec is None:
-            raise _unsupported(
-                self.field,
-                f"function {name}() is not supported in native queries here; supported: "
-                + ", ".join(sorted(_FUNCTIONS)),
-            )
-        arity, build = spec
-        if arity is not None and len(node.args) not in arity:
-            raise NativeQueryError(self.field, f"{name}() takes {arity} arguments")
-        return build(self, [self.emit(a) for a in node.args], node.args)
-
-
-def _double_mod(a: str, b: str) -> str:
-    return f"try_mod({a}, {b})" if _spark() else f"fmod({a}, {b})"
-
-
-def _s(c: Col) -> str:
-    return _cast(c, "string")
-
-
-def _n(c: Col) -> str:
-    return _num(c).sql
-
-
-def _const(node: Node, field: str) -> str:
-    if node.kind != "str":
-        raise NativeQueryError(field, "expects a string literal argument here")
-    return node.value
-
-
-def _numeric_fn(sql_name: str, kind: str = "double"):
-    return (1,), lambda e, a, n: Col(f"{sql_name}({_n(a[0])})", kind)
-
-
-def _keep_kind_fn(sql_name: str):
-    return (1,), lambda e, a, n: Col(f"{sql_name}({_n(a[0])})", _num(a[0]).kind)
-
-
-def _fold(sql_name: str):
-    def build(e, a, n):
-        kinds = {_num(x).kind for x in a}
-        return Col(
-            f"{sql_name}({', '.join(_n(x) for x in a)})", "long" if kinds == {"long"} else "double"
-        )
-
-    return None, build
-
-
-def _substring(e, a, n):
-    # Druid: substring(expr, index, length), 0-based; a negative length reads to the end.
-    start = f"({_n(a[1])} + 1)"
-    return Col(
-        f"CASE WHEN {_n(a[2])} < 0 THEN substr({_s(a[0])}, {start}) "
-        f"ELSE substr({_s(a[0])}, {start}, {_n(a[2])}) END",
-        "string",
-    )
-
-
-def _common_kind(cols: list[Col]) -> str:
-    return _case_kind({c.kind for c in cols if c.sql != "NULL"} or {"string"})
-
-
-def _if(e, a, n):
-    kind = _common_kind(a[1:])
-    return Col(
-        f"CASE WHEN {_truth(a[0])} THEN {_cast(a[1], kind)} ELSE {_cast(a[2], kind)} END", kind
-    )
-
-
-def _nvl(e, a, n):
-    kind = _common_kind(a)
-    return Col(f"coalesce({_cast(a[0], kind)}, {_cast(a[1], kind)})", kind)
-
-
-def _cast_fn(e, a, n):
-    target = _const(n[1], e.field).upper()
-    kinds = {"STRING": "string", "LONG": "long", "DOUBLE": "double", "FLOAT": "double"}
-    if target not in kinds:
-        raise _unsupported(e.field, f"cast to {target!r}; use STRING, LONG or DOUBLE")
-    return Col(_cast(a[0], kinds[target]), kinds[target])
-
-
-def _timestamp_floor(e, a, n):
-    if len(n) > 2 and n[2].kind != "null":
-        raise _unsupported(e.field, "timestamp_floor with an origin")
-    tz = _const(n[3], e.field) if len(n) > 3 else None
-    gran = _period_granularity(_const(n[1], e.field), tz, None, e.field)
-    ts = _micros_ts(f"CAST({_n(a[0])} AS BIGINT) * 1000")
-    return Col(gran.bucket_ms(ts), "long")
-
-
-_UNITS = {
-    "EPOCH": "epoch",
-    "SECOND": "second",
-    "MINUTE": "minute",
-    "HOUR": "hour",
-    "DAY": "day",
-    "DOW": "isodow",
-    "ISODOW": "isodow",
-    "DOY": "doy",
-    "WEEK": "week",
-    "MONTH": "month",
-    "QUARTER": "quarter",
-    "YEAR": "year",
-    "ISOYEAR": "isoyear",
-    "MILLISECOND": "millisecond",
-}
-
-
-def _timestamp_extract(e, a, n):
-    unit = _const(n[1], e.field).upper()
-    spark_units = ("SECOND", "MINUTE", "HOUR", "DAY", "DOY", "WEEK", "MONTH", "QUARTER", "YEAR")
-    if unit not in _UNITS or len(n) > 2 or (_spark() and unit not in spark_units):
-        raise _unsupported(e.field, f"timestamp_extract unit {unit!r} or time zone")
-    ts = _micros_ts(f"CAST({_n(a[0])} AS BIGINT) * 1000")
-    return Col(f"CAST(date_part('{_UNITS[unit]}', {ts}) AS BIGINT)", "long")
-
-
-def _case_searched(e, a, n):
-    values = [a[j] for j in range(1, len(a), 2)] + ([a[-1]] if len(a) % 2 else [])
-    kind = _common_kind(values)
-    parts = [f"WHEN {_truth(a[j])} THEN {_cast(a[j + 1], kind)}" for j in range(0, len(a) - 1, 2)]
-    other = f" ELSE {_cast(a[-1], kind)}" if len(a) % 2 else ""
-    return Col("CASE " + " ".join(parts) + other + " END", kind)
-
-
-def _case_kind(kinds: set[str]) -> str:
-    if kinds <= {"long"}:
-        return "long"
-    if kinds <= {"long", "double", "float"}:
-        return "double"
-    return "string"
-
-
-_FUNCTIONS = {
-    "concat": (None, lambda e, a, n: Col("(" + " || ".join(_s(x) for x in a) + ")", "string")),
-    "upper": ((1,), lambda e, a, n: Col(f"upper({_s(a[0])})", "string")),
-    "lower": ((1,), lambda e, a, n: Col(f"lower({_s(a[0])})", "string")),
-    "strlen": ((1,), lambda e, a, n: Col(f"CAST(length({_s(a[0])}) AS BIGINT)", "long")),
-    "trim": ((1,), lambda e, a, n: Col(f"trim({_s(a[0])})", "string")),
-    "ltrim": ((1,), lambda e, a, n: Col(f"ltrim({_s(a[0])})", "string")),
-    "rtrim": ((1,), lambda e, a, n: Col(f"rtrim({_s(a[0])})", "string")),
-    "reverse": ((1,), lambda e, a, n: Col(f"reverse({_s(a[0])})", "string")),
-    "substring": ((3,), _substring),
-    "left": ((2,), lambda e, a, n: Col(f"left({_s(a[0])}, {_n(a[1])})", "string")),
-    "right": ((2,), lambda e, a, n: Col(f"right({_s(a[0])}, {_n(a[1])})", "string")),
-    "replace": (
-        (3,),
-        lambda e, a, n: Col(f"replace({_s(a[0])}, {_s(a[1])}, {_s(a[2])})", "string"),
-    ),
-    "strpos": (
-        (2,),
-        lambda e, a, n: Col(
-            f"(CAST({'instr' if _spark() else 'strpos'}({_s(a[0])}, {_s(a[1])}) AS BIGINT) - 1)",
-            "long",
-        ),
-    ),
-    "contains_string": (
-        (2,),
-        lambda e, a, n: Col(_bool_long(f"contains({_s(a[0])}, {_s(a[1])})"), "long"),
-    ),
-    "icontains_string": (
-        (2,),
-        lambda e, a, n: Col(_bool_long(f"contains(lower({_s(a[0])}), lower({_s(a[1])}))"), "long"),
-    ),
-    "like": ((2,), lambda e, a, n: Col(_bool_long(f"({_s(a[0])} LIKE {_s(a[1])})"), "long")),
-    "regexp_like": (
-        (2,),
-        lambda e, a, n: Col(_bool_long(_matches(_s(a[0]), _s(a[1]))), "long"),
-    ),
-    "regexp_extract": (
-        (2, 3),
-        lambda e, a, n: Col(
-            f"NULLIF(regexp_extract({_s(a[0])}, {_s(a[1])}, {_n(a[2]) if len(a) > 2 else 0}), '')",
-            "string",
-        ),
-    ),
-    "lpad": (
-        (3,),
-        lambda e, a, n: Col(f"lpad({_s(a[0])}, CAST({_n(a[1])} AS INTEGER), {_s(a[2])})", "string"),
-    ),
-    "rpad": (
-        (3,),
-        lambda e, a, n: Col(f"rpad({_s(a[0])}, CAST({_n(a[1])} AS INTEGER), {_s(a[2])})", "string"),
-    ),
-    "nvl": ((2,), _nvl),
-    "if": ((3,), _if),
-    "case_searched": (None, _case_searched),
-    "isnull": ((1,), lambda e, a, n: Col(_bool_long(f"({a[0].sql} IS NULL)"), "long")),
-    "notnull": ((1,), lambda e, a, n: Col(_bool_long(f"({a[0].sql} IS NOT NULL)"), "long")),
-    "abs": _keep_kind_fn("abs"),
-    "ceil": _numeric_fn("ceil"),
-    "floor": _numeric_fn("floor"),
-    "sqrt": _numeric_fn("sqrt"),
-    "exp": _numeric_fn("exp"),
-    "log": _numeric_fn("ln"),
-    "log10": _numeric_fn("log10"),
-    "round": (
-        (1, 2),
-        lambda e, a, n: Col(f"round({_n(a[0])}, {_n(a[1]) if len(a) > 1 else 0})", _num(a[0]).kind),
-    ),
-    "pow": ((2,), lambda e, a, n: Col(f"pow({_n(a[0])}, {_n(a[1])})", "double")),
-    "greatest": _fold("greatest"),
-    "least": _fold("least"),
-    "div": (
-        (2,),
-        lambda e, a, n: Col(
-            _int_div(f"CAST({_n(a[0])} AS BIGINT)", f"CAST({_n(a[1])} AS BIGINT)"), "long"
-        ),
-    ),
-    "cast": ((2,), _cast_fn),
-    "timestamp_floor": ((2, 3, 4), _timestamp_floor),
-    "timestamp_extract": ((2, 3), _timestamp_extract),
-}
 
 
 # --- granularities -----------------------------------------------------------------------

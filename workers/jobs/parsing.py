@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from metastore.druid_expr import translate
+from metastore.druid.expressions import translate
 from metastore.intervals import ETERNITY, Granularity, Interval
 from metastore.specs import FIRST_LAST_TYPES, IngestionSpec, InputSpec, Metric, SpecError
 from workers.jobs import json_paths

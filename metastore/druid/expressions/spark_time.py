@@ -4,9 +4,16 @@ milliseconds (longs), as in Druid; periods are ISO 8601 (`PT1H`, `P1D`, `P3M`,
 
 from __future__ import annotations
 
-import re
-
-from metastore.druid_expr_types import (
+from metastore.druid.expressions.periods import (
+    MILLIS,
+    UNIT,
+    check_alignment,
+    extract_unit,
+    origin_arg,
+    period,
+    zone_literal,
+)
+from metastore.druid.expressions.spark_types import (
     Arg,
     ExpressionError,
     Function,
@@ -15,41 +22,12 @@ from metastore.druid_expr_types import (
     sql_string,
     text,
 )
-
-_PERIOD = re.compile(
-    r"^P(?:(?P<Y>\d+)Y)?(?:(?P<M>\d+)M)?(?:(?P<W>\d+)W)?(?:(?P<D>\d+)D)?"
-    r"(?:T(?:(?P<H>\d+)H)?(?:(?P<MI>\d+)M)?(?:(?P<S>\d+)S)?)?$"
-)
-_MILLIS = {"W": 604_800_000, "D": 86_400_000, "H": 3_600_000, "MI": 60_000, "S": 1000}
-_UNIT = {"Y": "YEAR", "M": "MONTH", "W": "WEEK", "D": "DAY", "H": "HOUR", "MI": "MINUTE"}
-_UNIT["S"] = "SECOND"
-# Periods that align the same way whether counted from the epoch or within their
-# parent field (Druid aligns hours within the day, months within the year...).
-_ALIGNED_WITHIN = {"H": 24, "MI": 60, "S": 60, "M": 12, "D": 1, "W": 1}
-
-
-def _literal(arg: Arg, what: str, name: str):
-    if not arg.is_literal:
-        raise ExpressionError(f"{name}(): {what} must be a literal")
-    return arg.literal
-
-
-def period(arg: Arg, name: str) -> tuple[str, int]:
-    """(unit, count) of a single-unit ISO 8601 period."""
-    value = str(_literal(arg, "the period", name)).upper()
-    m = _PERIOD.match(value)
-    units = [(u, int(n)) for u, n in (m.groupdict().items() if m else ()) if n]
-    if len(units) != 1 or units[0][1] == 0:
-        raise ExpressionError(
-            f"{name}(): period {value!r} is not supported; use one unit, e.g. PT1H, P1D, P3M, P1Y"
-        )
-    return units[0]
+from metastore.druid.expressions.types import literal
 
 
 def _zone(args: list[Arg], index: int, name: str) -> str | None:
-    if len(args) <= index or args[index].sql == "NULL":
-        return None
-    return sql_string(str(_literal(args[index], "the time zone", name)))
+    zone = zone_literal(args, index, name)
+    return None if zone is None else sql_string(zone)
 
 
 def _local(millis: str, zone: str | None) -> str:
@@ -64,10 +42,7 @@ def _utc_millis(local: str, zone: str | None) -> str:
 
 def _floor_local(local: str, unit: str, n: int, name: str) -> str:
     """`local` truncated to the period, aligned as Druid aligns it with no origin."""
-    if n > 1 and _ALIGNED_WITHIN.get(unit, 0) % n and unit != "Y":
-        raise ExpressionError(
-            f"{name}(): a period of {n} {_UNIT[unit].lower()}s needs an origin here"
-        )
+    check_alignment(unit, n, name)
     if unit == "Y":
         year = f"(year({local}) - pmod(year({local}), {n}))"
         return f"make_timestamp({year}, 1, 1, 0, 0, 0)"
@@ -76,26 +51,26 @@ def _floor_local(local: str, unit: str, n: int, name: str) -> str:
         return f"make_timestamp(year({local}), {month}, 1, 0, 0, 0)"
     if unit == "W":
         return f"date_trunc('week', {local})"
-    step = _MILLIS[unit] * n
+    step = MILLIS[unit] * n
     return f"timestamp_millis(floor(unix_millis({local}) / {step}) * {step})"
 
 
 def _floor(args: list[Arg], name: str) -> str:
     unit, n = period(args[1], name)
     millis = long(args[0])
-    origin = args[2] if len(args) > 2 and args[2].sql != "NULL" else None
+    origin = origin_arg(args)
     zone = _zone(args, 3, name)
     if origin is not None:
         if unit in ("Y", "M"):
             raise ExpressionError(f"{name}(): an origin with a period of months is not supported")
-        step, o = _MILLIS[unit] * n, long(origin)
+        step, o = MILLIS[unit] * n, long(origin)
         return f"(floor(({millis} - {o}) / {step}) * {step} + {o})"
     return let(_local(millis, zone), lambda t: _utc_millis(_floor_local(t, unit, n, name), zone))
 
 
 def _shift(millis: str, unit: str, count: str, zone: str | None) -> str:
     local = _local(millis, zone)
-    return _utc_millis(f"timestampadd({_UNIT[unit]}, {count}, {local})", zone)
+    return _utc_millis(f"timestampadd({UNIT[unit]}, {count}, {local})", zone)
 
 
 def _timestamp_floor(a):
@@ -132,23 +107,18 @@ _EXTRACT = {
 
 
 def _timestamp_extract(a):
-    unit = str(_literal(a[1], "the unit", "timestamp_extract")).upper()
+    unit = extract_unit(a[1])
     millis = long(a[0])
     if unit == "EPOCH":
         return f"CAST(floor({millis} / 1000) AS BIGINT)", "long"
     if unit == "MILLISECOND":
         return f"pmod({millis}, 1000)", "long"
-    if unit not in _EXTRACT:
-        raise ExpressionError(
-            f"timestamp_extract(): unit {unit!r} is not supported; accepted: EPOCH, MILLISECOND, "
-            + ", ".join(_EXTRACT)
-        )
     local = _local(millis, _zone(a, 2, "timestamp_extract"))
     return f"CAST({_EXTRACT[unit].format(t=local)} AS BIGINT)", "long"
 
 
 def _java_pattern(arg: Arg, name: str) -> str:
-    return sql_string(str(_literal(arg, "the pattern", name)))
+    return sql_string(str(literal(arg, "the pattern", name)))
 
 
 def _timestamp_parse(a):

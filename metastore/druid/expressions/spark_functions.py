@@ -1,4 +1,5 @@
-"""Druid's expression functions (docs/querying/math-expr.md) as Spark SQL.
+"""Druid's expression functions (docs/querying/math-expr.md) as Spark SQL, those
+the shared templates of `functions` do not cover.
 
 Each entry takes the typed, emitted arguments (`Arg`) and returns (Spark SQL,
 Druid result type). Druid's null semantics: a null argument gives null unless
@@ -13,8 +14,10 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from metastore.druid_expr_time import TIME_FUNCTIONS
-from metastore.druid_expr_types import (
+from metastore.druid.expressions import spark_types
+from metastore.druid.expressions.functions import from_templates, general
+from metastore.druid.expressions.spark_time import TIME_FUNCTIONS
+from metastore.druid.expressions.spark_types import (
     ARRAYS,
     NUMERIC,
     Arg,
@@ -31,9 +34,9 @@ from metastore.druid_expr_types import (
     num_kind,
     sql_string,
     text,
-    truth,
     variant,
 )
+from metastore.druid.expressions.types import literal
 
 FUNCTIONS: dict[str, Function] = {}
 
@@ -46,121 +49,7 @@ def _fn(name: str, lo: int, hi: int | None = -1):
     return register
 
 
-def literal(arg: Arg, what: str, name: str):
-    if not arg.is_literal:
-        raise ExpressionError(f"{name}(): {what} must be a literal")
-    return arg.literal
-
-
 # --- general --------------------------------------------------------------------------
-
-
-_CASTS = {
-    "LONG": "long",
-    "DOUBLE": "double",
-    "FLOAT": "double",
-    "STRING": "string",
-    "ARRAY<LONG>": "array<long>",
-    "ARRAY<DOUBLE>": "array<double>",
-    "ARRAY<STRING>": "array<string>",
-}
-
-
-@_fn("cast", 2)
-def _cast(a):
-    target = str(literal(a[1], "the type", "cast")).upper().replace(" ", "")
-    if target not in _CASTS:
-        raise ExpressionError(f"cast to {target!r} is not supported; accepted: {', '.join(_CASTS)}")
-    kind = _CASTS[target]
-    return cast_to(a[0], kind), kind
-
-
-def _common(args: list[Arg]) -> str:
-    """The type several branches of a conditional share (Druid picks the first
-    non-null one's; a mix of numbers and text is text)."""
-    kinds = {a.kind for a in args if a.sql != "NULL"}
-    if not kinds:
-        return "string"
-    if kinds <= set(NUMERIC):
-        return "double" if "double" in kinds else "long"
-    if len(kinds) == 1:
-        return kinds.pop()
-    arrays = kinds & set(ARRAYS)
-    if arrays and kinds <= set(ARRAYS):
-        return "array<string>"
-    return "string"
-
-
-def _branches(args: list[Arg]) -> tuple[list[str], str]:
-    kind = _common(args)
-    return [cast_to(a, kind) for a in args], kind
-
-
-@_fn("coalesce", 1, None)
-def _coalesce(a):
-    values, kind = _branches(a)
-    return "coalesce(" + ", ".join(values) + ")", kind
-
-
-@_fn("nvl", 2)
-def _nvl(a):
-    values, kind = _branches(a)
-    return f"coalesce({values[0]}, {values[1]})", kind
-
-
-@_fn("if", 3)
-def _if(a):
-    (then, other), kind = _branches(a[1:])
-    return f"(CASE WHEN {truth(a[0])} THEN {then} ELSE {other} END)", kind
-
-
-@_fn("case_searched", 2, None)
-def _case_searched(a):
-    pairs, rest = a[: len(a) // 2 * 2], a[len(a) // 2 * 2 :]
-    values, kind = _branches(pairs[1::2] + rest)
-    whens = " ".join(
-        f"WHEN {truth(cond)} THEN {v}" for cond, v in zip(pairs[0::2], values, strict=False)
-    )
-    other = f" ELSE {values[-1]}" if rest else ""
-    return f"(CASE {whens}{other} END)", kind
-
-
-@_fn("case_simple", 3, None)
-def _case_simple(a):
-    subject, rest = a[0], a[1:]
-    pairs, tail = rest[: len(rest) // 2 * 2], rest[len(rest) // 2 * 2 :]
-    values, kind = _branches(pairs[1::2] + tail)
-    whens = " ".join(
-        f"WHEN {_equals(subject, v)} THEN {r}" for v, r in zip(pairs[0::2], values, strict=False)
-    )
-    other = f" ELSE {values[-1]}" if tail else ""
-    return f"(CASE {whens}{other} END)", kind
-
-
-def _equals(x: Arg, y: Arg) -> str:
-    if x.kind in NUMERIC and y.kind in NUMERIC:
-        return f"({x.sql} = {y.sql})"
-    if x.kind in NUMERIC or y.kind in NUMERIC:
-        return f"({num(x)} = {num(y)})"
-    return f"({text(x)} = {text(y)})"
-
-
-@_fn("isnull", 1)
-def _isnull(a):
-    return as_long_bool(f"{a[0].sql} IS NULL"), "long"
-
-
-@_fn("notnull", 1)
-def _notnull(a):
-    return as_long_bool(f"{a[0].sql} IS NOT NULL"), "long"
-
-
-@_fn("like", 2, 3)
-def _like(a):
-    escape = ""
-    if len(a) == 3:
-        escape = f" ESCAPE {sql_string(str(literal(a[2], 'the escape', 'like')))}"
-    return as_long_bool(f"{text(a[0])} LIKE {text(a[1])}{escape}"), "long"
 
 
 # --- strings --------------------------------------------------------------------------
@@ -175,11 +64,6 @@ def _string_fn(name: str, lo: int, hi: int | None, template: str, kind: str = "s
     FUNCTIONS[name] = Function((lo, hi), emit)
 
 
-_string_fn("upper", 1, 1, "upper({0})")
-_string_fn("lower", 1, 1, "lower({0})")
-_string_fn("reverse", 1, 1, "reverse({0})")
-_string_fn("replace", 3, 3, "replace({0}, {1}, {2})")
-_string_fn("regexp_replace", 3, 3, "regexp_replace({0}, {1}, {2})")
 # UTF-16 code units, as Java's String.length()
 _string_fn("strlen", 1, 1, "(octet_length(encode({0}, 'UTF-16BE')) DIV 2)", "long")
 
@@ -296,54 +180,9 @@ def _rpad(a):
 # --- math -----------------------------------------------------------------------------
 
 
-def _math(name: str, spark: str, arity: int = 1, kind: str = "double"):
-    def emit(a):
-        return f"{spark}(" + ", ".join(double(x) for x in a) + ")", kind
-
-    FUNCTIONS[name] = Function((arity, arity), emit)
-
-
-for _name, _spark in (
-    ("acos", "acos"),
-    ("asin", "asin"),
-    ("atan", "atan"),
-    ("cbrt", "cbrt"),
-    ("cos", "cos"),
-    ("cosh", "cosh"),
-    ("cot", "cot"),
-    ("exp", "exp"),
-    ("expm1", "expm1"),
-    ("log", "ln"),
-    ("log10", "log10"),
-    ("log1p", "log1p"),
-    ("rint", "rint"),
-    ("sin", "sin"),
-    ("sinh", "sinh"),
-    ("sqrt", "sqrt"),
-    ("tan", "tan"),
-    ("tanh", "tanh"),
-    ("todegrees", "degrees"),
-    ("toradians", "radians"),
-):
-    _math(_name, _spark)
-_math("atan2", "atan2", 2)
-_math("hypot", "hypot", 2)
-_math("pow", "power", 2)
-
-
-@_fn("pi", 0)
-def _pi(a):
-    return "pi()", "double"
-
-
 @_fn("abs", 1)
 def _abs(a):
     return f"abs({num(a[0])})", num_kind(a[0])
-
-
-@_fn("signum", 1)
-def _signum(a):
-    return f"signum({num(a[0])})", "double"
 
 
 @_fn("ceil", 1)
@@ -423,21 +262,6 @@ def _safe_divide(a):
         return f"(CASE WHEN {a[1].sql} = 0 THEN NULL ELSE {a[0].sql} DIV {a[1].sql} END)", "long"
     x, y = double(a[0]), double(a[1])
     return f"(CASE WHEN {y} = 0 THEN NULL ELSE {x} / {y} END)", "double"
-
-
-def _bitwise(template: str, arity: int):
-    def emit(a):
-        return template.format(*[long(x) for x in a]), "long"
-
-    return Function((arity, arity), emit)
-
-
-FUNCTIONS["bitwiseand"] = _bitwise("({0} & {1})", 2)
-FUNCTIONS["bitwiseor"] = _bitwise("({0} | {1})", 2)
-FUNCTIONS["bitwisexor"] = _bitwise("({0} ^ {1})", 2)
-FUNCTIONS["bitwisecomplement"] = _bitwise("(~ {0})", 1)
-FUNCTIONS["bitwiseshiftleft"] = _bitwise("shiftleft({0}, CAST({1} AS INT))", 2)
-FUNCTIONS["bitwiseshiftright"] = _bitwise("shiftright({0}, CAST({1} AS INT))", 2)
 
 
 def _reduce(spark: str):
@@ -809,7 +633,11 @@ FUNCTIONS["human_readable_decimal_byte_format"] = _human(
 FUNCTIONS["human_readable_decimal_format"] = _human(1000, ("K", "M", "G", "T", "P", "E"), "")
 
 
+FUNCTIONS.update(general(spark_types))
 FUNCTIONS.update(TIME_FUNCTIONS)
+FUNCTIONS.update(
+    from_templates("spark", {"text": text, "num": num, "long": long, "double": double})
+)
 
 
 # --- refused, with the reason ---------------------------------------------------------

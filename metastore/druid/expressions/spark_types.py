@@ -1,4 +1,4 @@
-"""Typed Spark SQL fragments for the Druid expression translator.
+"""Typed Spark SQL fragments for the Druid expression translator (Spark SQL).
 
 An `Arg` is an emitted argument: its Spark SQL text, its Druid type (`long`,
 `double`, `string`, `json` — JSON text —, `array<long>`, `array<double>`,
@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
-NUMERIC = ("long", "double")
-ARRAYS = ("array<long>", "array<double>", "array<string>", "array<json>")
+from metastore.druid.expressions.types import (
+    ARRAYS,
+    NUMERIC,
+    Arg,
+    ExpressionError,
+    Function,
+    element_kind,
+)
+
+__all__ = ["ARRAYS", "NUMERIC", "SPARK_TYPE", "Arg", "ExpressionError", "Function"]
+
 SPARK_TYPE = {
     "long": "BIGINT",
     "double": "DOUBLE",
@@ -29,30 +36,6 @@ SPARK_TYPE = {
     "array<string>": "ARRAY<STRING>",
     "array<json>": "ARRAY<STRING>",
 }
-
-
-class ExpressionError(ValueError):
-    """The expression does not parse, or uses a function Strata cannot translate."""
-
-
-@dataclass(frozen=True)
-class Arg:
-    sql: str
-    kind: str
-    literal: Any = None  # the Python value of a literal argument
-    is_literal: bool = False
-
-    def __str__(self) -> str:
-        return self.sql
-
-
-@dataclass(frozen=True)
-class Function:
-    """A translatable function: its arity (min, max; max None: any number) and
-    its emitter, from the typed arguments to (Spark SQL, Druid result type)."""
-
-    arity: tuple[int, int | None]
-    emit: Callable[[list[Arg]], tuple[str, str]]
 
 
 _names = itertools.count()
@@ -122,12 +105,6 @@ def truth(arg: Arg) -> str:
 def as_long_bool(cond: str) -> str:
     """A Spark boolean as Druid's 1/0 long (null stays null)."""
     return f"CAST({cond} AS BIGINT)"
-
-
-def element_kind(kind: str) -> str:
-    if kind.startswith("array<"):
-        return kind[len("array<") : -1]
-    return "string"
 
 
 def array(arg: Arg) -> tuple[str, str]:
