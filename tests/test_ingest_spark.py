@@ -22,9 +22,10 @@ import pytest
 
 from metastore import selectors, services
 from metastore.demo import extract_flights, flights_spec
+from metastore.druid.errors import SpecError
+from metastore.druid.tasks import validate_task_spec
 from metastore.intervals import Interval
 from metastore.models import PendingSegment, Segment, Task, TaskLock, TaskStatus
-from metastore.specs import SpecError, validate_task_spec
 from workers import paths
 
 pytestmark = pytest.mark.spark
@@ -689,7 +690,7 @@ def parsed_rows(spec: dict, tmp_path: Path):
     """(rows, row stats) of a spec's input, parsed by the job's first step."""
     from pyspark.sql import functions as F
 
-    from metastore.specs import validate_task_spec
+    from metastore.druid.tasks import validate_task_spec
     from workers.jobs.parsing import parse_input, row_stats
     from workers.spark import get_spark
 

@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from metastore.druid.errors import SpecError
+from metastore.druid.ingestion import IngestionSpec
+from metastore.druid.input_sources import InputSpec
+from metastore.druid.metrics import FIRST_LAST_TYPES, Metric
 from metastore.druid_expr import translate
 from metastore.intervals import ETERNITY, Granularity, Interval
-from metastore.specs import FIRST_LAST_TYPES, IngestionSpec, InputSpec, Metric, SpecError
 
 CORRUPT = "_corrupt_record"
 EXTRA = "__extra_column_"  # values past a csv/tsv's named columns
@@ -288,6 +291,11 @@ def _input_files(inp: InputSpec, scratch: Path, number: int = 0) -> list[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(inp.data if inp.data.endswith("\n") else inp.data + "\n")
         return [str(target)]
+    if not inp.files:  # a programming error: the runner resolves them before the job
+        raise ValueError(
+            f"{inp.field}: local input files not resolved; call "
+            "workers.jobs.input_files.resolve_local_inputs before running the job"
+        )
     return list(inp.files)
 
 
