@@ -436,7 +436,7 @@ def test_other_period_granularities_are_refused_naming_the_field(spec, granulari
         ("ioConfig.inputFormat", {"type": "protobuf"}, "spec.ioConfig.inputFormat.type", "scope"),
         (
             "dataSchema.transformSpec",
-            {"filter": {"type": "equals", "column": "page", "matchValueType": "STRING"}},
+            {"filter": {"type": "extraction", "dimension": "page", "value": "a"}},
             "spec.dataSchema.transformSpec.filter.type",
             "not implemented here",
         ),
