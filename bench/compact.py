@@ -32,10 +32,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from metastore.demo import extract_flights, flights_spec  # noqa: E402
+from metastore.druid.tasks import validate_task_spec  # noqa: E402
 from metastore.intervals import Interval  # noqa: E402
-from metastore.specs import validate_task_spec  # noqa: E402
 from workers.jobs.compact import compaction_plan, file_schema, run_compaction_job  # noqa: E402
 from workers.jobs.ingest import WRITE_OPTIONS, SourcePiece, run_ingest  # noqa: E402
+from workers.jobs.input_files import resolve_local_inputs  # noqa: E402
 
 YEAR = "2013-01-01/2014-01-01"
 DIMENSIONS = ["carrier", "origin", "dest", "tailnum", "flight"]
@@ -49,6 +50,7 @@ def build_segments(spark, work: Path) -> tuple[list[SourcePiece], list[dict]]:
     spec = flights_spec(str(source.parent))
     spec["spec"]["dataSchema"]["granularitySpec"]["intervals"] = [YEAR]
     ingestion = validate_task_spec(spec, input_roots=[source.parent]).ingestion
+    ingestion = resolve_local_inputs(ingestion, input_roots=[source.parent])
     result = run_ingest(spark, ingestion, work_dir=work / "segments", job_group="bench-ingest")
     pieces, schemas = [], []
     for seg in result.segments:

@@ -33,8 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from metastore.demo import extract_flights, flights_spec  # noqa: E402
-from metastore.specs import validate_task_spec  # noqa: E402
+from metastore.druid.tasks import validate_task_spec  # noqa: E402
 from workers.jobs.ingest import WRITE_OPTIONS, run_ingest  # noqa: E402
+from workers.jobs.input_files import resolve_local_inputs  # noqa: E402
 
 DIMENSIONS = ["carrier", "origin", "dest", "tailnum"]
 LONG_METRICS = ["dep_delay", "arr_delay", "air_time"]
@@ -114,6 +115,7 @@ def run_raw(spark, input_dir: Path, out: Path, *, file_per_day: bool = False) ->
 
 def run_strata(spark, spec: dict, input_root: Path, work: Path, name: str) -> dict:
     ingestion = validate_task_spec(spec, input_roots=[input_root]).ingestion
+    ingestion = resolve_local_inputs(ingestion, input_roots=[input_root])
     result = run_ingest(spark, ingestion, work_dir=work, job_group=f"bench-{name}")
     return {**result.report, "segments": len(result.segments)}
 

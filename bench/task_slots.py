@@ -58,12 +58,14 @@ def build_input(work: Path, month: int) -> tuple[Path, int]:
 
 
 def _spec(base: Path, month: int):
-    from metastore.specs import validate_task_spec
+    from metastore.druid.tasks import validate_task_spec
+    from workers.jobs.input_files import resolve_local_inputs
 
     spec = flights_spec(str(base))
     end = f"2013-{month + 1:02d}-01" if month < 12 else "2014-01-01"
     spec["spec"]["dataSchema"]["granularitySpec"]["intervals"] = [f"2013-{month:02d}-01/{end}"]
-    return validate_task_spec(spec, input_roots=[base.parent]).ingestion
+    ingestion = validate_task_spec(spec, input_roots=[base.parent]).ingestion
+    return resolve_local_inputs(ingestion, input_roots=[base.parent])
 
 
 def _ingest(spark, ingestion, work: Path, name: str, pool: str | None = None) -> None:

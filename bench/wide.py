@@ -32,8 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from metastore.specs import validate_task_spec  # noqa: E402
+from metastore.druid.tasks import validate_task_spec  # noqa: E402
 from workers.jobs.ingest import WRITE_OPTIONS, ingest_session, run_ingest  # noqa: E402
+from workers.jobs.input_files import resolve_local_inputs  # noqa: E402
 from workers.jobs.parsing import parse_input  # noqa: E402
 
 TYPES = ("string", "long", "double", "float")
@@ -113,6 +114,7 @@ def raw_frame(spark, path: Path, fmt: str, columns: int):
 def strata_planning(spark, spec: dict, root: Path, work: Path) -> float:
     started = time.monotonic()
     ingestion = validate_task_spec(spec, input_roots=[root]).ingestion
+    ingestion = resolve_local_inputs(ingestion, input_roots=[root])
     parsed = parse_input(ingest_session(spark), ingestion, scratch_dir=work)
     rows, _ = parsed.observed(f"plan-{time.monotonic_ns()}")
     rows._jdf.queryExecution().optimizedPlan()
@@ -135,6 +137,7 @@ def run_one(spark, work: Path, fmt: str, columns: int, rows: int) -> dict:
     )
     out["raw_total"] = time.monotonic() - started
     ingestion = validate_task_spec(spec, input_roots=[work]).ingestion
+    ingestion = resolve_local_inputs(ingestion, input_roots=[work])
     started = time.monotonic()
     result = run_ingest(spark, ingestion, work_dir=work / "strata-out", job_group="bench-wide")
     out["strata_total"] = time.monotonic() - started

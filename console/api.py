@@ -25,9 +25,10 @@ from console.pagination import (
 )
 from console.security import MAX_LIST_ITEMS, JSONRefused, PayloadTooLarge, parse_natural
 from metastore import selectors, services
+from metastore.druid.errors import SpecError
+from metastore.druid.tasks import TASK_TYPES
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, DataSource, Task, TaskLock, TaskStatus
-from metastore.specs import TASK_TYPES, SpecError
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from console.api import error_body
 from console.druid_schema import druid_responses
 from console.security import MAX_LIST_ITEMS, StrataBasicAuthentication, parse_natural
 from metastore import locking, selectors, services
+from metastore.druid.errors import SpecError
 from metastore.intervals import Interval, format_ts
 from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
-from metastore.specs import SpecError
 
 # --- shapes --------------------------------------------------------------------------
 

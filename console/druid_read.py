@@ -40,8 +40,8 @@ from console.druid import DruidView, druid_flag, druid_ts, segment_json
 from console.druid_schema import druid_responses
 from console.openapi import errors
 from metastore import selectors
+from metastore.druid.errors import SpecError
 from metastore.intervals import Interval
-from metastore.specs import SpecError
 
 TIER = "_default_tier"
 # Druid's default for `druid.query.segmentMetadata.defaultHistory` (P1W): the

@@ -18,7 +18,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from console.security import parse_natural
-from metastore.specs import SpecError
+from metastore.druid.errors import SpecError
 
 
 class InvalidCursor(NotFound):

@@ -21,6 +21,7 @@ from console import timeline_svg
 from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
 from console.templatetags.console_format import utc
 from metastore import console_selectors, selectors, services, task_logs
+from metastore.druid.errors import SpecError
 from metastore.intervals import Interval
 from metastore.models import (
     ACTIVE_STATUSES,
@@ -31,7 +32,6 @@ from metastore.models import (
     TaskStatus,
     TaskType,
 )
-from metastore.specs import SpecError
 
 TASKS_PER_PAGE = 50
 COMMITS_PER_PAGE = 25

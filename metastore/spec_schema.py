@@ -15,7 +15,19 @@ the validator (as Druid's Jackson) reads as absent.
 
 from __future__ import annotations
 
-from metastore import specs
+from metastore.druid.compaction import COMPACT_TOP_LEVEL
+from metastore.druid.dimensions import DIMENSION_TYPES, MULTI_VALUE_HANDLING
+from metastore.druid.fields import INT_MAXIMUM, INT_MAXIMUMS
+from metastore.druid.filters import FILTER_TYPES
+from metastore.druid.granularity import GRANULARITY_SPEC_FIELDS, GRANULARITY_SPEC_TYPES
+from metastore.druid.input_formats import INPUT_FORMATS
+from metastore.druid.input_sources import INPUT_SOURCE_FIELDS, INPUT_SOURCES
+from metastore.druid.metrics import METRIC_TYPES
+from metastore.druid.names import DATASOURCE_MAX_BYTES, TASK_ID_MAX_LENGTH
+from metastore.druid.partitions import LEGACY_TUNING, PARTITION_TYPES
+from metastore.druid.tasks import INDEX_TOP_LEVEL, KILL_TOP_LEVEL, KILL_UNSUPPORTED
+from metastore.druid.timestamps import TIMESTAMP_FORMATS
+from metastore.druid.tuning import IGNORED_TUNING, INDEX_TUNING_FIELDS
 from metastore.intervals import GRANULARITY_NAMES
 
 # OpenAPI component names.
@@ -68,7 +80,7 @@ ANY: dict = {}  # a field the validator reads but only reports as ignored
 
 
 def _int(name: str, *, minimum: int | None = None) -> dict:
-    out: dict = {"type": "integer", "maximum": specs.INT_MAXIMUMS.get(name, specs.INT_MAXIMUM)}
+    out: dict = {"type": "integer", "maximum": INT_MAXIMUMS.get(name, INT_MAXIMUM)}
     if minimum is not None:
         out["minimum"] = minimum
     return out
@@ -126,11 +138,11 @@ def datasource_schema() -> dict:
     return {
         "type": "string",
         "minLength": 1,
-        "maxLength": specs.DATASOURCE_MAX_BYTES,
+        "maxLength": DATASOURCE_MAX_BYTES,
         "pattern": r"^[^./\\\s][^/\\\u0000-\u001f\u007f-\u009f]*$",
         "description": (
             "not starting with '.', no '/' or '\\', no control characters or whitespace "
-            f"but the space, at most {specs.DATASOURCE_MAX_BYTES} bytes of UTF-8"
+            f"but the space, at most {DATASOURCE_MAX_BYTES} bytes of UTF-8"
         ),
     }
 
@@ -138,7 +150,7 @@ def datasource_schema() -> dict:
 def task_id_schema(description: str) -> dict:
     return {
         "type": "string",
-        "maxLength": specs.TASK_ID_MAX_LENGTH,
+        "maxLength": TASK_ID_MAX_LENGTH,
         "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.:+\-]*$",
         "description": description,
     }
@@ -149,8 +161,8 @@ def _context() -> dict:
         {
             "priority": {
                 "type": "integer",
-                "minimum": -specs.INT_MAXIMUM - 1,
-                "maximum": specs.INT_MAXIMUM,
+                "minimum": -INT_MAXIMUM - 1,
+                "maximum": INT_MAXIMUM,
             },
             "taskLockTimeout": _int("taskLockTimeout", minimum=0),
             "forceTimeChunkLock": BOOLEAN,
@@ -166,12 +178,12 @@ def _filter() -> dict:
         "type": "object",
         # No required `type`: an empty filter is no filter, as in Druid.
         "description": "A Druid filter (an empty object: none)",
-        "properties": {"type": _enum(specs.FILTER_TYPES)},
+        "properties": {"type": _enum(FILTER_TYPES)},
     }
 
 
 def _input_source(kind: str) -> dict:
-    fields = specs.INPUT_SOURCE_FIELDS[kind]
+    fields = INPUT_SOURCE_FIELDS[kind]
     props: dict = {"type": _enum([kind])}
     if kind == "local":
         props |= {
@@ -206,7 +218,7 @@ def _input_format() -> dict:
         "type": "object",
         "description": "json, csv, tsv or parquet, with Druid's options for each",
         "properties": {
-            "type": _enum(specs.INPUT_FORMATS),
+            "type": _enum(INPUT_FORMATS),
             "columns": _nullable({"type": "array", "items": STRING}),
             "findColumnsFromHeader": _nullable(BOOLEAN),
             "skipHeaderRows": _nullable(_int("skipHeaderRows", minimum=0)),
@@ -225,9 +237,9 @@ def _dimension() -> dict:
             {
                 "type": "object",
                 "properties": {
-                    "type": _nullable(_enum(specs.DIMENSION_TYPES)),
+                    "type": _nullable(_enum(DIMENSION_TYPES)),
                     "name": STRING,
-                    "multiValueHandling": _nullable(_enum(specs.MULTI_VALUE_HANDLING)),
+                    "multiValueHandling": _nullable(_enum(MULTI_VALUE_HANDLING)),
                 },
                 "required": ["name"],
             },
@@ -239,7 +251,7 @@ def _metric() -> dict:
     return {
         "type": "object",
         "properties": {
-            "type": _enum(specs.METRIC_TYPES),
+            "type": _enum(METRIC_TYPES),
             "name": STRING,
             "fieldName": _nullable(STRING),
         },
@@ -256,7 +268,7 @@ def _partitions_spec() -> dict:
             "{partitionDimensions, targetRowsPerSegment or maxRowsPerSegment}"
         ),
         "properties": {
-            "type": _nullable(_enum(specs.PARTITION_TYPES)),
+            "type": _nullable(_enum(PARTITION_TYPES)),
             "maxRowsPerSegment": _nullable(_int("maxRowsPerSegment", minimum=1)),
             "maxTotalRows": _nullable(_int("maxTotalRows", minimum=1)),
             "numShards": _nullable(_int("numShards", minimum=1)),
@@ -269,20 +281,20 @@ def _partitions_spec() -> dict:
 def _index_spec() -> dict:
     granularity = _object(
         {
-            "type": _enum(specs.GRANULARITY_SPEC_TYPES),
+            "type": _enum(GRANULARITY_SPEC_TYPES),
             "segmentGranularity": granularity_schema("time chunk of a segment (not NONE)"),
             "queryGranularity": granularity_schema("timestamps are truncated to it"),
             "rollup": BOOLEAN,
             "intervals": {"type": "array", "minItems": 1, "items": interval_schema()},
         }
     )
-    assert set(granularity["properties"]) == specs.GRANULARITY_SPEC_FIELDS
+    assert set(granularity["properties"]) == GRANULARITY_SPEC_FIELDS
     timestamp = _object(
         {
             "column": STRING,
             "format": {
                 **STRING,
-                "description": f"{', '.join(specs.TIMESTAMP_FORMATS)} or a pattern "
+                "description": f"{', '.join(TIMESTAMP_FORMATS)} or a pattern "
                 "such as yyyy-MM-dd HH:mm:ss",
             },
             "missingValue": STRING,
@@ -311,7 +323,7 @@ def _index_spec() -> dict:
         {
             "type": {"description": "index_parallel (not checked)"},
             "inputSource": {
-                "oneOf": [_input_source(kind) for kind in specs.INPUT_SOURCES],
+                "oneOf": [_input_source(kind) for kind in INPUT_SOURCES],
                 "discriminator": {"propertyName": "type"},
             },
             "inputFormat": _input_format(),
@@ -331,9 +343,9 @@ def _index_spec() -> dict:
         "maxNumConcurrentSubTasks": _int("maxNumConcurrentSubTasks"),
         "totalNumMergeTasks": _int("totalNumMergeTasks"),
     }
-    assert set(tuning_props) == specs.INDEX_TUNING_FIELDS
+    assert set(tuning_props) == INDEX_TUNING_FIELDS
     # Druid's legacy partitioning fields, and those that have no effect here.
-    tuning_props |= {name: ANY for name in (*specs._LEGACY_TUNING, *specs._IGNORED_TUNING)}
+    tuning_props |= {name: ANY for name in (*LEGACY_TUNING, *IGNORED_TUNING)}
     spec = _object(
         {
             "dataSchema": data_schema,
@@ -356,7 +368,7 @@ def _index_spec() -> dict:
         title="index_parallel task",
         description="Native batch ingestion (Druid's index_parallel spec).",
     )
-    assert set(out["properties"]) == specs.INDEX_TOP_LEVEL
+    assert set(out["properties"]) == INDEX_TOP_LEVEL
     return out
 
 
@@ -386,7 +398,7 @@ def _kill_spec() -> dict:
         title="kill task",
         description="Deletes the unused segments of an interval (files and rows).",
     )
-    assert set(out["properties"]) == specs.KILL_TOP_LEVEL - set(specs.KILL_UNSUPPORTED)
+    assert set(out["properties"]) == KILL_TOP_LEVEL - set(KILL_UNSUPPORTED)
     return out
 
 
@@ -442,7 +454,7 @@ def _compact_spec() -> dict:
         },
         "context": _context(),
     }
-    assert set(props) == specs.COMPACT_TOP_LEVEL, set(props) ^ specs.COMPACT_TOP_LEVEL
+    assert set(props) == COMPACT_TOP_LEVEL, set(props) ^ COMPACT_TOP_LEVEL
     return _object(
         props,
         required=("type", "dataSource"),

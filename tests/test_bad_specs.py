@@ -8,9 +8,11 @@ import os
 
 import pytest
 
+from metastore.druid.errors import SpecError
+from metastore.druid.tasks import validate_task_spec
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, DataSource, Segment, Task, TaskLock
-from metastore.specs import SpecError, validate_task_spec
+from workers.jobs.input_files import resolve_local_inputs
 
 pytestmark = pytest.mark.django_db
 
@@ -176,40 +178,79 @@ def test_files_with_dotdot_traversal(api_client, local_spec):
     )
 
 
-def test_filter_with_dotdot_reads_nothing_outside_the_root(api_client, local_spec):
-    spec, _, secret = local_spec
-    spec["spec"]["ioConfig"]["inputSource"]["filter"] = f"../../{secret.name}"
-    assert_refused(post_spec(api_client, spec), "spec.ioConfig.inputSource.filter", "empty")
-
-
-def test_symlink_out_of_the_root_is_refused(api_client, local_spec):
-    spec, base, secret = local_spec
-    link = base / "link.csv"
-    os.symlink(secret, link)
-    spec["spec"]["ioConfig"]["inputSource"] = {"type": "local", "files": [str(link)]}
-    assert_refused(
-        post_spec(api_client, spec), "spec.ioConfig.inputSource.files[0]", "outside the allowed"
-    )
-
-
 @pytest.mark.parametrize("data", ["", "   \n\n"], ids=["empty", "blank"])
 def test_empty_inline_data(api_client, good_spec, data):
     good_spec["spec"]["ioConfig"]["inputSource"]["data"] = data
     assert_refused(post_spec(api_client, good_spec), "spec.ioConfig.inputSource.data")
 
 
-def test_local_filter_matching_only_an_empty_file(api_client, local_spec):
+# --- local files are found when the task runs (validation reads no file) -------------------------
+
+
+def assert_fails_at_run(run_spec, spec: dict, field: str, *words: str) -> None:
+    """Accepted (validation is pure), then FAILED when the worker looks for the
+    files, with the message naming `field`; nothing published."""
+    task = run_spec(spec)
+    assert task.status == "FAILED", (task.status, task.error)
+    assert task.error.startswith(f"invalid spec: {field}: "), task.error
+    for word in words:
+        assert word in task.error, task.error
+    assert not Segment.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_filter_with_dotdot_reads_nothing_outside_the_root(run_spec, local_spec):
+    spec, _, secret = local_spec
+    spec["spec"]["ioConfig"]["inputSource"]["filter"] = f"../../{secret.name}"
+    assert_fails_at_run(run_spec, spec, "spec.ioConfig.inputSource.filter", "empty")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_symlink_out_of_the_root_is_refused(run_spec, local_spec):
+    spec, base, secret = local_spec
+    link = base / "link.csv"
+    os.symlink(secret, link)
+    spec["spec"]["ioConfig"]["inputSource"] = {"type": "local", "files": [str(link)]}
+    assert_fails_at_run(run_spec, spec, "spec.ioConfig.inputSource.files[0]", "outside the allowed")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_local_filter_matching_only_an_empty_file(run_spec, local_spec):
     spec, base, _ = local_spec
     (base / "empty.json").write_text("")
     spec["spec"]["ioConfig"]["inputSource"]["filter"] = "*.json"
-    assert_refused(post_spec(api_client, spec), "spec.ioConfig.inputSource.filter", "empty")
+    assert_fails_at_run(run_spec, spec, "spec.ioConfig.inputSource.filter", "empty")
 
 
-def test_local_filter_matching_nothing(api_client, local_spec):
+@pytest.mark.django_db(transaction=True)
+def test_local_filter_matching_nothing(run_spec, local_spec):
     spec, _, _ = local_spec
     spec["spec"]["ioConfig"]["inputSource"]["filter"] = "*.parquet"
-    assert_refused(
-        post_spec(api_client, spec), "spec.ioConfig.inputSource.filter", "no non-empty file"
+    assert_fails_at_run(run_spec, spec, "spec.ioConfig.inputSource.filter", "no non-empty file")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_missing_base_dir_is_accepted_then_fails_naming_it(run_spec, local_spec):
+    spec, base, _ = local_spec
+    spec["spec"]["ioConfig"]["inputSource"]["baseDir"] = str(base / "not-there")
+    assert_fails_at_run(run_spec, spec, "spec.ioConfig.inputSource.baseDir", "not a directory")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_missing_file_of_a_combining_delegate_is_named_by_its_path(run_spec, local_spec):
+    spec, base, _ = local_spec
+    spec["spec"]["ioConfig"]["inputSource"] = {
+        "type": "combining",
+        "delegates": [
+            {"type": "local", "files": [str(base / "events.csv")]},
+            {"type": "local", "files": [str(base / "events.csv"), str(base / "gone.csv")]},
+        ],
+    }
+    assert_fails_at_run(
+        run_spec,
+        spec,
+        "spec.ioConfig.inputSource.delegates[1].files[1]",
+        "does not exist or is not a file",
     )
 
 
@@ -354,7 +395,11 @@ def test_druid_quickstart_spec_validates_unchanged(wiki_dir, fmt):
     assert ingestion.rollup is False
     assert ingestion.intervals == (Interval.parse("2015-09-12/2015-09-13"),)
     assert ingestion.input.type == "local" and ingestion.input.format == fmt["type"]
-    assert ingestion.input.files == (str(wiki_dir / "wikiticker-2015-09-12-sampled.json"),)
+    # Validation reads no file: the source is kept as written, its files found when it runs.
+    assert ingestion.input.files == ()
+    assert ingestion.input.base_dir == str(wiki_dir) and ingestion.input.file_filter is not None
+    resolved = resolve_local_inputs(ingestion, input_roots=[wiki_dir])
+    assert resolved.input.files == (str(wiki_dir / "wikiticker-2015-09-12-sampled.json"),)
     assert ingestion.input.csv_columns is None
     assert ingestion.append_to_existing is False and ingestion.drop_existing is False
     assert ingestion.partitions.type == "dynamic"

@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from metastore import selectors, services
+from metastore.druid.errors import SpecError
 from metastore.intervals import Granularity, Interval
 from metastore.models import PendingSegment, Segment, Task, TaskLock, TaskStatus
-from metastore.specs import SpecError
 from workers import paths, runner
 
 pytestmark = pytest.mark.spark
@@ -749,8 +749,8 @@ def test_naming_a_segment_that_is_not_used_fails_naming_the_field(run_spec):
 
 
 def test_every_metric_type_a_spec_accepts_has_a_combining_aggregator_compaction_can_run():
+    from metastore.druid.metrics import METRIC_TYPES
     from metastore.schema import combining_aggregator
-    from metastore.specs import METRIC_TYPES
 
     for metric_type in METRIC_TYPES:
         combining = combining_aggregator(metric_type, "m")

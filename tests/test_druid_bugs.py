@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metastore import allocation_rules, locking, selectors, services
+from metastore.druid.ingestion import drop_existing_chunks
 from metastore.intervals import Interval
 from metastore.models import Segment, Task, TaskLock, TaskStatus
-from metastore.specs import drop_existing_chunks
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,10 @@ import pytest
 from django.db import transaction
 
 from metastore import services
+from metastore.druid.errors import SpecError
+from metastore.druid.tasks import validate_task_spec
 from metastore.models import DataSource, Task
-from metastore.specs import SpecError, validate_task_spec
+from workers.jobs.input_files import resolve_local_inputs
 
 CORPUS = Path(__file__).parents[2] / "shared" / "druid_specs"
 PLACEHOLDER = "@INPUT_ROOT@"
@@ -137,7 +139,7 @@ def corpus_runs(input_root, tmp_path_factory):
         validated = validate_task_spec(load(name, input_root), input_roots=[input_root])
         if validated.type != "index_parallel":
             continue
-        spec = validated.ingestion
+        spec = resolve_local_inputs(validated.ingestion, input_roots=[input_root])
         pieces = []
         source = spec.input.druid_source
         if source is not None:

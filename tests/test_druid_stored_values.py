@@ -19,7 +19,7 @@ import json
 import duckdb
 import pytest
 
-from metastore.specs import validate_task_spec
+from metastore.druid.tasks import validate_task_spec
 
 pytestmark = pytest.mark.spark
 

@@ -22,9 +22,10 @@ import pytest
 
 from metastore import selectors, services
 from metastore.demo import extract_flights, flights_spec
+from metastore.druid.errors import SpecError
+from metastore.druid.tasks import validate_task_spec
 from metastore.intervals import Interval
 from metastore.models import PendingSegment, Segment, Task, TaskLock, TaskStatus
-from metastore.specs import SpecError, validate_task_spec
 from workers import paths
 
 pytestmark = pytest.mark.spark
@@ -689,7 +690,7 @@ def parsed_rows(spec: dict, tmp_path: Path):
     """(rows, row stats) of a spec's input, parsed by the job's first step."""
     from pyspark.sql import functions as F
 
-    from metastore.specs import validate_task_spec
+    from metastore.druid.tasks import validate_task_spec
     from workers.jobs.parsing import parse_input, row_stats
     from workers.spark import get_spark
 
@@ -728,6 +729,10 @@ INSTANT = 1704164645  # 2024-01-02T03:04:05Z
         ("millis", "1704164645000"),
         ("posix", "1704164645"),
         ("nano", "1704164645000000000"),
+        ("micro", "1704164645000000"),
+        ("micro", "1704164645000999"),  # Druid keeps whole milliseconds
+        ("MICRO", "1704164645000000"),
+        ("ruby", "1704164645.0004"),
         ("yyyy-MM-dd HH:mm:ss", "2024-01-02 03:04:05"),
         ("dd/MM/yyyy HH:mm:ss", "02/01/2024 03:04:05"),
         ("%Y-%m-%dT%H:%M:%S", "2024-01-02T03:04:05"),
@@ -740,6 +745,30 @@ def test_timestamp_formats_parse_to_the_same_instant(fmt, value, tmp_path):
     )
     assert [r["__seconds"] for r in rows] == [INSTANT]
     assert stats["unparseable"] == 0
+
+
+@pytest.mark.parametrize(
+    ("fmt", "value", "millis"),
+    [
+        ("micro", "1704164645123999", 1704164645123),
+        ("nano", "1704164645123999999", 1704164645123),
+        ("ruby", "1704164645.1239", 1704164645123),
+        # Before 1970 Druid divides toward zero (TimeUnit.toMillis), not down.
+        ("micro", "-1500", -1),
+        ("nano", "-1500000", -1),
+        ("micro", "not a number", None),
+    ],
+)
+def test_micro_nano_and_ruby_timestamps_keep_druids_milliseconds(fmt, value, millis, tmp_path):
+    from pyspark.sql import functions as F
+
+    spec = one_column_spec([{"ts": value, "page": "a"}], timestamp={"column": "ts", "format": fmt})
+    spec["spec"]["dataSchema"]["granularitySpec"].pop("intervals", None)  # 1969 too
+    _, stats, parsed = parsed_rows(spec, tmp_path)
+    rows, _ = parsed.observed(f"millis_{tmp_path.name}")
+    got = [r[0] for r in rows.select(F.unix_millis("__time")).collect()]
+    assert got == ([] if millis is None else [millis])
+    assert stats["unparseable"] == (1 if millis is None else 0)
 
 
 def test_a_missing_timestamp_takes_the_missing_value_and_a_bad_one_is_unparseable(tmp_path):

@@ -14,7 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from metastore.specs import SpecError, validate_task_spec
+from metastore.druid.errors import SpecError
+from metastore.druid.tasks import validate_task_spec
+from workers.jobs.input_files import resolve_local_inputs
 
 pytestmark = pytest.mark.spark
 
@@ -59,6 +61,7 @@ def ingest(spec: dict, input_root: Path, work: Path) -> list[dict]:
     from workers.spark import get_spark
 
     ingestion = validate_task_spec(spec, input_roots=[input_root]).ingestion
+    ingestion = resolve_local_inputs(ingestion, input_roots=[input_root])
     result = run_ingest(get_spark(), ingestion, work_dir=work, job_group=f"formats-{work.name}")
     assert result.report["rowStats"]["processed"] == len(EVENTS), result.report["rowStats"]
     table = pa.concat_tables([pq.read_table(s.path) for s in result.segments])

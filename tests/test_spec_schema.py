@@ -1,12 +1,23 @@
 """The task spec's JSON Schema (metastore/spec_schema.py) says what the validator
-(metastore/specs.py) accepts: the same enums and field sets, and the schema is
+(metastore/druid/) accepts: the same enums and field sets, and the schema is
 what the API publishes."""
 
 from __future__ import annotations
 
 import pytest
 
-from metastore import spec_schema, specs
+from metastore import spec_schema
+from metastore.druid.compaction import COMPACT_TOP_LEVEL
+from metastore.druid.dimensions import DIMENSION_TYPES
+from metastore.druid.filters import FILTER_TYPES
+from metastore.druid.granularity import GRANULARITY_SPEC_FIELDS, GRANULARITY_SPEC_TYPES
+from metastore.druid.ingestion import DATA_SCHEMA_FIELDS, INGESTION_SPEC_FIELDS, IO_CONFIG_FIELDS
+from metastore.druid.input_formats import INPUT_FORMATS
+from metastore.druid.input_sources import INPUT_SOURCE_FIELDS, INPUT_SOURCES
+from metastore.druid.metrics import METRIC_TYPES
+from metastore.druid.partitions import PARTITION_TYPES
+from metastore.druid.tasks import INDEX_TOP_LEVEL, KILL_TOP_LEVEL, KILL_UNSUPPORTED, TASK_TYPES
+from metastore.druid.timestamps import TIMESTAMP_SPEC_FIELDS
 from metastore.intervals import GRANULARITY_NAMES
 
 COMPONENTS = spec_schema.task_spec_components()
@@ -27,29 +38,27 @@ def enum_of(schema: dict) -> set:
 
 def test_the_type_discriminator_covers_every_task_type():
     mapping = COMPONENTS[spec_schema.TASK_SPEC]["discriminator"]["mapping"]
-    assert set(mapping) == set(specs.TASK_TYPES)
+    assert set(mapping) == set(TASK_TYPES)
     assert enum_of(props(INDEX)["type"]) | enum_of(props(KILL)["type"]) | enum_of(
         props(COMPACT)["type"]
-    ) == set(specs.TASK_TYPES)
+    ) == set(TASK_TYPES)
 
 
 def test_field_sets_are_the_validators():
-    assert set(INDEX["properties"]) == specs.INDEX_TOP_LEVEL
-    assert set(KILL["properties"]) == specs.KILL_TOP_LEVEL - set(specs.KILL_UNSUPPORTED)
-    assert set(COMPACT["properties"]) == specs.COMPACT_TOP_LEVEL
+    assert set(INDEX["properties"]) == INDEX_TOP_LEVEL
+    assert set(KILL["properties"]) == KILL_TOP_LEVEL - set(KILL_UNSUPPORTED)
+    assert set(COMPACT["properties"]) == COMPACT_TOP_LEVEL
     spec = props(INDEX)["spec"]
-    assert set(spec["properties"]) == specs.INGESTION_SPEC_FIELDS
+    assert set(spec["properties"]) == INGESTION_SPEC_FIELDS
     data_schema = props(spec)["dataSchema"]
-    assert set(data_schema["properties"]) == specs.DATA_SCHEMA_FIELDS
-    assert set(props(data_schema)["timestampSpec"]["properties"]) == specs.TIMESTAMP_SPEC_FIELDS
-    assert set(props(data_schema)["granularitySpec"]["properties"]) == (
-        specs.GRANULARITY_SPEC_FIELDS
-    )
+    assert set(data_schema["properties"]) == DATA_SCHEMA_FIELDS
+    assert set(props(data_schema)["timestampSpec"]["properties"]) == TIMESTAMP_SPEC_FIELDS
+    assert set(props(data_schema)["granularitySpec"]["properties"]) == (GRANULARITY_SPEC_FIELDS)
     io = props(spec)["ioConfig"]
-    assert set(io["properties"]) == specs.IO_CONFIG_FIELDS
+    assert set(io["properties"]) == IO_CONFIG_FIELDS
     for source in props(io)["inputSource"]["oneOf"]:
         kind = source["properties"]["type"]["enum"][0]
-        assert set(source["properties"]) <= specs.INPUT_SOURCE_FIELDS[kind]
+        assert set(source["properties"]) <= INPUT_SOURCE_FIELDS[kind]
 
 
 def test_enums_are_the_validators():
@@ -57,8 +66,8 @@ def test_enums_are_the_validators():
     data_schema = props(spec)["dataSchema"]
     io = props(spec)["ioConfig"]
     sources = {s["properties"]["type"]["enum"][0] for s in props(io)["inputSource"]["oneOf"]}
-    assert sources == set(specs.INPUT_SOURCES)
-    assert enum_of(props(io)["inputFormat"]["properties"]["type"]) == set(specs.INPUT_FORMATS)
+    assert sources == set(INPUT_SOURCES)
+    assert enum_of(props(io)["inputFormat"]["properties"]["type"]) == set(INPUT_FORMATS)
     granularity = props(data_schema)["granularitySpec"]
     for name in ("segmentGranularity", "queryGranularity"):
         [as_name, as_object, as_period, as_duration] = props(granularity)[name]["oneOf"]
@@ -66,16 +75,16 @@ def test_enums_are_the_validators():
         assert enum_of(as_object["properties"]["type"]) == set(GRANULARITY_NAMES)
         assert enum_of(as_period["properties"]["type"]) == {"period"}
         assert enum_of(as_duration["properties"]["type"]) == {"duration"}
-    assert enum_of(props(granularity)["type"]) == set(specs.GRANULARITY_SPEC_TYPES)
+    assert enum_of(props(granularity)["type"]) == set(GRANULARITY_SPEC_TYPES)
     tuning = props(spec)["tuningConfig"]
     partitions = props(tuning)["partitionsSpec"]
-    assert enum_of(props(partitions)["type"]) == set(specs.PARTITION_TYPES)
+    assert enum_of(props(partitions)["type"]) == set(PARTITION_TYPES)
     metric = props(data_schema)["metricsSpec"]["items"]
-    assert enum_of(metric["properties"]["type"]) == set(specs.METRIC_TYPES)
+    assert enum_of(metric["properties"]["type"]) == set(METRIC_TYPES)
     dimension = props(props(data_schema)["dimensionsSpec"])["dimensions"]["items"]["oneOf"][1]
-    assert enum_of(props(dimension)["type"]) == set(specs.DIMENSION_TYPES)
+    assert enum_of(props(dimension)["type"]) == set(DIMENSION_TYPES)
     flt = props(props(data_schema)["transformSpec"])["filter"]
-    assert enum_of(flt["properties"]["type"]) == set(specs.FILTER_TYPES)
+    assert enum_of(flt["properties"]["type"]) == set(FILTER_TYPES)
 
 
 @pytest.mark.django_db
@@ -101,7 +110,7 @@ def test_closed_query_parameters_are_enums(api_client):
         "FAILED",
         "CANCELED",
     }
-    assert set(params["type"]["enum"]) == set(specs.TASK_TYPES)
+    assert set(params["type"]["enum"]) == set(TASK_TYPES)
     segs = doc["paths"]["/api/v1/datasources/{name}/segments"]["get"]["parameters"]
     segs = {p["name"]: p["schema"] for p in segs}
     assert set(segs["used"]["enum"]) == {"true", "false", "all"}

@@ -20,8 +20,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from metastore.druid.tasks import validate_task_spec
 from metastore.models import Segment, TaskStatus
-from metastore.specs import validate_task_spec
+from workers.jobs.input_files import resolve_local_inputs
 
 pytestmark = pytest.mark.spark
 
@@ -138,6 +139,7 @@ def _parse(spec: dict, input_root: Path, scratch: Path):
     from workers.spark import get_spark
 
     ingestion = validate_task_spec(spec, input_roots=[input_root]).ingestion
+    ingestion = resolve_local_inputs(ingestion, input_roots=[input_root])
     return parse_input(ingest_session(get_spark()), ingestion, scratch_dir=scratch)
 
 

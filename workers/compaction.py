@@ -37,9 +37,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from metastore import locking, selectors, services
+from metastore.druid.compaction import CompactionSpec
+from metastore.druid.errors import SpecError
 from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval
 from metastore.models import DataSource, Segment, Task, TaskLock
-from metastore.specs import CompactionSpec, SpecError
 from metastore.timeline import SegmentRef, Timeline
 from workers.jobs.compact import Plan, compaction_plan, file_schema, run_compaction_job
 from workers.jobs.ingest import SourcePiece

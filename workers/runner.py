@@ -20,6 +20,8 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from metastore import locking, selectors, services
+from metastore.druid.errors import SpecError
+from metastore.druid.ingestion import IngestionSpec
 from metastore.intervals import Granularity, Interval
 from metastore.models import (
     DataSource,
@@ -29,7 +31,6 @@ from metastore.models import (
     TaskStatus,
     TaskType,
 )
-from metastore.specs import IngestionSpec, SpecError
 from workers.compaction import run_compaction
 from workers.jobs.compact import file_schema
 from workers.jobs.ingest import (
@@ -39,6 +40,7 @@ from workers.jobs.ingest import (
     StagedSegment,
     run_ingest,
 )
+from workers.jobs.input_files import resolve_local_inputs
 from workers.jobs.parsing import file_extent
 from workers.kill import run_kill
 from workers.monitor import Monitor, TaskProgress, TaskStopped, clean_up
@@ -126,7 +128,9 @@ def _failure(exc: BaseException, monitor: Monitor) -> tuple[str, str]:
 
 def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     validated = services.task_validate(spec=task.spec)
-    spec = validated.ingestion
+    # The files of local input sources are found now, on the worker (SPEC §1:
+    # validation is pure); a missing or empty input fails the task naming its field.
+    spec = resolve_local_inputs(validated.ingestion, input_roots=settings.STRATA_INPUT_ROOTS)
     context = validated.context
     timeout = context.task_lock_timeout_ms
     # SPEC §5: concurrent append and replace take APPEND / REPLACE locks; an append

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 
 from metastore import allocation_rules, lockbox_sql, locking
 from metastore.allocation_rules import NON_ROOT_PARTITION_START
+from metastore.druid.ingestion import drop_existing_chunks
 from metastore.intervals import Interval
 from metastore.models import (
     CommitKind,
@@ -27,7 +28,6 @@ from metastore.services._common import (
     _revoked_reason,
     datasource_for_update,
 )
-from metastore.specs import drop_existing_chunks
 from metastore.timeline import SegmentRef, Timeline
 
 # --- publish ------------------------------------------------------------------

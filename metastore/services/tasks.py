@@ -11,6 +11,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from metastore import locking
+from metastore.druid.errors import SpecError
+from metastore.druid.ingestion import drop_existing_chunks
+from metastore.druid.names import validate_task_id
+from metastore.druid.tasks import TaskSpec, validate_task_spec
 from metastore.models import (
     ACTIVE_STATUSES,
     FINAL_STATUSES,
@@ -26,13 +30,6 @@ from metastore.services._common import (
     _chunks_text,
     _revoked_reason,
     new_task_id,
-)
-from metastore.specs import (
-    SpecError,
-    TaskSpec,
-    drop_existing_chunks,
-    validate_task_id,
-    validate_task_spec,
 )
 
 log = logging.getLogger(__name__)

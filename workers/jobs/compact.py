@@ -19,16 +19,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from metastore.druid.compaction import CompactionSpec
+from metastore.druid.dimensions import Dimension
+from metastore.druid.errors import SpecError
+from metastore.druid.ingestion import IngestionSpec
+from metastore.druid.input_sources import InputSpec
+from metastore.druid.metrics import Metric
 from metastore.intervals import GRANULARITY_NAMES, Interval, granularity_divides
 from metastore.schema import schema_from_columns
-from metastore.specs import (
-    CompactionSpec,
-    Dimension,
-    IngestionSpec,
-    InputSpec,
-    Metric,
-    SpecError,
-)
 from workers.jobs.ingest import IngestResult, Progress, SourcePiece, run_ingest
 
 __all__ = ["CompactionInputs", "compaction_plan", "file_schema", "run_compaction_job"]

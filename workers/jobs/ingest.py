@@ -35,8 +35,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from metastore.druid.ingestion import IngestionSpec
 from metastore.intervals import Interval, format_ts
-from metastore.specs import IngestionSpec
 from workers.jobs.parsing import (
     ParsedInput,
     ParseExceptionsExceeded,

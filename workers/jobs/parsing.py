@@ -16,15 +16,20 @@ import io
 import json
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from metastore.druid.errors import SpecError
 from metastore.druid.expressions import translate
+from metastore.druid.filters import filter_columns
+from metastore.druid.ingestion import IngestionSpec
+from metastore.druid.input_sources import InputSpec
+from metastore.druid.metrics import FIRST_LAST_TYPES, Metric
 from metastore.intervals import ETERNITY, Granularity, Interval
-from metastore.specs import FIRST_LAST_TYPES, IngestionSpec, InputSpec, Metric, SpecError
 from workers.jobs import json_paths
+from workers.jobs.filter_sql import filter_sql, sql_str
 
 CORRUPT = "_corrupt_record"
 EXTRA = "__extra_column_"  # values past a csv/tsv's named columns
@@ -168,11 +173,6 @@ def sql_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def sql_str(text: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 _NULL = "CAST(NULL AS STRING)"
 _DIGITS = sql_str(r"^-?\d+$")
 
@@ -198,8 +198,15 @@ def timestamp_col(raw: str, fmt: str, dtype: str = "string") -> str:
         return f"timestamp_millis({as_long})"
     if fmt == "posix":
         return f"timestamp_seconds({as_long})"
+    # As Druid's TimestampParser: micro and nano are whole milliseconds, divided
+    # toward zero (Java's TimeUnit.toMillis; Spark's `div` truncates the same way);
+    # ruby is seconds with a fraction.
+    if fmt == "micro":
+        return f"timestamp_millis({as_long} div 1000)"
     if fmt == "nano":
-        return f"timestamp_micros(floor({as_long} / 1000))"
+        return f"timestamp_millis({as_long} div 1000000)"
+    if fmt == "ruby":
+        return f"timestamp_millis(try_cast(try_cast({text} AS DOUBLE) * 1000 AS BIGINT))"
     if fmt == "auto":
         return (
             f"CASE WHEN {text} RLIKE {_DIGITS} THEN timestamp_millis({as_long}) "
@@ -223,40 +230,6 @@ def number_col(raw: str, kind: str, dtype: str = "string") -> tuple[str, str]:
     return value, f"({raw} IS NOT NULL AND {text} != '' AND {value} IS NULL)"
 
 
-def filter_col(flt: dict, col_of: Callable[[str], str]) -> str:
-    """SQL of a Druid filter (selector, in, bound, and, or, not); never null."""
-    kind = flt["type"]
-    if kind in ("and", "or"):
-        parts = [filter_col(sub, col_of) for sub in flt["fields"]]
-        joiner = " AND " if kind == "and" else " OR "
-        return "(" + (joiner.join(parts) or ("true" if kind == "and" else "false")) + ")"
-    if kind == "not":
-        return f"(NOT {filter_col(flt['field'], col_of)})"
-    value = f"CAST({col_of(flt['dimension'])} AS STRING)"
-    if kind == "selector":
-        target = flt.get("value")
-        if target is None:
-            return f"({value} IS NULL)"
-        return f"coalesce({value} = {sql_str(str(target))}, false)"
-    if kind == "in":
-        values = [v for v in flt["values"] if v is not None]
-        cond = f"{value} IN ({', '.join(sql_str(str(v)) for v in values)})" if values else "false"
-        if len(values) != len(flt["values"]):
-            cond = f"{cond} OR {value} IS NULL"
-        return f"coalesce({cond}, false)"
-    # bound
-    numeric = flt.get("ordering") == "numeric"
-    subject = f"try_cast({value} AS DOUBLE)" if numeric else value
-    conds = []
-    for key, strict, op in (("lower", "lowerStrict", ">"), ("upper", "upperStrict", "<")):
-        if flt.get(key) is None:
-            continue
-        bound = sql_str(str(flt[key]))
-        bound = f"CAST({bound} AS DOUBLE)" if numeric else bound
-        conds.append(f"{subject} {op if flt.get(strict) else op + '='} {bound}")
-    return f"coalesce({' AND '.join(conds) or 'true'}, false)"
-
-
 def text_col(col: str, dtype: str) -> str:
     """SQL of a column as Druid would show it as a string: an integral double
     without `.0` (JSON numbers read as text and multiplied come back as doubles),
@@ -271,16 +244,6 @@ def text_col(col: str, dtype: str) -> str:
     return f"CAST({col} AS STRING)"
 
 
-def _filter_dimensions(flt: dict | None) -> set[str]:
-    if not flt:
-        return set()
-    if flt["type"] in ("and", "or"):
-        return set().union(*(_filter_dimensions(f) for f in flt["fields"]))
-    if flt["type"] == "not":
-        return _filter_dimensions(flt["field"])
-    return {flt["dimension"]}
-
-
 # --- reading -----------------------------------------------------------------------
 
 
@@ -290,6 +253,11 @@ def _input_files(inp: InputSpec, scratch: Path, number: int = 0) -> list[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(inp.data if inp.data.endswith("\n") else inp.data + "\n")
         return [str(target)]
+    if not inp.files:  # a programming error: the runner resolves them before the job
+        raise ValueError(
+            f"{inp.field}: local input files not resolved; call "
+            "workers.jobs.input_files.resolve_local_inputs before running the job"
+        )
     return list(inp.files)
 
 
@@ -326,7 +294,7 @@ def _wanted_columns(spec: IngestionSpec, inp: InputSpec) -> list[str]:
     wanted = [spec.timestamp_column]
     wanted += [d.name for d in spec.dimensions]
     wanted += [m.field_name for m in spec.metrics if m.field_name]
-    wanted += sorted(_filter_dimensions(spec.filter))
+    wanted += sorted(filter_columns(spec.filter) - {"__time"})
     for t in spec.transforms:
         wanted += list(t.columns)
     produced = {f.name for f in inp.flatten if f.kind in ("path", "jq")}
@@ -1134,7 +1102,13 @@ def _row_status(spec, cols: _RawColumns, ts_name: str, ts: str, errors: list) ->
         )
         thrown = f"NOT coalesce({inside}, false)"
     if spec.filter:
-        thrown = f"{thrown} OR NOT {filter_col(spec.filter, cols.text)}"
+        row_millis = f"CAST(unix_millis({ts}) AS STRING)"
+
+        def col_of(name: str) -> str:  # filters read __time as the row's epoch millis
+            return row_millis if name == "__time" else cols.text(name)
+
+        kinds = {name: _kind_of(dtype) for name, dtype in cols.types.items()}
+        thrown = f"{thrown} OR NOT {filter_sql(spec.filter, col_of, kinds)}"
     return {
         "__unparseable": f"{corrupt} OR {ts} IS NULL",
         "__reason": reason + " END",

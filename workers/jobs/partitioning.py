@@ -21,7 +21,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from metastore.specs import PartitionsSpec, SpecError
+from metastore.druid.errors import SpecError
+from metastore.druid.partitions import PartitionsSpec
 
 # Samples kept per expected segment for range boundaries: ~7% error in sizes.
 SAMPLES_PER_SEGMENT = 200

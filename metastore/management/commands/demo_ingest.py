@@ -18,8 +18,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from metastore import services
 from metastore.demo import DATASOURCE, FOLLOWUPS, extract_flights, flights_spec, followup_specs
+from metastore.druid.errors import SpecError
 from metastore.models import ACTIVE_STATUSES, Segment, Task
-from metastore.specs import SpecError
 
 
 class Command(BaseCommand):

@@ -1,0 +1,163 @@
+"""ioConfig.inputFormat: json, csv, tsv, parquet, orc and avro_ocf, checked into
+the keyword arguments of an `InputSpec` (no file is opened here)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from metastore.druid.errors import SpecError
+from metastore.druid.fields import allow, bool_at, int_at, object_at
+from metastore.druid.flatten import flatten_spec
+
+INPUT_FORMATS = ("json", "csv", "tsv", "parquet", "orc", "avro_ocf")
+FILE_FORMATS = ("parquet", "orc", "avro_ocf")  # files with their own schema, never inline
+# Input formats Druid documents that Strata does not read: why, and what to use.
+UNSUPPORTED_FORMATS = {
+    "avro_stream": "is a streaming format (one record per message), outside Strata's "
+    "batch scope; write the records as JSON or Parquet files",
+    "protobuf": "is a streaming format (one record per message), outside Strata's "
+    "batch scope; write the records as JSON or Parquet files",
+    "kafka": "is Kafka ingestion's format, outside Strata's batch scope",
+    "kinesis": "is Kinesis ingestion's format, outside Strata's batch scope",
+    "thrift": "comes from a Druid contrib extension, outside Strata's scope",
+    "regex": "is not implemented here; convert the lines to CSV or JSON",
+}
+FORMAT_PATH = "spec.ioConfig.inputFormat"
+_DELIMITED_FIELDS = {
+    "type",
+    "columns",
+    "findColumnsFromHeader",
+    "skipHeaderRows",
+    "listDelimiter",
+    "delimiter",
+    "hasHeaderRow",
+    "tryParseNumbers",
+}
+_JSON_FIELDS = {
+    "type",
+    "flattenSpec",
+    "featureSpec",
+    "keepNullColumns",
+    "assumeNewlineDelimited",
+    "useJsonNodeReader",
+}
+_JSON_IGNORED = (
+    ("featureSpec", "Jackson parser features; rows are read by Spark's JSON reader"),
+    (
+        "keepNullColumns",
+        "a column that is null in every row is kept when it is a declared dimension",
+    ),
+    ("assumeNewlineDelimited", "input is read one JSON object per line"),
+    ("useJsonNodeReader", "input is read one JSON object per line"),
+)
+
+
+def input_format(io: dict, ignored: list[str]) -> dict:
+    """The checked inputFormat as keyword arguments of InputSpec."""
+    fmt_path = FORMAT_PATH
+    fmt_obj = object_at(io.get("inputFormat"), fmt_path)
+    fmt = fmt_obj.get("type")
+    if isinstance(fmt, str) and fmt not in INPUT_FORMATS and fmt in UNSUPPORTED_FORMATS:
+        raise SpecError(
+            f"{fmt_path}.type",
+            f"the {fmt} input format {UNSUPPORTED_FORMATS[fmt]}; "
+            f"accepted: {', '.join(INPUT_FORMATS)}",
+        )
+    if fmt not in INPUT_FORMATS:
+        raise SpecError(
+            f"{fmt_path}.type",
+            f"unknown input format {fmt!r}; accepted: {', '.join(INPUT_FORMATS)}",
+        )
+    if fmt in ("csv", "tsv"):
+        return {"format": fmt, **_delimited(fmt_obj, fmt, ignored)}
+    if fmt == "json":
+        return {"format": fmt, **_json(fmt_obj, ignored)}
+    return {"format": fmt, **_file_format(fmt_obj, fmt, ignored)}
+
+
+def _delimiters(fmt_obj: dict, fmt: str) -> dict:
+    fmt_path = FORMAT_PATH
+    if fmt == "csv" and fmt_obj.get("delimiter") not in (None, ","):
+        raise SpecError(f"{fmt_path}.delimiter", "csv is comma-separated; use tsv with a delimiter")
+    delimiter = fmt_obj.get("delimiter") or ("\t" if fmt == "tsv" else ",")
+    if not isinstance(delimiter, str) or len(delimiter) != 1:
+        raise SpecError(f"{fmt_path}.delimiter", "must be a single character")
+    list_delimiter = fmt_obj.get("listDelimiter")
+    if list_delimiter is not None:
+        if not isinstance(list_delimiter, str) or not list_delimiter:
+            raise SpecError(f"{fmt_path}.listDelimiter", "must be a non-empty string")
+        if list_delimiter == delimiter:
+            raise SpecError(f"{fmt_path}.listDelimiter", "must differ from the delimiter")
+    # Druid's default list delimiter is \u0001 (Ctrl-A).
+    return {"delimiter": delimiter, "list_delimiter": list_delimiter or "\u0001"}
+
+
+def _delimited(fmt_obj: dict, fmt: str, ignored: list[str]) -> dict:
+    """csv / tsv: delimiters, the columns (given, or from the header), skipped rows."""
+    fmt_path = FORMAT_PATH
+    allow(fmt_obj, fmt_path, _DELIMITED_FIELDS)
+    out = _delimiters(fmt_obj, fmt)
+    header = bool_at(fmt_obj, "findColumnsFromHeader", fmt_path, None)
+    if header is None and "hasHeaderRow" in fmt_obj:  # Druid's legacy name
+        header = bool_at(fmt_obj, "hasHeaderRow", fmt_path, False)
+    if fmt_obj.get("tryParseNumbers") is not None:
+        ignored.append(
+            f"{fmt_path}.tryParseNumbers: every column is parsed by the type its "
+            "dimension or metric declares"
+        )
+    if fmt_obj.get("columns") is not None:
+        cols = fmt_obj["columns"]
+        if not isinstance(cols, list) or not cols or not all(isinstance(c, str) for c in cols):
+            raise SpecError(f"{fmt_path}.columns", "must be a non-empty list of names")
+        if header is True:
+            raise SpecError(
+                f"{fmt_path}.findColumnsFromHeader", "cannot be true when columns are given"
+            )
+        out["csv_columns"] = tuple(cols)
+    elif header is False:
+        raise SpecError(f"{fmt_path}.columns", "is required when findColumnsFromHeader is false")
+    out["csv_skip_header_rows"] = int_at(fmt_obj, "skipHeaderRows", fmt_path, 0)
+    return out
+
+
+def _json(fmt_obj: dict, ignored: list[str]) -> dict:
+    fmt_path = FORMAT_PATH
+    allow(fmt_obj, fmt_path, _JSON_FIELDS)
+    flatten, discovery = flatten_spec(fmt_obj, fmt_path)
+    for key, reason in _JSON_IGNORED:
+        if fmt_obj.get(key) not in (None, False, {}):
+            ignored.append(f"{fmt_path}.{key}: {reason}")
+    return {"flatten": flatten, "use_field_discovery": discovery}
+
+
+def _file_format(fmt_obj: dict, fmt: str, ignored: list[str]) -> dict:
+    """parquet, orc, avro_ocf: path flatten fields only, as in Druid."""
+    fmt_path = FORMAT_PATH
+    allowed = {"type", "binaryAsString", "flattenSpec"}
+    allow(fmt_obj, fmt_path, allowed | ({"schema"} if fmt == "avro_ocf" else set()))
+    flatten, discovery = flatten_spec(fmt_obj, fmt_path, jq=False)
+    out: dict = {"flatten": flatten, "use_field_discovery": discovery}
+    if fmt == "avro_ocf":
+        out["avro_schema"] = avro_schema(fmt_obj.get("schema"), f"{fmt_path}.schema")
+        out["binary_as_string"] = bool_at(fmt_obj, "binaryAsString", fmt_path, False)
+    elif fmt_obj.get("binaryAsString") is not None:
+        ignored.append(
+            f"{fmt_path}.binaryAsString: {fmt} binary columns are read as Spark reads them"
+        )
+    return out
+
+
+def avro_schema(schema: Any, path: str) -> str | None:
+    """An avro_ocf reader schema, checked, as JSON text (None: the files' own)."""
+    if schema is None:
+        return None
+    import fastavro
+
+    try:
+        fastavro.parse_schema(schema)
+    except Exception as exc:  # noqa: BLE001 - fastavro says what is wrong with it
+        raise SpecError(path, f"is not a valid Avro schema: {exc}") from exc
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        raise SpecError(path, "must be an Avro record schema")
+    return json.dumps(schema)
