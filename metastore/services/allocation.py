@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from metastore import allocation_rules, lockbox_sql, locking
 from metastore.allocation_rules import NON_ROOT_PARTITION_START
@@ -18,22 +17,17 @@ from metastore.models import (
     Segment,
     Task,
     TaskLock,
-    TaskStatus,
 )
-from metastore.selectors import last_commit_seq
 from metastore.services._common import (
     LockRevoked,
     PublishError,
     ServiceError,
-    _blocker,
     _refuse_inactive,
-    _resume,
-    _revoke,
     _revoked_reason,
     datasource_for_update,
     lock_request_of,
-    lock_spec_of,
 )
+from metastore.services.locks import lock_decide
 from metastore.timeline import Timeline
 
 # --- allocation ---------------------------------------------------------------
@@ -98,9 +92,7 @@ def segments_allocate(
             return _existing_allocation(ds, chunk.existing, append=True)
         target = _append_target(interval, chunk.append)
         partitions = tuple(range(target.next_partition, target.next_partition + count))
-        if not _segment_locks_for_new(
-            Task.objects.get(id=task.id), target.interval, target.version, partitions
-        ):
+        if not _segment_locks_for_new(task, target.interval, target.version, partitions):
             return None
         lockbox_sql.pending_insert(
             task_id=task.id,
@@ -259,52 +251,14 @@ def _existing_allocation(
 
 
 def _segment_locks_for_new(task: Task, interval: Interval, version: str, partitions) -> bool:
-    """Lock freshly allocated segments (inside the caller's critical section)."""
-    held = list(
-        TaskLock.objects.filter(
-            datasource=task.datasource, start__lt=interval.end, end__gt=interval.start
-        )
-    )
-    pairs = [(lock_spec_of(lock), lock) for lock in held]
-    to_revoke: list[TaskLock] = []
-    requests = []
-    for p in partitions:
-        request = lock_request_of(task, interval, locking.EXCLUSIVE, locking.SEGMENT, p, version)
-        decision = locking.decide(request, [spec for spec, _ in pairs])
-        if decision.kind == locking.WAIT:
-            task.status = TaskStatus.WAITING
-            task.waiting_on = [
-                _blocker(blocking, next(lock for spec, lock in pairs if spec is blocking))
-                for blocking in decision.blocking
-            ]
-            task.waiting_since = task.waiting_since or timezone.now()
-            task.save(update_fields=["status", "waiting_on", "waiting_since"])
-            return False
-        to_revoke += [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)]
-        requests.append(request)
-    if to_revoke:
-        _revoke(to_revoke, by=task)
-    seq = last_commit_seq(datasource=task.datasource)
-    TaskLock.objects.bulk_create(
-        [
-            TaskLock(
-                task=task,
-                group_id=r.group_id,
-                datasource=r.datasource,
-                start=interval.start,
-                end=interval.end,
-                granularity=locking.SEGMENT,
-                type=locking.EXCLUSIVE,
-                version=version,
-                priority=r.priority,
-                partition=r.partition,
-                granted_seq=seq,
-            )
-            for r in requests
-        ]
-    )
-    _resume(task)
-    return True
+    """Lock freshly allocated segments (inside the caller's critical section),
+    through the lock box's one decision path (`lock_decide`, FCFS queue
+    included): all granted, or none and the task is WAITING."""
+    requests = [
+        lock_request_of(task, interval, locking.EXCLUSIVE, locking.SEGMENT, p, version)
+        for p in partitions
+    ]
+    return lock_decide(task_id=task.id, requests=requests).granted
 
 
 def segments_allocate_overwrite(
@@ -412,3 +366,4 @@ def _append_target(
         f"cannot append {interval} as one piece: its rows go into the chunks {names}; "
         "split them by the append layout"
     )
+
