@@ -6,12 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef, Q
 
 from metastore import allocation_rules, lockbox_sql, locking
 from metastore.allocation_rules import NON_ROOT_PARTITION_START
 from metastore.intervals import Interval
 from metastore.models import (
+    FINAL_STATUSES,
     DataSource,
     PendingSegment,
     Segment,
@@ -367,3 +368,51 @@ def _append_target(
         "split them by the append layout"
     )
 
+
+def pending_segments_prune(*, task_id: str) -> int:
+    """Forget what an ended task was allocated, keeping what allocation still needs.
+
+    A pending segment serves its own task while it runs (idempotent allocation,
+    what it may publish, "an append is running here"); after that only two
+    things: that partition numbers of a chunk are never handed out again, even
+    once its segments are killed (`allocation_rules.next_partition` reads the
+    highest one ever recorded; so does a segment-locked overwrite for numbers
+    from 32768), and the janitor's sweep of what ended tasks left unpublished in
+    deep storage. So an ended task's allocations that were published are
+    dropped unless one is its chunk's highest root (or non-root) number, and so
+    are those of tasks that ended before in the same chunks; the unpublished
+    ones stay for the janitor. A chunk then keeps at most two
+    pending rows of ended tasks, however many tasks wrote into it.
+
+    The highest row of a chunk is never deleted (a row goes only while a higher
+    one exists), so concurrent prunes and allocations never lower a chunk's
+    watermark. Returns how many rows were deleted."""
+    same_chunk = dict(
+        datasource=OuterRef("datasource"),
+        start=OuterRef("start"),
+        end=OuterRef("end"),
+        version=OuterRef("version"),
+    )
+    published = Segment.objects.filter(
+        datasource__name=OuterRef("datasource"),
+        start=OuterRef("start"),
+        end=OuterRef("end"),
+        version=OuterRef("version"),
+        partition=OuterRef("partition"),
+    )
+    higher_root = PendingSegment.objects.filter(
+        **same_chunk, partition__gt=OuterRef("partition"), partition__lt=NON_ROOT_PARTITION_START
+    )
+    higher_non_root = PendingSegment.objects.filter(
+        **same_chunk, partition__gt=OuterRef("partition")
+    )
+    # The chunks this task allocated in: its rows and those of tasks that ended before.
+    chunks = PendingSegment.objects.filter(task_id=task_id, **same_chunk)
+    ended = Q(task_id=task_id) | Q(task__isnull=True) | Q(task__status__in=FINAL_STATUSES)
+    mine = PendingSegment.objects.filter(Exists(chunks), ended, Exists(published))
+    roots = mine.filter(partition__lt=NON_ROOT_PARTITION_START).filter(Exists(higher_root))
+    non_roots = mine.filter(partition__gte=NON_ROOT_PARTITION_START).filter(Exists(higher_non_root))
+    ids = list(roots.values_list("id", flat=True)) + list(non_roots.values_list("id", flat=True))
+    if not ids:
+        return 0
+    return PendingSegment.objects.filter(id__in=ids).delete()[0]

@@ -27,6 +27,7 @@ from metastore.services._common import (
     _revoked_reason,
     new_task_id,
 )
+from metastore.services.allocation import pending_segments_prune
 from metastore.specs import (
     SpecError,
     TaskSpec,
@@ -228,6 +229,7 @@ def task_finish(*, task_id: str, status: str, error: str = "", report: dict | No
             if report is not None:
                 task.report = report
             task.save()
+            pending_segments_prune(task_id=task.id)
     return task
 
 
