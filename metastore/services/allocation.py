@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, Max, OuterRef, Q
+from django.db.models import Max
 
 from metastore import allocation_rules, lockbox_sql, locking
 from metastore.allocation_rules import NON_ROOT_PARTITION_START
@@ -387,32 +387,4 @@ def pending_segments_prune(*, task_id: str) -> int:
     The highest row of a chunk is never deleted (a row goes only while a higher
     one exists), so concurrent prunes and allocations never lower a chunk's
     watermark. Returns how many rows were deleted."""
-    same_chunk = dict(
-        datasource=OuterRef("datasource"),
-        start=OuterRef("start"),
-        end=OuterRef("end"),
-        version=OuterRef("version"),
-    )
-    published = Segment.objects.filter(
-        datasource__name=OuterRef("datasource"),
-        start=OuterRef("start"),
-        end=OuterRef("end"),
-        version=OuterRef("version"),
-        partition=OuterRef("partition"),
-    )
-    higher_root = PendingSegment.objects.filter(
-        **same_chunk, partition__gt=OuterRef("partition"), partition__lt=NON_ROOT_PARTITION_START
-    )
-    higher_non_root = PendingSegment.objects.filter(
-        **same_chunk, partition__gt=OuterRef("partition")
-    )
-    # The chunks this task allocated in: its rows and those of tasks that ended before.
-    chunks = PendingSegment.objects.filter(task_id=task_id, **same_chunk)
-    ended = Q(task_id=task_id) | Q(task__isnull=True) | Q(task__status__in=FINAL_STATUSES)
-    mine = PendingSegment.objects.filter(Exists(chunks), ended, Exists(published))
-    roots = mine.filter(partition__lt=NON_ROOT_PARTITION_START).filter(Exists(higher_root))
-    non_roots = mine.filter(partition__gte=NON_ROOT_PARTITION_START).filter(Exists(higher_non_root))
-    ids = list(roots.values_list("id", flat=True)) + list(non_roots.values_list("id", flat=True))
-    if not ids:
-        return 0
-    return PendingSegment.objects.filter(id__in=ids).delete()[0]
+    return lockbox_sql.pending_prune(task_id, [str(s) for s in FINAL_STATUSES])
