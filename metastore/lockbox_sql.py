@@ -721,3 +721,34 @@ def pending_insert(
         )
     if queries or commit:
         run(*queries, commit=commit)
+
+
+# --- pending segments of ended tasks --------------------------------------------------
+
+_ROOT_SIDE = f"(%s >= {allocation_rules.NON_ROOT_PARTITION_START})"
+
+
+def pending_prune(task_id: str, final_statuses: Sequence[str]) -> int:
+    """Delete the published allocations of `task_id`, and of tasks that ended, in
+    the chunks `task_id` allocated in, unless one is its chunk's highest root (or
+    non-root) partition number (`services.pending_segments_prune`). One
+    statement; each chunk is reached through the identity indexes of pending
+    segments and segments, never by scanning either table."""
+    statuses = ", ".join(["%s"] * len(final_statuses))
+    same = 'q.datasource = p.datasource AND q.start = p.start AND q."end" = p."end" AND q.version = p.version'
+    sql = (
+        "DELETE FROM metastore_pendingsegment WHERE id IN ("
+        'SELECT p.id FROM (SELECT DISTINCT datasource, start, "end", version '
+        "FROM metastore_pendingsegment WHERE task_id = %s) c "
+        "JOIN metastore_pendingsegment p ON p.datasource = c.datasource AND p.start = c.start "
+        'AND p."end" = c."end" AND p.version = c.version '
+        "LEFT JOIN metastore_task t ON t.id = p.task_id "
+        f"WHERE (p.task_id = %s OR p.task_id IS NULL OR t.status IN ({statuses})) "
+        "AND EXISTS (SELECT 1 FROM metastore_segment s JOIN metastore_datasource d "
+        "ON d.id = s.datasource_id WHERE d.name = p.datasource AND s.start = p.start "
+        'AND s."end" = p."end" AND s.version = p.version AND s.partition = p.partition) '
+        f"AND EXISTS (SELECT 1 FROM metastore_pendingsegment q WHERE {same} "
+        f"AND q.partition > p.partition AND {_ROOT_SIDE % 'q.partition'} = "
+        f"{_ROOT_SIDE % 'p.partition'}))"
+    )
+    return run(Query(sql, [task_id, task_id, *final_statuses]))[0]

@@ -17,7 +17,8 @@ Vocabulary:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import enum
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,6 +271,63 @@ def decide(
     if conflicting:
         return Decision(REVOKE, revoke=tuple(conflicting))
     return Decision(GRANT)
+
+
+class Outcome(enum.Enum):
+    """What one lock box decision on a task's requests came to."""
+
+    GRANTED = "granted"  # every request granted (some victims may be revoked)
+    WAITING = "waiting"  # none granted, nothing revoked: the task waits on `blockers`
+
+
+@dataclass(frozen=True)
+class BoxDecision:
+    """One all-or-nothing decision on all of a task's requests (:func:`decide_all`).
+
+    ``reuse[i]`` is the lock of the task's own group that grants request ``i``
+    (the lock box reuses it and its version), or None (a new lock).
+    ``revoke`` are the held locks to revoke when granted; ``blockers`` what a
+    waiting task waits on (held locks, then earlier queued requests)."""
+
+    outcome: Outcome
+    reuse: tuple[LockSpec | None, ...] = ()
+    revoke: tuple[LockSpec, ...] = ()
+    blockers: tuple[LockSpec, ...] = ()
+
+
+def decide_all(
+    requests: Sequence[LockSpec],
+    held: Iterable[LockSpec],
+    queued_before: Iterable[LockSpec] = (),
+) -> BoxDecision:
+    """The lock box's one decision (SPEC §4): :func:`decide` for each request
+    against the locks ``held`` on the dataSource and the requests queued before
+    it (first come, first served), all or nothing. If any request must wait,
+    none is granted and nothing is revoked (a task never holds some of its locks
+    while waiting for others); else every request is granted, revoking the
+    union of what each one preempts. Blockers and victims keep their order and
+    appear once, by identity."""
+    held = list(held)
+    queued_before = list(queued_before)
+    decisions = [decide(request, held, queued_before) for request in requests]
+    waiting = [d for d in decisions if d.kind == WAIT]
+    if waiting:
+        return BoxDecision(Outcome.WAITING, blockers=_once(b for d in waiting for b in d.blocking))
+    return BoxDecision(
+        Outcome.GRANTED,
+        reuse=tuple(find_reusable(request, held) for request in requests),
+        revoke=_once(v for d in decisions for v in d.revoke),
+    )
+
+
+def _once(specs: Iterable[LockSpec]) -> tuple[LockSpec, ...]:
+    seen: set[int] = set()
+    out = []
+    for spec in specs:
+        if id(spec) not in seen:
+            seen.add(id(spec))
+            out.append(spec)
+    return tuple(out)
 
 
 @dataclass(frozen=True)

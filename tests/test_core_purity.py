@@ -26,6 +26,7 @@ print(json.dumps(sorted(sys.modules)))
         "metastore.timeline",
         "metastore.locking",
         "metastore.allocation_rules",
+        "metastore.upgrade_rules",
         "metastore.checkpoint_codec",
         "metastore.druid.expressions",
     ],

@@ -49,6 +49,7 @@ from workers.spark import get_spark
 from workers.steps import (
     SINGLE_PASS_SPANS,
     TWO_PHASE_SPANS,
+    append_needs_replan,
     append_pieces,
     lock_plan,
     publish_once,
@@ -215,12 +216,14 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
             # replace or compaction beside it (an APPEND lock under concurrent
             # locks, or no lock yet under segment locks) published chunks over
             # its rows after the split. Their rows go into the new chunks (SPEC
-            # §5, §8 row 7): lock those chunks too and split again.
+            # §5, §8 row 7), or an append at another granularity took a wider
+            # chunk over them (`append_needs_replan`): lock those chunks too and
+            # split again.
             if (
                 type(exc) is not services.ServiceError  # revoked, canceled, timed out...
                 or not spec.append_to_existing
                 or attempt + 1 == _LAYOUT_ROUNDS
-                or append_pieces(task.datasource, buckets) == layout
+                or not append_needs_replan(task, buckets, layout)
             ):
                 raise
             monitor.check()

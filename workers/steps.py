@@ -81,16 +81,46 @@ def lock_plan(
     return wanted
 
 
+def append_layout(datasource: str, buckets: list[Interval]) -> dict[Interval, list[tuple]]:
+    """For each of an append's buckets, the (piece, chunk interval) pairs its rows
+    split into now: one per chunk they go into (`services.append_layout`)."""
+    return {
+        bucket: services.append_layout(datasource=datasource, intervals=[bucket])
+        for bucket in buckets
+    }
+
+
 def append_pieces(datasource: str, buckets: list[Interval]) -> dict[Interval, list[Interval]]:
     """For each of an append's buckets, the pieces its rows split into: one per
     chunk they go into (`services.append_layout`); a bucket inside one chunk is
     one piece, itself."""
     return {
-        bucket: [
-            piece for piece, _ in services.append_layout(datasource=datasource, intervals=[bucket])
-        ]
-        for bucket in buckets
+        bucket: [piece for piece, _ in layout]
+        for bucket, layout in append_layout(datasource, buckets).items()
     }
+
+
+def append_needs_replan(
+    task: Task, buckets: list[Interval], pieces: dict[Interval, list[Interval]]
+) -> bool:
+    """After allocation refused an append's pieces: whether planning and locking
+    again can place them. Either the layout changed since `pieces` were split
+    (a replace published chunks over its rows), or its rows now go into a chunk
+    its time-chunk locks do not cover (an append at another granularity
+    allocated a wider chunk over them meanwhile, e.g. a DAY at EPOCH over an
+    HOUR append's locked hour). Both are legitimate concurrent histories:
+    the runner splits again and locks the new chunks (`lock_plan`)."""
+    layout = append_layout(task.datasource, buckets)
+    if {bucket: [piece for piece, _ in pairs] for bucket, pairs in layout.items()} != pieces:
+        return True
+    held = [
+        lk.interval
+        for lk in TaskLock.objects.filter(
+            task_id=task.id, granularity=locking.TIME_CHUNK, revoked=False
+        )
+    ]
+    chunks = {chunk for pairs in layout.values() for _, chunk in pairs}
+    return bool(held) and any(not any(h.contains(c) for h in held) for c in chunks)
 
 
 def read_points(locks: list[TaskLock]) -> list[tuple[Interval, int]]:

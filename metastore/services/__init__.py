@@ -13,6 +13,7 @@ publish, segments); every public name is re-exported here.
 
 from metastore.services._common import (
     LOCK_POLL_SECONDS,
+    Blocker,
     LockRevoked,
     LockTimeout,
     PublishError,
@@ -23,6 +24,7 @@ from metastore.services._common import (
     datasource_for_update,
     lock_request_json,
     lock_request_of,
+    lock_spec,
     lock_spec_of,
     new_task_id,
 )
@@ -30,12 +32,15 @@ from metastore.services.allocation import (
     Allocation,
     AllocationRequest,
     append_layout,
+    pending_segments_prune,
     segments_allocate,
     segments_allocate_many,
     segments_allocate_overwrite,
 )
 from metastore.services.locks import (
+    LockResult,
     lock_acquire,
+    lock_decide,
     lock_release,
     lock_try_acquire,
     locks_acquire,
@@ -78,7 +83,11 @@ __all__ = [
     "TaskNotClaimed",
     "datasource_for_update",
     "lock_request_of",
+    "lock_spec",
     "lock_spec_of",
+    "Blocker",
+    "LockResult",
+    "lock_decide",
     "lock_request_json",
     "new_task_id",
     "task_lock_mode",
@@ -102,6 +111,7 @@ __all__ = [
     "Allocation",
     "AllocationRequest",
     "append_layout",
+    "pending_segments_prune",
     "segments_allocate",
     "segments_allocate_many",
     "segments_allocate_overwrite",

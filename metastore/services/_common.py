@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import IntegrityError, transaction
@@ -106,16 +107,46 @@ def _next_version(ds: DataSource) -> str:
     return candidate
 
 
-def lock_spec_of(lock: TaskLock) -> locking.LockSpec:
+def lock_spec(
+    *,
+    group_id: str,
+    datasource: str,
+    interval: Interval | str,
+    lock_type: str,
+    priority: int,
+    granularity: str = locking.TIME_CHUNK,
+    partition: int | None = None,
+    version: str | None = None,
+    revoked: bool = False,
+) -> locking.LockSpec:
+    """The one way the lock box builds a `LockSpec`, whatever it describes: a
+    held lock (`lock_spec_of`), a task's request (`lock_request_of`) or a queued
+    waiter's recorded request. Only a SEGMENT lock keeps a version (it names
+    its segment); a time-chunk lock's version plays no part in decisions."""
     return locking.LockSpec(
+        group_id=group_id,
+        datasource=datasource,
+        interval=Interval.parse(interval) if isinstance(interval, str) else interval,
+        type=lock_type,
+        priority=priority,
+        granularity=granularity,
+        partition=partition,
+        version=version if granularity == locking.SEGMENT else None,
+        revoked=revoked,
+    )
+
+
+def lock_spec_of(lock: TaskLock) -> locking.LockSpec:
+    """A held (or revoked) lock, as the lock box decides over it."""
+    return lock_spec(
         group_id=lock.group_id,
         datasource=lock.datasource,
         interval=Interval(lock.start, lock.end),
-        type=lock.type,
+        lock_type=lock.type,
         priority=lock.priority,
         granularity=lock.granularity,
         partition=lock.partition,
-        version=lock.version if lock.granularity == locking.SEGMENT else None,
+        version=lock.version,
         revoked=lock.revoked,
     )
 
@@ -129,19 +160,6 @@ def lock_request_json(request: locking.LockSpec) -> dict:
         "partition": request.partition,
         "version": request.version,
     }
-
-
-def _request_from_json(group_id: str, datasource: str, data: dict) -> locking.LockSpec:
-    return locking.LockSpec(
-        group_id=group_id,
-        datasource=datasource,
-        interval=Interval.parse(data["interval"]),
-        type=data["type"],
-        priority=data["priority"],
-        granularity=data["granularity"],
-        partition=data.get("partition"),
-        version=data.get("version"),
-    )
 
 
 def _revoked_reason(task_id: str) -> str | None:
@@ -169,11 +187,12 @@ def lock_request_of(
     partition: int | None,
     version: str | None,
 ) -> locking.LockSpec:
-    return locking.LockSpec(
+    """What `task` asks the lock box for."""
+    return lock_spec(
         group_id=task.group_id,
         datasource=task.datasource,
         interval=interval,
-        type=lock_type,
+        lock_type=lock_type,
         priority=task.priority,
         granularity=granularity,
         partition=partition,
@@ -181,22 +200,48 @@ def lock_request_of(
     )
 
 
-def _blocker(spec: locking.LockSpec, lock: TaskLock | None, queued_task: str | None = None) -> dict:
-    """What a waiting task shows it waits on: a held lock, or an earlier queued request."""
-    return {
-        "lock": lock.id if lock else None,
-        "task": lock.task_id if lock else queued_task,
-        "type": spec.type,
-        "granularity": spec.granularity,
-        "interval": str(spec.interval),
-        "priority": spec.priority,
-        "queued": lock is None,
-    }
+@dataclass(frozen=True)
+class Blocker:
+    """What a waiting task waits on: a held lock, or an earlier queued request."""
 
+    task: str | None
+    type: str
+    granularity: str
+    interval: str
+    priority: int
+    lock: int | None = None  # the held lock's id; None for a queued request
 
-def _revoke(victims: list[TaskLock], *, by: Task) -> None:
-    lockbox_sql.grant_writes(revoke=[v.id for v in victims], revoked_by=by.id)
-    _log_revocation(victims, by=by)
+    @classmethod
+    def of(
+        cls, spec: locking.LockSpec, lock: TaskLock | None, queued_task: str | None = None
+    ) -> Blocker:
+        return cls(
+            task=lock.task_id if lock else queued_task,
+            type=spec.type,
+            granularity=spec.granularity,
+            interval=str(spec.interval),
+            priority=spec.priority,
+            lock=lock.id if lock else None,
+        )
+
+    @property
+    def queued(self) -> bool:
+        return self.lock is None
+
+    def as_json(self) -> dict:
+        """The task's `waiting_on` entry (shown by the console and the API)."""
+        return {
+            "lock": self.lock,
+            "task": self.task,
+            "type": self.type,
+            "granularity": self.granularity,
+            "interval": self.interval,
+            "priority": self.priority,
+            "queued": self.queued,
+        }
+
+    def describe(self) -> str:
+        return f"{self.type} {self.interval} of {self.task} (priority {self.priority})"
 
 
 def _log_revocation(victims: list[TaskLock], *, by: Task | lockbox_sql.TaskState) -> None:
@@ -206,12 +251,6 @@ def _log_revocation(victims: list[TaskLock], *, by: Task | lockbox_sql.TaskState
         by.priority,
         sorted({v.task_id for v in victims}),
     )
-
-
-def _resume(task: Task) -> None:
-    """A granted task is no longer WAITING: clear what it waited on."""
-    if task.status == TaskStatus.WAITING or task.waiting_request is not None:
-        lockbox_sql.grant_writes(resume_task=task.id)
 
 
 def _covering_lock(task: Task, interval: Interval) -> TaskLock:

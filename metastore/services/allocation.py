@@ -7,33 +7,28 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from metastore import allocation_rules, lockbox_sql, locking
 from metastore.allocation_rules import NON_ROOT_PARTITION_START
 from metastore.intervals import Interval
 from metastore.models import (
+    FINAL_STATUSES,
     DataSource,
     PendingSegment,
     Segment,
     Task,
     TaskLock,
-    TaskStatus,
 )
-from metastore.selectors import last_commit_seq
 from metastore.services._common import (
     LockRevoked,
     PublishError,
     ServiceError,
-    _blocker,
     _refuse_inactive,
-    _resume,
-    _revoke,
     _revoked_reason,
     datasource_for_update,
     lock_request_of,
-    lock_spec_of,
 )
+from metastore.services.locks import lock_decide
 from metastore.timeline import Timeline
 
 # --- allocation ---------------------------------------------------------------
@@ -98,9 +93,7 @@ def segments_allocate(
             return _existing_allocation(ds, chunk.existing, append=True)
         target = _append_target(interval, chunk.append)
         partitions = tuple(range(target.next_partition, target.next_partition + count))
-        if not _segment_locks_for_new(
-            Task.objects.get(id=task.id), target.interval, target.version, partitions
-        ):
+        if not _segment_locks_for_new(task, target.interval, target.version, partitions):
             return None
         lockbox_sql.pending_insert(
             task_id=task.id,
@@ -259,52 +252,14 @@ def _existing_allocation(
 
 
 def _segment_locks_for_new(task: Task, interval: Interval, version: str, partitions) -> bool:
-    """Lock freshly allocated segments (inside the caller's critical section)."""
-    held = list(
-        TaskLock.objects.filter(
-            datasource=task.datasource, start__lt=interval.end, end__gt=interval.start
-        )
-    )
-    pairs = [(lock_spec_of(lock), lock) for lock in held]
-    to_revoke: list[TaskLock] = []
-    requests = []
-    for p in partitions:
-        request = lock_request_of(task, interval, locking.EXCLUSIVE, locking.SEGMENT, p, version)
-        decision = locking.decide(request, [spec for spec, _ in pairs])
-        if decision.kind == locking.WAIT:
-            task.status = TaskStatus.WAITING
-            task.waiting_on = [
-                _blocker(blocking, next(lock for spec, lock in pairs if spec is blocking))
-                for blocking in decision.blocking
-            ]
-            task.waiting_since = task.waiting_since or timezone.now()
-            task.save(update_fields=["status", "waiting_on", "waiting_since"])
-            return False
-        to_revoke += [lock for spec, lock in pairs if any(spec is r for r in decision.revoke)]
-        requests.append(request)
-    if to_revoke:
-        _revoke(to_revoke, by=task)
-    seq = last_commit_seq(datasource=task.datasource)
-    TaskLock.objects.bulk_create(
-        [
-            TaskLock(
-                task=task,
-                group_id=r.group_id,
-                datasource=r.datasource,
-                start=interval.start,
-                end=interval.end,
-                granularity=locking.SEGMENT,
-                type=locking.EXCLUSIVE,
-                version=version,
-                priority=r.priority,
-                partition=r.partition,
-                granted_seq=seq,
-            )
-            for r in requests
-        ]
-    )
-    _resume(task)
-    return True
+    """Lock freshly allocated segments (inside the caller's critical section),
+    through the lock box's one decision path (`lock_decide`, FCFS queue
+    included): all granted, or none and the task is WAITING."""
+    requests = [
+        lock_request_of(task, interval, locking.EXCLUSIVE, locking.SEGMENT, p, version)
+        for p in partitions
+    ]
+    return lock_decide(task_id=task.id, requests=requests).granted
 
 
 def segments_allocate_overwrite(
@@ -412,3 +367,24 @@ def _append_target(
         f"cannot append {interval} as one piece: its rows go into the chunks {names}; "
         "split them by the append layout"
     )
+
+
+def pending_segments_prune(*, task_id: str) -> int:
+    """Forget what an ended task was allocated, keeping what allocation still needs.
+
+    A pending segment serves its own task while it runs (idempotent allocation,
+    what it may publish, "an append is running here"); after that only two
+    things: that partition numbers of a chunk are never handed out again, even
+    once its segments are killed (`allocation_rules.next_partition` reads the
+    highest one ever recorded; so does a segment-locked overwrite for numbers
+    from 32768), and the janitor's sweep of what ended tasks left unpublished in
+    deep storage. So an ended task's allocations that were published are
+    dropped unless one is its chunk's highest root (or non-root) number, and so
+    are those of tasks that ended before in the same chunks; the unpublished
+    ones stay for the janitor. A chunk then keeps at most two
+    pending rows of ended tasks, however many tasks wrote into it.
+
+    The highest row of a chunk is never deleted (a row goes only while a higher
+    one exists), so concurrent prunes and allocations never lower a chunk's
+    watermark. Returns how many rows were deleted."""
+    return lockbox_sql.pending_prune(task_id, [str(s) for s in FINAL_STATUSES])

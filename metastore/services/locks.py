@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
@@ -17,18 +18,18 @@ from metastore.models import (
 )
 from metastore.services._common import (
     LOCK_POLL_SECONDS,
+    Blocker,
     LockRevoked,
     LockTimeout,
     ServiceError,
-    _blocker,
     _log_revocation,
     _next_version,
     _refuse_inactive,
-    _request_from_json,
     _revoked_reason,
     datasource_for_update,
     lock_request_json,
     lock_request_of,
+    lock_spec,
     lock_spec_of,
 )
 
@@ -81,6 +82,26 @@ def lock_acquire(
     return _acquire(task, [request], timeout_ms)[0]
 
 
+@dataclass(frozen=True)
+class LockResult:
+    """What one lock box decision did with a task's requests.
+
+    GRANTED: `held` are the task's locks granting them, in the order of the
+    requests. WAITING: nothing was granted or revoked; the task is WAITING on
+    `blockers` (held locks and earlier queued requests)."""
+
+    outcome: locking.Outcome
+    held: tuple[TaskLock, ...] = ()
+    blockers: tuple[Blocker, ...] = ()
+
+    @property
+    def granted(self) -> bool:
+        return self.outcome == locking.Outcome.GRANTED
+
+    def blocked_by(self) -> str:
+        return ", ".join(b.describe() for b in self.blockers)
+
+
 def _acquire(
     task: Task, requests: list[locking.LockSpec], timeout_ms: int | None
 ) -> list[TaskLock]:
@@ -92,15 +113,15 @@ def _acquire(
         )
     deadline = time.monotonic() + timeout_ms / 1000.0
     while True:
-        result = _lock_attempt(task.id, requests)
-        if not isinstance(result, str):
-            return result
+        result = lock_decide(task_id=task.id, requests=requests)
+        if result.granted:
+            return list(result.held)
         if time.monotonic() >= deadline:
             _clear_waiting(task.id)
             what = ", ".join(str(r.interval) for r in requests)
             raise LockTimeout(
                 f"timed out after {timeout_ms} ms waiting for a {requests[0].type} lock on "
-                f"{what}; blocked by {result}"
+                f"{what}; blocked by {result.blocked_by()}"
             )
         time.sleep(LOCK_POLL_SECONDS)
 
@@ -115,8 +136,10 @@ def locks_try_acquire(
     """One all-or-nothing decision on all of `intervals` without waiting: the
     locks, or None (the task is WAITING, queued on each interval)."""
     requests = [lock_request_of(task, iv, lock_type, granularity, None, None) for iv in intervals]
-    result = _lock_attempt(task.id, requests) if requests else []
-    return None if isinstance(result, str) else result
+    if not requests:
+        return []
+    result = lock_decide(task_id=task.id, requests=requests)
+    return list(result.held) if result.granted else None
 
 
 def lock_try_acquire(
@@ -130,18 +153,24 @@ def lock_try_acquire(
 ) -> TaskLock | None:
     """One lock decision without waiting: the lock, or None (the task is WAITING)."""
     request = lock_request_of(task, interval, lock_type, granularity, partition, version)
-    result = _lock_attempt(task.id, [request])
-    return None if isinstance(result, str) else result[0]
+    result = lock_decide(task_id=task.id, requests=[request])
+    return result.held[0] if result.granted else None
 
 
-def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLock] | str:
-    """One decision on all of `requests` inside the dataSource's critical section.
+def lock_decide(*, task_id: str, requests: Sequence[locking.LockSpec]) -> LockResult:
+    """The lock box's one decision path: every lock any task takes, time-chunk or
+    segment (segment allocation locks what it allocates through here too), is
+    decided by `locking.decide_all` on all of `requests` at once, against the
+    locks held on the dataSource and the requests of other groups queued before
+    the task (first come, first served), inside the dataSource's critical
+    section. Granted: the victims are revoked and the locks written. Waiting:
+    the task is WAITING, queued with its request, nothing else changes.
 
-    Returns the granted locks (in the order of `requests`), or a description
-    of what blocks them. This is the lock box's hot path: one round trip reads
-    (`decision_reads`), one writes (`grant_writes`) and, in a transaction of
-    its own on PostgreSQL, commits.
+    One round trip reads (`decision_reads`), one writes (`grant_writes`) and,
+    in a transaction of its own on PostgreSQL, commits. Inside a caller's
+    transaction (allocation) it joins it.
     """
+    requests = list(requests)
     datasource = requests[0].datasource
     intervals = [r.interval for r in requests]
     commit = lockbox_sql.commits_with_last_write()
@@ -160,109 +189,106 @@ def _lock_attempt(task_id: str, requests: list[locking.LockSpec]) -> list[TaskLo
         _refuse_inactive(task_id, task.status, task.cancel_requested)
         if any(lock.task_id == task_id and lock.revoked for lock in reads.locks):
             raise LockRevoked(_revoked_reason(task_id))
-        decided = []  # (request, [(spec, lock)], decision, queued)
-        for request in requests:
-            held = [
-                lock
-                for lock in reads.locks
-                if lock.datasource == datasource
-                and lock.start < request.interval.end
-                and lock.end > request.interval.start
-            ]
-            pairs = [(lock_spec_of(lock), lock) for lock in held]
-            queued = _queued_before(reads.queued, request)
-            decision = locking.decide(request, [sp for sp, _ in pairs], [q for q, _ in queued])
-            decided.append((request, pairs, decision, queued))
-        blockers = [
-            _blocker(
-                blocking,
-                next((lock for spec, lock in pairs if spec is blocking), None),
-                next((tid for spec, tid in queued if spec is blocking), None),
-            )
-            for _, pairs, decision, queued in decided
-            if decision.kind == locking.WAIT
-            for blocking in decision.blocking
-        ]
-        if blockers:  # all or nothing: grant none, revoke none
-            waiting = lock_request_json(requests[0])
-            if len(requests) > 1:  # one request on several intervals, queued on each
-                waiting["intervals"] = [str(r.interval) for r in requests]
-            Task.objects.filter(id=task_id).update(
-                status=TaskStatus.WAITING,
-                waiting_on=blockers,
-                waiting_request=waiting,
-                waiting_since=task.waiting_since or timezone.now(),
-            )
-            return ", ".join(
-                f"{b['type']} {b['interval']} of {b['task']} (priority {b['priority']})"
-                for b in blockers
-            )
-        victims: dict[int, TaskLock] = {}
-        reused: dict[int, TaskLock] = {}
-        new_locks = []
-        for i, (request, pairs, decision, _) in enumerate(decided):
-            for spec, lock in pairs:
-                if any(spec is r for r in decision.revoke):
-                    victims[lock.id] = lock
-            reusable = locking.find_reusable(request, [spec for spec, _ in pairs])
-            if reusable is not None:
-                reused[i] = next(lock for spec, lock in pairs if spec is reusable)
-                continue
-            if request.granularity == locking.SEGMENT:
-                lock_version = request.version or ""
-            else:
-                lock_version = _next_version(reads.datasource)
-            new_locks.append(
-                {
-                    "task_id": task_id,
-                    "group_id": request.group_id,
-                    "datasource": request.datasource,
-                    "start": request.interval.start,
-                    "end": request.interval.end,
-                    "granularity": request.granularity,
-                    "type": request.type,
-                    "version": lock_version,
-                    "priority": request.priority,
-                    "partition": request.partition,
-                    "revoked": False,
-                    "revoked_by_id": None,
-                    "granted_seq": reads.last_commit_seq,
-                    "created_at": timezone.now(),
-                }
-            )
-        if victims:
-            _log_revocation(list(victims.values()), by=task)
-        new_version = None
-        if any(lk["granularity"] != locking.SEGMENT for lk in new_locks):
-            new_version = (reads.datasource.id, reads.datasource.last_version)
-        granted = iter(
-            lockbox_sql.grant_writes(
-                revoke=list(victims),
-                revoked_by=task_id,
-                datasource_version=new_version,
-                new_locks=new_locks,
-                resume_task=(
-                    task_id
-                    if task.status == TaskStatus.WAITING or task.has_waiting_request
-                    else None
-                ),
-                commit=commit,
-            )
+        held = [(lock_spec_of(lock), lock) for lock in reads.locks if lock.datasource == datasource]
+        queued = _queued_before(reads.queued, datasource)
+        decision = locking.decide_all(requests, [sp for sp, _ in held], [q for q, _ in queued])
+        if decision.outcome == locking.Outcome.WAITING:
+            blockers = tuple(_blocker_of(spec, held, queued) for spec in decision.blockers)
+            _wait(task_id, task, requests, blockers)
+            return LockResult(locking.Outcome.WAITING, blockers=blockers)
+        return _grant(task, requests, decision, held, reads, commit)
+
+
+def _blocker_of(spec: locking.LockSpec, held: list, queued: list) -> Blocker:
+    lock = next((lock for s, lock in held if s is spec), None)
+    return Blocker.of(spec, lock, next((tid for s, tid in queued if s is spec), None))
+
+
+def _wait(task_id: str, task, requests: list[locking.LockSpec], blockers) -> None:
+    waiting = lock_request_json(requests[0])
+    if len(requests) > 1:  # one request on several intervals, queued on each
+        waiting["intervals"] = [str(r.interval) for r in requests]
+    Task.objects.filter(id=task_id).update(
+        status=TaskStatus.WAITING,
+        waiting_on=[b.as_json() for b in blockers],
+        waiting_request=waiting,
+        waiting_since=task.waiting_since or timezone.now(),
+    )
+
+
+def _grant(task, requests, decision: locking.BoxDecision, held, reads, commit) -> LockResult:
+    victims = [lock for spec, lock in held if any(spec is r for r in decision.revoke)]
+    new_locks = []
+    for request, reusable in zip(requests, decision.reuse, strict=True):
+        if reusable is not None:
+            continue
+        if request.granularity == locking.SEGMENT:
+            lock_version = request.version or ""
+        else:
+            lock_version = _next_version(reads.datasource)
+        new_locks.append(_new_lock(task.id, request, lock_version, reads.last_commit_seq))
+    if victims:
+        _log_revocation(victims, by=task)
+    new_version = None
+    if any(lk["granularity"] != locking.SEGMENT for lk in new_locks):
+        new_version = (reads.datasource.id, reads.datasource.last_version)
+    granted = iter(
+        lockbox_sql.grant_writes(
+            revoke=[v.id for v in victims],
+            revoked_by=task.id,
+            datasource_version=new_version,
+            new_locks=new_locks,
+            resume_task=(
+                task.id if task.status == TaskStatus.WAITING or task.has_waiting_request else None
+            ),
+            commit=commit,
         )
-        return [reused[i] if i in reused else next(granted) for i in range(len(requests))]
+    )
+    locks = tuple(
+        next(granted) if reusable is None else next(lk for sp, lk in held if sp is reusable)
+        for reusable in decision.reuse
+    )
+    return LockResult(locking.Outcome.GRANTED, held=locks)
+
+
+def _new_lock(task_id: str, request: locking.LockSpec, version: str, seq: int) -> dict:
+    return {
+        "task_id": task_id,
+        "group_id": request.group_id,
+        "datasource": request.datasource,
+        "start": request.interval.start,
+        "end": request.interval.end,
+        "granularity": request.granularity,
+        "type": request.type,
+        "version": version,
+        "priority": request.priority,
+        "partition": request.partition,
+        "revoked": False,
+        "revoked_by_id": None,
+        "granted_seq": seq,
+        "created_at": timezone.now(),
+    }
 
 
 def _queued_before(
-    queued: list[tuple[str, str, dict]], request: locking.LockSpec
+    queued: list[tuple[str, str, dict]], datasource: str
 ) -> list[tuple[locking.LockSpec, str]]:
-    """The earlier queued requests of other groups that overlap `request`, with their tasks."""
+    """The earlier queued requests of other groups, with their tasks."""
     out = []
     for other_id, group_id, data in queued:
         # A multi-interval waiter is queued on every one of its intervals.
         for interval in data.get("intervals") or [data["interval"]]:
-            spec = _request_from_json(group_id, request.datasource, {**data, "interval": interval})
-            if spec.interval.overlaps(request.interval):
-                out.append((spec, other_id))
+            spec = lock_spec(
+                group_id=group_id,
+                datasource=datasource,
+                interval=interval,
+                lock_type=data["type"],
+                priority=data["priority"],
+                granularity=data["granularity"],
+                partition=data.get("partition"),
+                version=data.get("version"),
+            )
+            out.append((spec, other_id))
     return out
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 
-from metastore import allocation_rules, lockbox_sql, locking
+from metastore import allocation_rules, lockbox_sql, locking, segment_files, upgrade_rules
 from metastore.allocation_rules import NON_ROOT_PARTITION_START
 from metastore.druid.ingestion import drop_existing_chunks
 from metastore.intervals import Interval
@@ -185,14 +185,23 @@ def _segment_row(ds: DataSource, task: Task, seg: NewSegment, roots, aug) -> Seg
 
 
 def _copy_onto(
-    ds: DataSource, task: Task, source: Segment, version: str, partition: int, core: int
+    ds: DataSource,
+    task: Task,
+    source: Segment,
+    copy: upgrade_rules.Copy,
+    slot: tuple[int, int],
+    figures: tuple[int, int],
 ) -> Segment:
+    """The copy's row: the source's file at the copy's interval and version,
+    `slot` its (partition, core partitions), `figures` its (rows, bytes)."""
+    partition, core = slot
+    num_rows, size_bytes = figures
     return Segment(
-        id=Segment.make_id(ds.name, source.interval, version, partition),
+        id=Segment.make_id(ds.name, copy.interval, copy.version, partition),
         datasource=ds,
-        start=source.start,
-        end=source.end,
-        version=version,
+        start=copy.interval.start,
+        end=copy.interval.end,
+        version=copy.version,
         partition=partition,
         minor_version=0,
         root_partitions=[partition],
@@ -200,8 +209,8 @@ def _copy_onto(
         core_partitions=core,
         tombstone=False,
         shard_spec={**(source.shard_spec or {}), "partitionNum": partition},
-        size_bytes=source.size_bytes,
-        num_rows=source.num_rows,
+        size_bytes=size_bytes,
+        num_rows=num_rows,
         location=source.location,
         used=True,
         created_by=task,
@@ -211,17 +220,60 @@ def _copy_onto(
     )
 
 
-def _next_free(ds: DataSource, interval: Interval, version: str, taken: dict, core: int) -> int:
-    key = (interval.start, interval.end, version)
-    if key not in taken:
-        taken[key] = max(lockbox_sql.chunk_partitions(ds, interval, version)[1], core)
-    value = taken[key]
-    taken[key] = value + 1
-    return value
+def _write_copies(
+    ds: DataSource,
+    task: Task,
+    copies: list[upgrade_rules.Copy],
+    rows_of: dict[str, Segment],
+    taken: dict,
+    cores: dict,
+) -> list[Segment]:
+    """Rows for `copies`, each claiming the rows of its file inside its interval
+    (`upgrade_rules.copy_figures`); a copy that shows none is not made. Each
+    takes the next free partition number of its chunk (after its core set)."""
+    wanted: dict[str, set[Interval]] = {}
+    for copy in copies:
+        if upgrade_rules.needs_count(copy):
+            location = rows_of[copy.source.id].location
+            wanted.setdefault(location, set()).add(copy.interval)
+    files = {loc: segment_files.file_facts(loc, ivs) for loc, ivs in wanted.items()}
+    out = []
+    for copy in copies:
+        source = rows_of[copy.source.id]
+        file = files.get(source.location)
+        if not upgrade_rules.shows_rows(copy, file):
+            continue
+        key = (copy.interval.start, copy.interval.end, copy.version)
+        if key not in taken:
+            core, free = lockbox_sql.chunk_partitions(ds, copy.interval, copy.version)
+            cores.setdefault(key, core)
+            taken[key] = max(free, cores[key])
+        partition, taken[key] = taken[key], taken[key] + 1
+        figures = upgrade_rules.copy_figures(copy, file)
+        out.append(_copy_onto(ds, task, source, copy, (partition, cores[key]), figures))
+    return out
+
+
+def _source(seg: Segment, committed_seq: int = 0) -> upgrade_rules.Source:
+    return upgrade_rules.Source(
+        id=seg.id,
+        interval=seg.interval,
+        version=seg.version,
+        original=seg.upgraded_from or seg.id,
+        committed_seq=committed_seq,
+        num_rows=seg.num_rows,
+        size_bytes=seg.size_bytes,
+    )
 
 
 def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_rows) -> list[Segment]:
-    replace_locks = [lk for lk in locks if lk.type == locking.REPLACE]
+    """Copies of the segments appended into a REPLACE task's intervals after its
+    lock was granted, onto its version (`upgrade_rules.replace_upgrades`)."""
+    replace_locks = [
+        upgrade_rules.ReplaceLock(lk.interval, lk.version, lk.granted_seq)
+        for lk in locks
+        if lk.type == locking.REPLACE
+    ]
     if not replace_locks:
         return []
     since = min(lk.granted_seq for lk in replace_locks)
@@ -235,6 +287,15 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
             committed_at[seg_id] = seq
     if not committed_at:
         return []
+    candidates = {
+        s.id: s
+        for s in Segment.objects.filter(id__in=list(committed_at), used=True, tombstone=False)
+    }
+    copies = upgrade_rules.replace_upgrades(
+        locks=replace_locks,
+        committed=[_source(s, committed_at[s.id]) for s in candidates.values()],
+        published=[upgrade_rules.Chunk(r.interval, r.version) for r in new_rows],
+    )
     cores: dict[tuple, int] = {}
     taken: dict = {}
     for row in new_rows:
@@ -244,67 +305,22 @@ def _replace_upgrades(ds: DataSource, task: Task, locks: list[TaskLock], new_row
         key = (row.start, row.end, row.version)
         if row.partition < NON_ROOT_PARTITION_START:
             taken[key] = max(taken.get(key, 0), row.partition + 1, cores[key])
-    out = []
-    candidates = Segment.objects.filter(id__in=list(committed_at), used=True, tombstone=False)
-    # An append and the copy it carried onto a newer version are one set of rows:
-    # upgrade each original once (its newest copy).
-    newest: dict[str, Segment] = {}
-    for source in candidates.order_by("version"):
-        newest[source.upgraded_from or source.id] = source
-    for source in sorted(newest.values(), key=lambda s: (s.start, s.partition)):
-        lock = next(
-            (
-                lk
-                for lk in replace_locks
-                if lk.start <= source.start
-                and lk.end >= source.end
-                and lk.granted_seq < committed_at[source.id]
-            ),
-            None,
-        )
-        if lock is None or source.version >= lock.version:
-            continue
-        if (source.start, source.end, lock.version) not in cores:
-            overlapping = [
-                row
-                for row in new_rows
-                if row.version == lock.version and row.start < source.end and row.end > source.start
-            ]
-            # The replace's chunks cut across the append's (another granularity):
-            # carry it onto each of them; a copy shares the file and takes the
-            # chunk's interval, so it shows exactly the appended rows inside it.
-            for chunk in sorted({(r.start, r.end) for r in overlapping}):
-                key = (*chunk, lock.version)
-                interval = Interval(*chunk)
-                partition = _next_free(ds, interval, lock.version, taken, cores[key])
-                copy = _copy_onto(ds, task, source, lock.version, partition, cores[key])
-                copy.start, copy.end = interval.start, interval.end
-                copy.id = Segment.make_id(ds.name, interval, lock.version, partition)
-                out.append(copy)
-            continue
-        core = cores[(source.start, source.end, lock.version)]
-        partition = _next_free(ds, source.interval, lock.version, taken, core)
-        out.append(_copy_onto(ds, task, source, lock.version, partition, core))
-    return out
+    return _write_copies(ds, task, copies, candidates, taken, cores)
 
 
 def _append_carry_overs(
     ds: DataSource, task: Task, locks: list[TaskLock], new_rows
 ) -> list[Segment]:
     """Copies of an APPEND task's new segments onto every newer chunk that a
-    replace committed over them meanwhile, at whatever granularity: each copy
-    shares the file and takes the newer chunk's interval, so it shows exactly
-    the appended rows inside that chunk (reads filter a segment's rows to its
-    visible part). Without it, a DAY append allocated before an HOUR replace
-    published would be hidden under the replace's HOUR chunks."""
+    replace committed over them meanwhile, at whatever granularity
+    (`upgrade_rules.append_carry_overs`). Without it, a DAY append allocated
+    before an HOUR replace published would be hidden under the replace's HOUR
+    chunks."""
     if not any(lk.type == locking.APPEND for lk in locks):
         return []
-    out = []
-    taken: dict = {}
-    cores: dict = {}
-    for row in new_rows:
-        if row.tombstone or row.minor_version > 0:
-            continue
+    roots = [row for row in new_rows if not row.tombstone and row.minor_version == 0]
+    visible = {}
+    for row in roots:
         overlapping = Segment.objects.filter(
             datasource=ds, used=True, start__lt=row.end, end__gt=row.start
         ).values_list(
@@ -320,24 +336,14 @@ def _append_carry_overs(
             "tombstone",
         )
         timeline = Timeline.build(_refs(overlapping))
-        newer = sorted(
-            {
-                (ref.interval, ref.version)
-                for _, ref in timeline.lookup(row.interval)
-                if ref.version > row.version
-            },
-            key=lambda c: (c[0].start, c[1]),
-        )
-        for interval, version in newer:
-            key = (interval.start, interval.end, version)
-            if key not in cores:  # one read per chunk: its core set and next free number
-                cores[key], taken[key] = lockbox_sql.chunk_partitions(ds, interval, version)
-            partition = _next_free(ds, interval, version, taken, cores[key])
-            copy = _copy_onto(ds, task, row, version, partition, cores[key])
-            copy.start, copy.end = interval.start, interval.end
-            copy.id = Segment.make_id(ds.name, interval, version, partition)
-            out.append(copy)
-    return out
+        visible[row.id] = [
+            upgrade_rules.Chunk(ref.interval, ref.version)
+            for _, ref in timeline.lookup(row.interval)
+        ]
+    copies = upgrade_rules.append_carry_overs(
+        published=[_source(row) for row in roots], visible=visible
+    )
+    return _write_copies(ds, task, copies, {row.id: row for row in roots}, {}, {})
 
 
 def _refs(rows) -> list[SegmentRef]:

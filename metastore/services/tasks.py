@@ -31,6 +31,7 @@ from metastore.services._common import (
     _revoked_reason,
     new_task_id,
 )
+from metastore.services.allocation import pending_segments_prune
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +226,7 @@ def task_finish(*, task_id: str, status: str, error: str = "", report: dict | No
             if report is not None:
                 task.report = report
             task.save()
+            pending_segments_prune(task_id=task.id)
     return task
 
 
