@@ -37,6 +37,7 @@ urlpatterns = [
     path("api/v1/", include(router.urls)),
     path("", include("console.task_log_api")),
     path("", include("console.druid")),
+    path("", include("console.druid_compaction")),
     path("", include("console.druid_native")),
     path("", include("console.druid_read")),
     path("", include("console.query_api")),
