@@ -247,11 +247,6 @@ def validate_compaction_config(raw: Any) -> CompactionConfigSpec:
     return config
 
 
-def config_from_json(data: dict) -> CompactionConfigSpec:
-    """A stored config (already valid) back as a spec."""
-    return validate_compaction_config(data)
-
-
 def _validated(task: dict):
     try:
         return validate_task_spec(task, input_roots=[])

@@ -325,3 +325,15 @@ def test_only_the_datasource_is_required_and_druids_defaults_fill_the_rest():
     assert out["inputSegmentSizeBytes"] == 100_000_000_000_000
     assert out["skipOffsetFromLatest"] == "P1D"
     assert out["maxRowsPerSegment"] is None and out["taskContext"] is None
+
+
+def test_late_data_into_the_newest_interval_never_starves_older_ones():
+    cfg = config(skipOffsetFromLatest="PT0S")
+    visible = (seg(day(3)), seg(day(4)), seg(day(5)))
+    # Day 4 was compacted a minute ago and got late data again; day 3 never was.
+    tasks = (TaskFact("c4", day(4), "SUCCESS", False, NOW - timedelta(minutes=1), "", True),)
+    plan = plan_datasource(cfg, Facts("wiki", visible, (), tasks), now=NOW)
+    (chosen,) = [st for st in allocate_slots({"wiki": plan}, used=0, budget=1)["wiki"] if st.submit]
+    assert chosen.interval == day(5)
+    plans = allocate_slots({"wiki": plan}, used=0, budget=2)["wiki"]
+    assert [st.interval for st in plans if st.submit] == [day(5), day(3)]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from metastore.compaction_state import (
     CompactionConfigSpec,
@@ -99,6 +99,7 @@ class IntervalStatus:
     task_id: str | None = None
     next_retry: datetime | None = None
     submit: bool = False
+    last_compacted_at: datetime | None = None  # the duty's last success on it
 
 
 def candidate_intervals(
@@ -264,8 +265,27 @@ def plan_datasource(
         _judge(config, desired, facts, iv, segs, cutoff=cutoff, now=now, retry_base=retry_base)
         for iv, segs in groups
     ]
+    out = [replace(st, last_compacted_at=_last_success(facts.tasks, st.interval)) for st in out]
     out.sort(key=lambda s: (s.interval.start, s.interval.end), reverse=True)
     return out
+
+
+def _last_success(tasks: Sequence[TaskFact], interval: Interval) -> datetime | None:
+    ends = [
+        t.ended_at
+        for t in tasks
+        if t.by_duty and t.status == "SUCCESS" and t.interval == interval and t.ended_at
+    ]
+    return max(ends, default=None)
+
+
+def _turn_order(statuses: Sequence[IntervalStatus]) -> list[int]:
+    """Awaiting intervals in the order they get slots: never compacted by the duty
+    (or longest ago) first, newest first among equals, so that late data streaming
+    into the newest interval never starves the older ones (Druid #16768)."""
+    awaiting = [i for i, s in enumerate(statuses) if s.status == AWAITING]
+    awaiting.sort(key=lambda i: statuses[i].last_compacted_at or datetime.min.replace(tzinfo=UTC))
+    return awaiting
 
 
 def slot_budget(total_slots: int, ratio: float, max_slots: int) -> int:
@@ -278,10 +298,10 @@ def allocate_slots(
     plans: dict[str, list[IntervalStatus]], *, used: int, budget: int
 ) -> dict[str, list[IntervalStatus]]:
     """Mark awaiting intervals to submit while slots are free: each dataSource's
-    newest awaiting interval in turn (dataSources in name order), then each one's
-    next. The awaiting intervals left say how many slots are used."""
+    first awaiting interval (`_turn_order`) in turn (dataSources in name order),
+    then each one's next. The awaiting intervals left say how many slots are used."""
     free = max(0, budget - used)
-    queues = {ds: [i for i, s in enumerate(p) if s.status == AWAITING] for ds, p in plans.items()}
+    queues = {ds: _turn_order(p) for ds, p in plans.items()}
     out = {ds: list(p) for ds, p in plans.items()}
     taken = 0
     while taken < free and any(queues.values()):
