@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.druid_compaction import interval_json
+from console.openapi import responses
 from metastore import compaction_selectors as reads
 from metastore import services
 from metastore.duties import compaction_run
@@ -30,11 +31,13 @@ def _author(request) -> dict:
 
 
 class ConfigList(APIView):
-    @extend_schema(responses={200: {"type": "array", "items": _OBJECT}})
+    @extend_schema(responses=responses({200: {"type": "array", "items": _OBJECT}}))
     def get(self, request):
         return Response([reads.config_json(c) for c in reads.compaction_configs()])
 
-    @extend_schema(request={"application/json": _OBJECT}, responses={201: _OBJECT, 400: _OBJECT})
+    @extend_schema(
+        request={"application/json": _OBJECT}, responses=responses({201: _OBJECT}, 400, 415)
+    )
     def post(self, request):
         if not isinstance(request.data, dict):
             raise SpecError("(body)", "give a compaction config (a JSON object)")
@@ -47,14 +50,17 @@ class ConfigList(APIView):
 
 
 class ConfigDetail(APIView):
-    @extend_schema(responses={200: _OBJECT, 404: _OBJECT})
+    @extend_schema(
+        operation_id="api_v1_compaction_configs_datasource_retrieve",
+        responses=responses({200: _OBJECT}, 404),
+    )
     def get(self, request, datasource):
         config = reads.compaction_config(datasource=datasource)
         if config is None:
             raise Http404(f"auto-compaction is off for {datasource}")
         return Response(reads.config_json(config))
 
-    @extend_schema(responses={204: None, 404: _OBJECT})
+    @extend_schema(responses=responses({204: None}, 404))
     def delete(self, request, datasource):
         if not services.compaction_config_delete(datasource=datasource, **_author(request)):
             raise Http404(f"auto-compaction is off for {datasource}")
@@ -62,7 +68,9 @@ class ConfigDetail(APIView):
 
 
 class Status(APIView):
-    @extend_schema(parameters=[OpenApiParameter("datasource", str)], responses={200: _OBJECT})
+    @extend_schema(
+        parameters=[OpenApiParameter("datasource", str)], responses=responses({200: _OBJECT})
+    )
     def get(self, request):
         plans = compaction_run.compaction_plans(datasource=request.query_params.get("datasource"))
         state = "RUNNING" if plans.last_run_at else "AWAITING_FIRST_RUN"

@@ -85,7 +85,11 @@ class CompactionConfigs(DruidView):
 
 
 class CompactionConfigDetail(DruidView):
-    @extend_schema(parameters=[PATH_DATASOURCE], responses=druid_responses({200: _OBJECT}, 404))
+    @extend_schema(
+        operation_id="druid_coordinator_v1_config_compaction_datasource_retrieve",
+        parameters=[PATH_DATASOURCE],
+        responses=druid_responses({200: _OBJECT}, 404),
+    )
     def get(self, request, datasource):
         return Response(reads.config_json(_config_or_404(datasource)))
 
@@ -127,6 +131,7 @@ _HISTORY_PARAMS = [OpenApiParameter("interval", str), OpenApiParameter("count", 
 
 class CompactionConfigHistory(DruidView):
     @extend_schema(
+        operation_id="druid_coordinator_v1_config_compaction_datasource_history_retrieve",
         parameters=[PATH_DATASOURCE, *_HISTORY_PARAMS],
         responses=druid_responses({200: {"type": "array", "items": _OBJECT}}, 400),
     )

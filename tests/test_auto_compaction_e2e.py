@@ -99,7 +99,7 @@ def append_spec(inline_spec, n: int, granularity: str) -> tuple[dict, list[str]]
     """Rows for 2024-01-01..03 (the older days are late data), each with its own id."""
     rows, ids = [], []
     for day in (1, 2, 3):
-        for hour in (1 + n, 12 + n, 22):
+        for hour in (1 + n, 12 + n, 23):
             rid = f"a{n}-{day}-{hour}"
             ids.append(rid)
             rows.append({"ts": f"2024-01-0{day}T{hour:02d}:{n:02d}:00Z", "page": rid, "added": 1})
