@@ -117,11 +117,11 @@ def _history(request, datasource: str) -> Response:
         [
             {
                 "globalConfig": row.global_config,
-                "compactionConfig": row.compaction_config,
+                "compactionConfig": config,
                 "auditInfo": {"author": row.author, "comment": row.comment, "ip": row.ip},
                 "auditTime": format_ts(row.created_at),
             }
-            for row in rows
+            for row, config in rows
         ]
     )
 

@@ -68,14 +68,22 @@ def config_spec(config: CompactionConfig) -> CompactionConfigSpec:
 
 def compaction_history(
     *, datasource: str, interval: Interval | None = None, count: int | None = None
-) -> list[CompactionConfigAudit]:
-    """The config changes of `datasource` and of the cluster slots, oldest first
-    (Druid's order); `interval` limits by audit time, `count` keeps the newest n."""
-    qs = CompactionConfigAudit.objects.filter(Q(datasource=datasource) | Q(datasource=""))
+) -> list[tuple[CompactionConfigAudit, dict | None]]:
+    """Druid's config history of `datasource`, oldest first: each change of its
+    config (None once deleted), and each change of the cluster slots while it had
+    one, with its config as it stood. `interval` limits by audit time, `count`
+    keeps the newest n."""
+    rows = CompactionConfigAudit.objects.filter(Q(datasource=datasource) | Q(datasource=""))
+    entries, current = [], None
+    for row in rows.order_by("created_at", "id"):
+        if row.datasource:
+            current = row.compaction_config
+            entries.append((row, current))
+        elif current is not None:
+            entries.append((row, current))
     if interval is not None:
-        qs = qs.filter(created_at__gte=interval.start, created_at__lt=interval.end)
-    rows = list(qs.order_by("-created_at", "-id")[: count if count is not None else 1000])
-    return rows[::-1]
+        entries = [e for e in entries if interval.contains(e[0].created_at)]
+    return entries[-count:] if count else entries
 
 
 def _task_interval(spec: dict) -> Interval | None:
@@ -138,6 +146,7 @@ def compaction_facts(*, datasource: str, now: datetime | None = None) -> Facts:
                 ended_at=t.ended_at,
                 error=t.error,
                 by_duty=t.id.startswith(DUTY_TASK_PREFIX),
+                spec=t.spec,
             )
             for t in tasks
         ),

@@ -84,3 +84,12 @@ def test_console_page_lists_intervals_with_reasons(client, user, publish):
     assert "2024-01-01T00:00:00.000Z/2024-01-02T00:00:00.000Z" in page
     fragment = client.get("/compaction?datasource=wiki", HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in fragment and "SKIP_OFFSET" in fragment
+
+
+def test_datasource_page_links_to_its_compaction_status(client, user, publish):
+    publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
+    client.force_login(user)
+    page = client.get("/datasources/wiki").content.decode()
+    assert "/compaction?datasource=wiki" in page
+    off = client.get("/compaction?datasource=wiki").content.decode()
+    assert "Auto-compaction is off for wiki" in off

@@ -181,11 +181,12 @@ def test_running_compaction_and_failed_attempts_with_retry_time():
     cfg = config(skipOffsetFromLatest="PT0S")
     visible = (seg(day(3)), seg(day(4)), seg(day(5)))
     ended = NOW - timedelta(seconds=30)
+    job4, job5 = compaction_task_spec(cfg, day(4)), compaction_task_spec(cfg, day(5))
     tasks = (
         TaskFact("c3", day(3), "RUNNING", True, by_duty=True),
-        TaskFact("c4a", day(4), "FAILED", False, ended - timedelta(hours=1), "boom", True),
-        TaskFact("c4b", day(4), "FAILED", False, ended, "disk full", True),
-        TaskFact("c5", day(5), "FAILED", False, NOW - timedelta(minutes=5), "old", True),
+        TaskFact("c4a", day(4), "FAILED", False, ended - timedelta(hours=1), "boom", True, job4),
+        TaskFact("c4b", day(4), "FAILED", False, ended, "disk full", True, job4),
+        TaskFact("c5", day(5), "FAILED", False, NOW - timedelta(minutes=5), "old", True, job5),
     )
     plan = by_interval(plan_datasource(cfg, Facts("wiki", visible, (), tasks), now=NOW))
     assert (plan[day(3)].status, plan[day(3)].task_id) == (RUNNING, "c3")
@@ -200,7 +201,8 @@ def test_running_compaction_and_failed_attempts_with_retry_time():
 def test_output_that_never_matches_is_not_compacted_forever():
     cfg = config(skipOffsetFromLatest="PT0S")
     wrong = compacted_state(cfg, segmentGranularity="HOUR")
-    tasks = (TaskFact("c1", day(3), "SUCCESS", False, NOW, "", True),)
+    job = compaction_task_spec(cfg, day(3))
+    tasks = (TaskFact("c1", day(3), "SUCCESS", False, NOW, "", True, job),)
     facts = Facts("wiki", (seg(day(3), state=wrong, by="c1"),), (), tasks)
     (st,) = plan_datasource(cfg, facts, now=NOW)
     assert st.code == "OUTPUT_MISMATCH" and "c1" in st.reason
@@ -337,3 +339,21 @@ def test_late_data_into_the_newest_interval_never_starves_older_ones():
     assert chosen.interval == day(5)
     plans = allocate_slots({"wiki": plan}, used=0, budget=2)["wiki"]
     assert [st.interval for st in plans if st.submit] == [day(5), day(3)]
+
+
+def test_a_config_change_retries_at_once_what_failed_or_did_not_match_before():
+    old = config(skipOffsetFromLatest="PT0S")
+    new = config(skipOffsetFromLatest="PT0S", taskPriority=60)
+    wrong = compacted_state(old, segmentGranularity="HOUR")
+    tasks = (
+        TaskFact("c3", day(3), "SUCCESS", False, NOW, "", True, compaction_task_spec(old, day(3))),
+        TaskFact(
+            "c4", day(4), "FAILED", False, NOW, "boom", True, compaction_task_spec(old, day(4))
+        ),
+    )
+    visible = (seg(day(3), state=wrong, by="c3"), seg(day(4)))
+    before = by_interval(plan_datasource(old, Facts("wiki", visible, (), tasks), now=NOW))
+    assert before[day(3)].code == "OUTPUT_MISMATCH"
+    assert before[day(4)].code == "LAST_ATTEMPT_FAILED"
+    after = by_interval(plan_datasource(new, Facts("wiki", visible, (), tasks), now=NOW))
+    assert after[day(3)].status == AWAITING and after[day(4)].status == AWAITING

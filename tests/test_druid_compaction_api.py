@@ -114,8 +114,12 @@ def test_history_records_author_comment_and_the_global_config(api_client):
     assert first["auditInfo"]["author"] == "alice"
     assert first["auditInfo"]["comment"] == "daily segments"
     assert first["globalConfig"]["compactionTaskSlotRatio"] == 0.1
+    # A change of the cluster's slots is in its history, with its config as it stood.
+    api_client.post(f"{BASE}/config/compaction/taskslots?ratio=0.5")
     newest = api_client.get(f"{BASE}/config/compaction/wikipedia_hour/history?count=1").json()
     assert [h["compactionConfig"]["skipOffsetFromLatest"] for h in newest] == ["P1D"]
+    assert newest[0]["globalConfig"]["compactionTaskSlotRatio"] == 0.5
+    history = history + newest
     by_query = api_client.get(f"{BASE}/config/compaction/history?dataSource=wikipedia_hour").json()
     assert by_query == history
     assert (

@@ -36,6 +36,7 @@ from datetime import UTC, datetime, timedelta
 from metastore.compaction_state import (
     CompactionConfigSpec,
     compaction_mismatch,
+    compaction_task_spec,
     desired_state,
 )
 from metastore.intervals import Granularity, Interval, format_ts
@@ -78,6 +79,7 @@ class TaskFact:
     ended_at: datetime | None = None
     error: str = ""
     by_duty: bool = False
+    spec: dict | None = None  # the task spec as submitted
 
 
 @dataclass(frozen=True)
@@ -132,10 +134,31 @@ def retry_wait(failures: int, base: timedelta) -> timedelta:
     return min(base * (2 ** max(0, failures - 1)), MAX_RETRY_WAIT)
 
 
-def _duty_history(tasks: Sequence[TaskFact], interval: Interval) -> tuple[TaskFact | None, int]:
-    """The duty's latest ended task on exactly `interval` and its consecutive failures."""
+def _same_job(spec: dict | None, job: dict) -> bool:
+    """The task was submitted with the config as it is now (ids aside)."""
+    if spec is None:
+        return False
+    strip = ("id", "groupId")
+    return {k: v for k, v in spec.items() if k not in strip} == {
+        k: v for k, v in job.items() if k not in strip
+    }
+
+
+def _duty_history(
+    tasks: Sequence[TaskFact], interval: Interval, job: dict
+) -> tuple[TaskFact | None, int]:
+    """The duty's latest ended task on exactly `interval` with the current config's
+    job, and its consecutive failures (attempts under an older config do not count)."""
     ended = sorted(
-        (t for t in tasks if t.by_duty and not t.active and t.interval == interval and t.ended_at),
+        (
+            t
+            for t in tasks
+            if t.by_duty
+            and not t.active
+            and t.interval == interval
+            and t.ended_at
+            and _same_job(t.spec, job)
+        ),
         key=lambda t: t.ended_at,
         reverse=True,
     )
@@ -208,12 +231,13 @@ def _judge(
             f"input of {size} bytes is over inputSegmentSizeBytes "
             f"{config.input_segment_size_bytes}",
         )
-    return _after_failures(status, facts, interval, data, desired, mismatch, now, retry_base)
+    job = compaction_task_spec(config, interval)
+    return _after_failures(status, facts, interval, data, desired, mismatch, now, retry_base, job)
 
 
-def _after_failures(status, facts, interval, data, desired, mismatch, now, retry_base):
+def _after_failures(status, facts, interval, data, desired, mismatch, now, retry_base, job):
     """An eligible interval, unless the duty's own last attempts on it say to wait."""
-    last, failures = _duty_history(facts.tasks, interval)
+    last, failures = _duty_history(facts.tasks, interval, job)
     if last is not None and failures:
         next_retry = last.ended_at + retry_wait(failures, retry_base)
         if now < next_retry:
