@@ -238,3 +238,29 @@ def test_duty_submits_within_the_slot_budget_and_stops_at_once_when_turned_off(
     api_client.delete(f"{BASE}/config/compaction/wiki")
     compaction_duty_run()
     assert Task.objects.filter(type="compact").count() == 2
+
+
+def test_the_worker_entry_point_runs_one_duty_round(api_client, publish, no_queue, settings):
+    from workers.compaction_duty import CompactionDutyThread
+    from workers.tasks import compaction_duty
+
+    publish(
+        "wiki", "2024-01-01/2024-01-03", {"2024-01-01/2024-01-02": 1, "2024-01-02/2024-01-03": 1}
+    )
+    api_client.post(
+        f"{BASE}/config/compaction",
+        {"dataSource": "wiki", "skipOffsetFromLatest": "PT0S"},
+        format="json",
+    )
+    submitted = compaction_duty()
+    (task_id,) = submitted["wiki"]
+    assert (
+        Task.objects.get(id=task_id)
+        .spec["ioConfig"]["inputSpec"]["interval"]
+        .startswith("2024-01-02")
+    )
+    settings.STRATA_COMPACTION_PERIOD_SECONDS = 0  # off: the beat thread returns at once
+    duty = CompactionDutyThread()
+    duty.thread.start()
+    duty.thread.join(timeout=5)
+    assert not duty.thread.is_alive()
