@@ -153,6 +153,11 @@ def compaction_facts(*, datasource: str, now: datetime | None = None) -> Facts:
     )
 
 
+def compaction_ended_since(since: datetime) -> bool:
+    """A compaction task ended after `since` (its slot is free again)."""
+    return Task.objects.filter(type=TaskType.COMPACT, ended_at__gt=since).exists()
+
+
 def active_compaction_tasks() -> int:
     """Compaction tasks queued or running, of every dataSource (they use the slots)."""
     return Task.objects.filter(type=TaskType.COMPACT, status__in=ACTIVE_STATUSES).count()

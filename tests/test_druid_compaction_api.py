@@ -264,3 +264,31 @@ def test_the_worker_entry_point_runs_one_duty_round(api_client, publish, no_queu
     duty.thread.start()
     duty.thread.join(timeout=5)
     assert not duty.thread.is_alive()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_freed_slot_is_taken_at_once_not_a_period_later(publish, no_queue, settings, monkeypatch):
+    import time
+
+    from workers import compaction_duty
+
+    publish(
+        "wiki", "2024-01-01/2024-01-03", {"2024-01-01/2024-01-02": 1, "2024-01-02/2024-01-03": 1}
+    )
+    services.compaction_config_set(data={"dataSource": "wiki", "skipOffsetFromLatest": "PT0S"})
+    settings.STRATA_COMPACTION_PERIOD_SECONDS = 3600
+    monkeypatch.setattr(compaction_duty, "SLOT_POLL_SECONDS", 0.1)
+    (first,) = [st.task_id for st in compaction_duty_run().statuses["wiki"] if st.submit]
+    duty = compaction_duty.CompactionDutyThread()
+    duty.thread.start()
+    try:
+        time.sleep(0.5)
+        assert Task.objects.filter(type="compact").count() == 1  # no slot, an hour to go
+        services.task_cancel(task_id=first)  # its slot is free
+        deadline = time.monotonic() + 20
+        while Task.objects.filter(type="compact").count() < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert Task.objects.filter(type="compact").count() == 2
+    finally:
+        duty.stop.set()
+        duty.thread.join(timeout=10)

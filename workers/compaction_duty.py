@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from django.conf import settings
 
@@ -39,8 +40,15 @@ def run_once() -> dict[str, list[str]]:
     return submitted
 
 
+# How often the thread looks for a compaction slot that was freed between runs.
+SLOT_POLL_SECONDS = 2.0
+
+
 class CompactionDutyThread:
-    """Runs `run_once` every STRATA_COMPACTION_PERIOD_SECONDS (0 or less: never)."""
+    """Runs `run_once` every STRATA_COMPACTION_PERIOD_SECONDS (0 or less: never),
+    and also as soon as a compaction task ends between runs: its slot goes to the
+    next awaiting interval at once, as Druid's compaction supervisors do, instead
+    of a period later."""
 
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -48,14 +56,24 @@ class CompactionDutyThread:
 
     def _run(self) -> None:
         from django.db import connection
+        from django.utils import timezone
+
+        from metastore.compaction_selectors import compaction_ended_since
 
         period = float(settings.STRATA_COMPACTION_PERIOD_SECONDS)
         if period <= 0:
             log.info("auto-compaction duty off (STRATA_COMPACTION_PERIOD_SECONDS=%s)", period)
             return
-        while not self.stop.wait(period):
-            try:
-                run_once()
-            except Exception:  # the database is away: the next period tries again
-                log.exception("auto-compaction duty run failed")
-                connection.close()
+        last_run, last_wall = time.monotonic(), timezone.now()
+        try:
+            while not self.stop.wait(min(period, SLOT_POLL_SECONDS)):
+                try:
+                    due = time.monotonic() - last_run >= period
+                    if due or compaction_ended_since(last_wall):
+                        last_run, last_wall = time.monotonic(), timezone.now()
+                        run_once()
+                except Exception:  # the database is away: the next round tries again
+                    log.exception("auto-compaction duty run failed")
+                    connection.close()
+        finally:
+            connection.close()
