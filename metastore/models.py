@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from metastore import locking
+from metastore import compaction_state, locking
 from metastore.allocation_rules import EPOCH_VERSION
 from metastore.intervals import Interval, format_ts
 
@@ -348,11 +348,11 @@ class Worker(models.Model):
 # --- auto-compaction (the Coordinator's compaction duty) ---------------------------
 
 # Druid's defaults (DataSourceCompactionConfig, ClusterCompactionConfig).
-COMPACTION_DEFAULT_PRIORITY = 25
-COMPACTION_DEFAULT_INPUT_BYTES = 100_000_000_000_000
-COMPACTION_DEFAULT_SKIP_OFFSET = "P1D"
-COMPACTION_DEFAULT_SLOT_RATIO = 0.1
-COMPACTION_DEFAULT_MAX_SLOTS = 2_147_483_647
+COMPACTION_DEFAULT_PRIORITY = compaction_state.DEFAULT_PRIORITY
+COMPACTION_DEFAULT_INPUT_BYTES = compaction_state.DEFAULT_INPUT_BYTES
+COMPACTION_DEFAULT_SKIP_OFFSET = compaction_state.DEFAULT_SKIP_OFFSET
+COMPACTION_DEFAULT_SLOT_RATIO = compaction_state.DEFAULT_SLOT_RATIO
+COMPACTION_DEFAULT_MAX_SLOTS = compaction_state.DEFAULT_MAX_SLOTS
 
 
 class CompactionConfig(models.Model):
