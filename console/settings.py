@@ -11,6 +11,8 @@ Environment (documented in the README):
   STRATA_INPUT_ROOTS  default: $STRATA_DATA_DIR/input; os.pathsep-separated list of
                       directories a `local` input source may read
   STRATA_INTERMEDIARY_EXPIRY  seconds, default 600
+  STRATA_COMPACTION_PERIOD_SECONDS  default: 60; how often the beat process runs the
+                      auto-compaction duty
   STRATA_TASK_SLOTS   default: 2; tasks that run at the same time (threads of the run
                       command's worker sharing one SparkSession, a scheduler pool each)
   DJANGO_SECRET_KEY   default: a random key generated once into $STRATA_DATA_DIR/secret_key
@@ -257,6 +259,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = STRATA_MAX_BODY_BYTES
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
 # A task whose heartbeat is older than this is failed by the task reaper, which
 # runs every STRATA_REAPER_SECONDS (independent of STRATA_INTERMEDIARY_EXPIRY).
+# The auto-compaction duty runs every STRATA_COMPACTION_PERIOD_SECONDS in the beat
+# process (Druid's compaction duty period); a failed interval is retried after one
+# period, doubling per consecutive failure, at most an hour.
+STRATA_COMPACTION_PERIOD_SECONDS = float(os.environ.get("STRATA_COMPACTION_PERIOD_SECONDS", "60"))
 STRATA_HEARTBEAT_TIMEOUT = float(os.environ.get("STRATA_HEARTBEAT_TIMEOUT", "20"))
 STRATA_REAPER_SECONDS = float(os.environ.get("STRATA_REAPER_SECONDS", "5"))
 # The reaper also queues again a task still PENDING this long after it was

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from console import api, security, slot_views, views
+from console import api, compaction_api, compaction_views, security, slot_views, views
 
 router = DefaultRouter()
 router.trailing_slash = "/?"  # SPEC §7 paths have no trailing slash; accept both
@@ -18,6 +18,7 @@ console_patterns = [
     path("tasks/<str:task_id>", views.task_page, name="task"),
     path("tasks/<str:task_id>/cancel", views.task_cancel, name="task-cancel"),
     path("locks", views.locks_page, name="locks"),
+    path("compaction", compaction_views.compaction_page, name="compaction"),
     path("slots", slot_views.task_slots_fragment, name="slots"),
     path("datasources", views.datasources_page, name="datasources"),
     path("datasources/<str:name>", views.datasource_page, name="datasource"),
@@ -34,9 +35,11 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/locks", api.LockListView.as_view(), name="api-locks"),
     path("api/v1/slots", api.SlotsView.as_view(), name="api-slots"),
+    path("api/v1/", include(compaction_api.urlpatterns)),
     path("api/v1/", include(router.urls)),
     path("", include("console.task_log_api")),
     path("", include("console.druid")),
+    path("", include("console.druid_compaction")),
     path("", include("console.druid_native")),
     path("", include("console.druid_read")),
     path("", include("console.query_api")),

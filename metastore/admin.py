@@ -1,6 +1,7 @@
 """The Django admin. Everything is read-only except what goes through services:
 segment used flag / location / shard spec edits, mark used/unused, task cancel."""
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.template.response import TemplateResponse
@@ -8,7 +9,18 @@ from rest_framework.authtoken.admin import TokenAdmin
 from rest_framework.authtoken.models import TokenProxy
 
 from metastore import services
-from metastore.models import CommitLogEntry, DataSource, PendingSegment, Segment, Task, TaskLock
+from metastore.compaction_state import validate_compaction_config
+from metastore.druid.errors import SpecError
+from metastore.models import (
+    CommitLogEntry,
+    CompactionConfig,
+    CompactionConfigAudit,
+    DataSource,
+    PendingSegment,
+    Segment,
+    Task,
+    TaskLock,
+)
 from metastore.strict_json import StrictJSONFormField
 
 
@@ -172,3 +184,78 @@ class ApiTokenAdmin(TokenAdmin):
             "opts": self.opts,
         }
         return TemplateResponse(request, "admin/token_created.html", context)
+
+
+# --- auto-compaction configs: edited through the services, validated as Druid does ---------
+
+_DRUID_TO_FIELD = {
+    "dataSource": "datasource",
+    "taskPriority": "task_priority",
+    "inputSegmentSizeBytes": "input_segment_size_bytes",
+    "maxRowsPerSegment": "max_rows_per_segment",
+    "skipOffsetFromLatest": "skip_offset_from_latest",
+    "tuningConfig": "tuning_config",
+    "granularitySpec": "granularity_spec",
+    "dimensionsSpec": "dimensions_spec",
+    "metricsSpec": "metrics_spec",
+    "transformSpec": "transform_spec",
+    "ioConfig": "io_config",
+    "taskContext": "task_context",
+}
+
+
+def _druid_json(data: dict) -> dict:
+    return {druid: data.get(field) for druid, field in _DRUID_TO_FIELD.items()}
+
+
+class CompactionConfigForm(forms.ModelForm):
+    class Meta:
+        model = CompactionConfig
+        fields = list(_DRUID_TO_FIELD.values())
+        field_classes = {
+            name: StrictJSONFormField
+            for name in _DRUID_TO_FIELD.values()
+            if name.endswith(("_config", "_spec", "_context"))
+        }
+
+    def clean(self):
+        data = super().clean()
+        try:
+            validate_compaction_config(_druid_json(data))
+        except SpecError as exc:
+            field = _DRUID_TO_FIELD.get(exc.field.split(".")[0].split("[")[0])
+            raise forms.ValidationError(
+                {field: f"{exc.field}: {exc.message}"} if field in self.fields else exc.message
+            ) from None
+        return data
+
+
+@admin.register(CompactionConfig)
+class CompactionConfigAdmin(admin.ModelAdmin):
+    form = CompactionConfigForm
+    list_display = ["datasource", "task_priority", "skip_offset_from_latest", "updated_at"]
+    search_fields = ["datasource"]
+
+    def save_model(self, request, obj, form, change):
+        saved = services.compaction_config_set(
+            data=_druid_json(form.cleaned_data),
+            author=request.user.get_username(),
+            comment="edited in the admin",
+            ip=request.META.get("REMOTE_ADDR", ""),
+        )
+        obj.pk = saved.pk
+
+    def delete_model(self, request, obj):
+        services.compaction_config_delete(
+            datasource=obj.datasource, author=request.user.get_username(), comment="admin"
+        )
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+
+@admin.register(CompactionConfigAudit)
+class CompactionConfigAuditAdmin(ReadOnlyAdmin):
+    list_display = ["datasource", "author", "comment", "ip", "created_at"]
+    list_filter = ["datasource"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from metastore import locking
+from metastore import compaction_state, locking
 from metastore.allocation_rules import EPOCH_VERSION
 from metastore.intervals import Interval, format_ts
 
@@ -343,3 +343,79 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.capacity} slots)"
+
+
+# --- auto-compaction (the Coordinator's compaction duty) ---------------------------
+
+# Druid's defaults (DataSourceCompactionConfig, ClusterCompactionConfig).
+COMPACTION_DEFAULT_PRIORITY = compaction_state.DEFAULT_PRIORITY
+COMPACTION_DEFAULT_INPUT_BYTES = compaction_state.DEFAULT_INPUT_BYTES
+COMPACTION_DEFAULT_SKIP_OFFSET = compaction_state.DEFAULT_SKIP_OFFSET
+COMPACTION_DEFAULT_SLOT_RATIO = compaction_state.DEFAULT_SLOT_RATIO
+COMPACTION_DEFAULT_MAX_SLOTS = compaction_state.DEFAULT_MAX_SLOTS
+
+
+class CompactionConfig(models.Model):
+    """Druid's DataSourceCompactionConfig: auto-compaction is on for `datasource`
+    while this row exists. Not a foreign key: Druid accepts a config for a
+    dataSource that does not exist yet. The JSON fields hold Druid's JSON, as
+    validated (`metastore.compaction_config`); None means "as the segments are"."""
+
+    datasource = models.CharField(max_length=255, unique=True)
+    task_priority = models.IntegerField(default=COMPACTION_DEFAULT_PRIORITY)
+    input_segment_size_bytes = models.BigIntegerField(default=COMPACTION_DEFAULT_INPUT_BYTES)
+    max_rows_per_segment = models.BigIntegerField(null=True, blank=True)  # deprecated in Druid
+    skip_offset_from_latest = models.CharField(
+        max_length=64, default=COMPACTION_DEFAULT_SKIP_OFFSET
+    )
+    tuning_config = models.JSONField(null=True, blank=True)
+    granularity_spec = models.JSONField(null=True, blank=True)
+    dimensions_spec = models.JSONField(null=True, blank=True)
+    metrics_spec = models.JSONField(null=True, blank=True)
+    transform_spec = models.JSONField(null=True, blank=True)
+    io_config = models.JSONField(null=True, blank=True)
+    task_context = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["datasource"]
+
+    def __str__(self) -> str:
+        return f"auto-compaction of {self.datasource}"
+
+
+class CompactionClusterConfig(models.Model):
+    """Druid's cluster-wide compaction config (one row). Its row is also the
+    compaction duty's mutex: a run and every config write lock it, so a deleted
+    config stops submissions at once and two runs never share out one slot."""
+
+    slot_ratio = models.FloatField(default=COMPACTION_DEFAULT_SLOT_RATIO)
+    max_slots = models.IntegerField(default=COMPACTION_DEFAULT_MAX_SLOTS)
+    last_run_at = models.DateTimeField(null=True, blank=True)  # the duty's latest run
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "compaction cluster config"
+
+    def __str__(self) -> str:
+        return f"compaction slots: ratio {self.slot_ratio}, at most {self.max_slots}"
+
+
+class CompactionConfigAudit(models.Model):
+    """One change of a compaction config (Druid's config history entry)."""
+
+    datasource = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    # The dataSource's config after the change (None: deleted, or a cluster change).
+    compaction_config = models.JSONField(null=True, blank=True)
+    global_config = models.JSONField(default=dict)
+    author = models.CharField(max_length=255, blank=True, default="")
+    comment = models.TextField(blank=True, default="")
+    ip = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.datasource or 'cluster'} compaction config @ {self.created_at}"

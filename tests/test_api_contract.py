@@ -77,6 +77,17 @@ SEMANTIC_400 = {
     "druid_indexer_v1_runningTasks_list": "?createdTimeInterval=",
     "druid_indexer_v1_pendingTasks_list": "?createdTimeInterval=",
     "druid_indexer_v1_waitingTasks_list": "?createdTimeInterval=",
+    # Auto-compaction configs are checked as the compact task they give (granularities,
+    # aggregators, filters, partitionsSpec rules, ISO periods).
+    "druid_coordinator_v1_config_compaction_create": "a compaction config",
+    "api_v1_compaction_configs_create": "a compaction config",
+    "druid_indexer_v1_supervisor_create": "an autocompact supervisor's config",
+    "druid_coordinator_v1_config_compaction_taskslots_create": "a ratio from 0 to 1, max >= 1",
+    "druid_coordinator_v1_config_compaction_cluster_create": "a ratio from 0 to 1, max >= 1",
+    "druid_indexer_v1_compaction_config_cluster_create": "a ratio from 0 to 1, max >= 1",
+    "druid_coordinator_v1_config_compaction_history_retrieve": "?dataSource=, ?interval=, ?count=",
+    "druid_coordinator_v1_config_compaction_datasource_history_retrieve": "?interval=, ?count=",
+    "druid_coordinator_v1_compaction_progress_retrieve": "?dataSource= is required",
 }
 
 

@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 from metastore.druid import native
-from metastore.specs import validate_task_spec
+from metastore.druid.tasks import validate_task_spec
 from tests.druid_expression_cases import CASES, ROW, same
 
 BATCH = 100  # cases per Spark projection and per native query

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from metastore.specs import validate_task_spec
+from metastore.druid.tasks import validate_task_spec
 from workers.jobs.json_paths import accessor, shared_schema
 
 

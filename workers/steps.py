@@ -58,14 +58,17 @@ def publish_once(task: Task, new_segments: list, note: str = "") -> CommitLogEnt
         return committed
 
 
-def lock_intervals(intervals: list[Interval], granularity: str) -> list[Interval]:
-    """Intervals widened to segment-granularity boundaries and merged when they touch."""
+def lock_intervals(
+    intervals: list[Interval], granularity: str, *, touching: bool = True
+) -> list[Interval]:
+    """Intervals widened to segment-granularity boundaries and merged where they
+    overlap, and where they touch unless `touching` is false."""
     gran = Granularity.from_name(granularity)
     widened = []
     for iv in intervals:
         buckets = list(gran.iter_buckets(iv))
         widened.append(Interval(buckets[0].start, buckets[-1].end))
-    return merge_intervals(widened)
+    return merge_intervals(widened, touching=touching)
 
 
 def lock_plan(
@@ -73,11 +76,14 @@ def lock_plan(
 ) -> list[Interval]:
     """The intervals a task locks, all at once: its intervals widened to its
     segment granularity; an append also covers the chunks its rows go into
-    now (`services.append_layout`), which may be wider (SPEC §5)."""
-    wanted = lock_intervals(intervals, granularity)
+    now (`services.append_layout`), which may be wider (SPEC §5). An append's
+    locks stay one per chunk where chunks only touch: an APPEND lock merged over
+    several days would conflict with (and, at a higher priority, revoke) a
+    compaction's REPLACE lock on one of them, which only needs to contain it."""
+    wanted = lock_intervals(intervals, granularity, touching=not append)
     if append:
         layout = services.append_layout(datasource=datasource, intervals=wanted)
-        wanted = merge_intervals(wanted + [chunk for _, chunk in layout])
+        wanted = merge_intervals(wanted + [chunk for _, chunk in layout], touching=False)
     return wanted
 
 
@@ -141,11 +147,12 @@ def read_as_of_report(points: list[tuple[Interval, int]]) -> list[dict]:
     return list(seen.values())
 
 
-def merge_intervals(intervals: list[Interval]) -> list[Interval]:
-    """Intervals merged where they touch or overlap, in time order."""
+def merge_intervals(intervals: list[Interval], *, touching: bool = True) -> list[Interval]:
+    """Intervals merged where they overlap (and where they touch, unless `touching`
+    is false), in time order."""
     merged: list[Interval] = []
     for iv in sorted(intervals, key=lambda iv: iv.start):
-        if merged and iv.start <= merged[-1].end:
+        if merged and (iv.start < merged[-1].end or (touching and iv.start == merged[-1].end)):
             merged[-1] = Interval(merged[-1].start, max(merged[-1].end, iv.end))
         else:
             merged.append(iv)

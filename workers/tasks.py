@@ -226,6 +226,27 @@ def _start_reaper(sender=None, **_kwargs) -> None:
         reaper.thread.start()
 
 
+# --- the Coordinator's auto-compaction duty (workers/compaction_duty.py) ------------
+
+
+@beat_init.connect
+def _start_compaction_duty(sender=None, **_kwargs) -> None:
+    from workers.compaction_duty import CompactionDutyThread
+
+    if "compaction" not in _pool_holder:
+        duty = _pool_holder["compaction"] = CompactionDutyThread()
+        duty.thread.start()
+
+
+@shared_task(name="workers.tasks.compaction_duty", ignore_result=True)
+def compaction_duty() -> dict[str, list[str]]:
+    """One run of the auto-compaction duty (the beat process runs it periodically
+    by itself; this entry point runs it once, on a worker, when asked)."""
+    from workers.compaction_duty import run_once
+
+    return run_once()
+
+
 @shared_task(name="workers.tasks.task_reaper", ignore_result=True)
 def task_reaper() -> list[str]:
     """Fail every RUNNING/WAITING task whose heartbeat is older than

@@ -52,6 +52,12 @@ def _add_period(start: datetime, period: str, sign: int) -> datetime:
     return start + sign * delta
 
 
+def add_period(ts: datetime, period: str, sign: int = 1) -> datetime:
+    """`ts` moved by an ISO-8601 period (P1D, PT1H, P1M; calendar months and
+    years), forward (sign 1) or back (-1). Raises ValueError for anything else."""
+    return _add_period(ts, period, sign)
+
+
 def _instant(text: str) -> datetime:
     """An interval end point: ISO-8601, also Druid's year-month (2016-06) and year forms."""
     if m := _YEAR_MONTH.match(text):

@@ -37,6 +37,13 @@ from metastore.services.allocation import (
     segments_allocate_many,
     segments_allocate_overwrite,
 )
+from metastore.services.compaction_config import (
+    compaction_cluster_for_update,
+    compaction_cluster_set,
+    compaction_config_delete,
+    compaction_config_set,
+    compaction_run_mark,
+)
 from metastore.services.locks import (
     LockResult,
     lock_acquire,
@@ -120,6 +127,11 @@ __all__ = [
     "segments_mark_used",
     "segments_kill",
     "segment_admin_update",
+    "compaction_cluster_for_update",
+    "compaction_cluster_set",
+    "compaction_config_delete",
+    "compaction_config_set",
+    "compaction_run_mark",
     "worker_heartbeat",
     "worker_stopped",
 ]

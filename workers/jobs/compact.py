@@ -16,9 +16,10 @@ further without changing any metric total.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
+from metastore.compaction_state import state_of_compaction
 from metastore.druid.compaction import CompactionSpec
 from metastore.druid.dimensions import Dimension
 from metastore.druid.errors import SpecError
@@ -168,39 +169,15 @@ def compaction_plan(
         max_num_concurrent_subtasks=spec.max_num_concurrent_subtasks,
         total_num_merge_tasks=spec.total_num_merge_tasks,
     )
-    state = {
-        "partitionsSpec": _partitions_json(spec),
-        "dimensionsSpec": {"dimensions": [{"name": d.name, "type": d.type} for d in dims]},
-        "metricsSpec": [_metric_json(m) for m in metrics],
-        "granularitySpec": {
-            "segmentGranularity": segment_granularity,
-            "queryGranularity": query,
-            "rollup": rollup,
-        },
-        "transformSpec": {"filter": spec.filter} if spec.filter else None,
-    }
+    state = state_of_compaction(
+        spec,
+        dimensions=[{"name": d.name, "type": d.type} for d in dims],
+        metrics=metrics,
+        segment_granularity=segment_granularity,
+        query_granularity=query,
+        rollup=rollup,
+    )
     return Plan(ingestion, state)
-
-
-def _metric_json(m: Metric) -> dict:
-    out = {"type": m.type, "name": m.name}
-    if m.field_name:
-        out["fieldName"] = m.field_name
-    return out
-
-
-def _partitions_json(spec: CompactionSpec) -> dict:
-    ps = asdict(spec.partitions)
-    out = {"type": ps["type"]}
-    if ps["type"] == "dynamic":
-        out.update(maxRowsPerSegment=ps["max_rows_per_segment"], maxTotalRows=ps["max_total_rows"])
-    else:
-        if ps["num_shards"]:
-            out["numShards"] = ps["num_shards"]
-        if ps["target_rows_per_segment"]:
-            out["targetRowsPerSegment"] = ps["target_rows_per_segment"]
-        out["partitionDimensions"] = list(ps["partition_dimensions"])
-    return out
 
 
 def run_compaction_job(
