@@ -105,6 +105,20 @@ if STRATA_TASK_SLOTS < 1:
     raise RuntimeError(f"STRATA_TASK_SLOTS must be 1 or more, not {STRATA_TASK_SLOTS}")
 # How often a running task heartbeats and checks for revocation / cancel (seconds).
 STRATA_HEARTBEAT_SECONDS = float(os.environ.get("STRATA_HEARTBEAT_SECONDS", "1"))
+# Task isolation (issue 23, workers/slots.py): "process" runs each task in a slot
+# process of its own with its own driver JVM (killed when the task must stop,
+# replaced when it dies); "shared" runs the slots as threads of one SparkSession.
+STRATA_TASK_ISOLATION = os.environ.get("STRATA_TASK_ISOLATION", "process")
+if STRATA_TASK_ISOLATION not in ("process", "shared"):
+    raise RuntimeError(
+        f"STRATA_TASK_ISOLATION must be process or shared, not {STRATA_TASK_ISOLATION}"
+    )
+# The heap of each slot process's driver JVM: the memory one task may use.
+STRATA_TASK_DRIVER_MEMORY = os.environ.get("STRATA_TASK_DRIVER_MEMORY", SPARK_DRIVER_MEMORY)
+# The Spark master of each slot process's driver.
+STRATA_SLOT_SPARK_MASTER = os.environ.get("STRATA_SLOT_SPARK_MASTER", SPARK_MASTER)
+# How long a task asked to stop may take to stop by itself before its process is killed.
+STRATA_TASK_STOP_GRACE_SECONDS = float(os.environ.get("STRATA_TASK_STOP_GRACE_SECONDS", "3"))
 
 REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{STRATA_DATA_DIR / 'redis.sock'}"
 
