@@ -33,6 +33,7 @@ Environment (documented in the README):
 """
 
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -115,8 +116,14 @@ if STRATA_TASK_ISOLATION not in ("process", "shared"):
     )
 # The heap of each slot process's driver JVM: the memory one task may use.
 STRATA_TASK_DRIVER_MEMORY = os.environ.get("STRATA_TASK_DRIVER_MEMORY", SPARK_DRIVER_MEMORY)
-# The Spark master of each slot process's driver.
-STRATA_SLOT_SPARK_MASTER = os.environ.get("STRATA_SLOT_SPARK_MASTER", SPARK_MASTER)
+# The Spark master of each slot process's driver: on a local master the cores are
+# shared out between the slots (local[2] and two slots: local[1] each), since two
+# drivers each scheduling on every core only compete (see the README's Task slots).
+_local_cores = re.fullmatch(r"local\[(\d+)\]", SPARK_MASTER)
+STRATA_SLOT_SPARK_MASTER = os.environ.get(
+    "STRATA_SLOT_SPARK_MASTER",
+    f"local[{max(1, int(_local_cores[1]) // STRATA_TASK_SLOTS)}]" if _local_cores else SPARK_MASTER,
+)
 # How long a task asked to stop may take to stop by itself before its process is killed.
 STRATA_TASK_STOP_GRACE_SECONDS = float(os.environ.get("STRATA_TASK_STOP_GRACE_SECONDS", "3"))
 

@@ -116,7 +116,7 @@ def log_size(path: Path | None) -> int:
         return 0
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: kept in the pool's list
 class SlotProcess:
     """One slot's child process and the socket the supervisor talks to it on.
 
@@ -242,10 +242,13 @@ class SlotPool:
             for slot in [s for s in self._idle if not s.alive]:
                 self._idle.remove(slot)
                 slot.close()
+            for slot in self._idle:
+                if not slot.ready:  # read a "ready" it sent while idle
+                    slot.receive(timeout=0)
             if self._idle:
-                ready = [s for s in self._idle if s.ready] or self._idle
-                self._idle.remove(ready[0])
-                return ready[0]
+                chosen = next((s for s in self._idle if s.ready), self._idle[0])
+                self._idle.remove(chosen)
+                return chosen
             return self._new()
 
     def release(self, slot: SlotProcess) -> None:
