@@ -125,7 +125,7 @@ STRATA_SLOT_SPARK_MASTER = os.environ.get(
     f"local[{max(1, int(_local_cores[1]) // STRATA_TASK_SLOTS)}]" if _local_cores else SPARK_MASTER,
 )
 # How long a task asked to stop may take to stop by itself before its process is killed.
-STRATA_TASK_STOP_GRACE_SECONDS = float(os.environ.get("STRATA_TASK_STOP_GRACE_SECONDS", "3"))
+STRATA_TASK_STOP_GRACE_SECONDS = float(os.environ.get("STRATA_TASK_STOP_GRACE_SECONDS", "2"))
 
 REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{STRATA_DATA_DIR / 'redis.sock'}"
 

@@ -8,39 +8,31 @@ Used by whoever ends a task whose process could not clean up itself: the reaper
 from __future__ import annotations
 
 import shutil
-from datetime import timedelta
+import time
 from pathlib import Path
 
 from django.conf import settings
-from django.utils import timezone
 
 from metastore import selectors
 from metastore.intervals import Interval
-from metastore.models import Task
 from workers.paths import deep_storage_dir, intermediary_dir
 
 
 def remove_task_leftovers(task_id: str) -> bool:
-    """Remove an ended task's intermediary directory and unpublished segment
-    folders (never one a segment's location points into). True if there was
-    an intermediary directory."""
+    """Remove a task's intermediary directory and unpublished segment folders
+    (never one a segment's location points into). Its process must be gone.
+    True if there was an intermediary directory."""
     removed = False
     try:
         work_dir = intermediary_dir(task_id)
     except ValueError:  # an id that is no directory name has no directory
         work_dir = None
-    if work_dir is not None and work_dir.exists():
-        shutil.rmtree(work_dir, ignore_errors=True)
+    deadline = time.monotonic() + 5
+    while work_dir is not None and work_dir.exists() and time.monotonic() < deadline:
+        shutil.rmtree(work_dir, ignore_errors=True)  # again if a dying writer raced it
         removed = True
-    ended = Task.objects.filter(id=task_id).values_list("ended_at", flat=True).first()
-    if ended is None:
-        return removed
     deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
-    for pending in selectors.unpublished_allocations(
-        ended_after=ended - timedelta(seconds=1), ended_before=timezone.now() + timedelta(seconds=1)
-    ):
-        if pending.task_id != task_id:
-            continue
+    for pending in selectors.unpublished_allocations_of(task_id=task_id):
         folder = deep_storage_dir(
             pending.datasource,
             Interval(pending.start, pending.end),

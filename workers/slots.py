@@ -36,7 +36,7 @@ from pathlib import Path
 SLOT_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError"
 
 # After SIGTERM, how long the slot process has before SIGKILL.
-KILL_GRACE_S = 1.0
+KILL_GRACE_S = 0.5
 
 log = logging.getLogger("workers.runner")
 
@@ -197,11 +197,14 @@ class SlotProcess:
                 proc.send_signal(signal.SIGTERM)
         steps.append(f"SIGTERM to the slot process {self.process.pid} and its driver JVM")
         _, left = psutil.wait_procs(victims, timeout=KILL_GRACE_S)
+        for proc in list(left):  # and whatever they started meanwhile
+            with contextlib.suppress(psutil.Error):
+                left += [p for p in proc.children(recursive=True) if p not in left]
         for proc in left:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         if left:
-            steps.append(f"SIGKILL after {KILL_GRACE_S:.0f} s to {len(left)} process(es) left")
+            steps.append(f"SIGKILL after {KILL_GRACE_S:g} s to {len(left)} process(es) left")
             psutil.wait_procs(left, timeout=5)
         self.close()
         return steps

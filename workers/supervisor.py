@@ -190,20 +190,25 @@ def end_stopped_task(task_id: str, stop: Stop) -> None:
     )
     status = TaskStatus.SUCCESS if published is not None else stop.status
     error = "" if published is not None else stop.reason
-    try:  # nothing changes if the task ended meanwhile (its process finished it)
-        retrying_db(lambda: services.task_finish(task_id=task_id, status=status, error=error))
-    except services.ServiceError as exc:  # e.g. SUCCESS refused: fail it instead
-        refused = str(exc)
-        retrying_db(
-            lambda: services.task_finish(task_id=task_id, status=TaskStatus.FAILED, error=refused)
-        )
+    remove_task_leftovers(task_id)  # before the end is visible: nothing of it remains then
     report = dict(Task.objects.filter(id=task_id).values_list("report", flat=True).first() or {})
     report["stop"] = stop.report()
     if published is not None:
         report["stop"]["note"] = f"its publish (commit {published}) had committed; it stays"
         report["commit"] = published
-    services.task_report_update(task_id=task_id, report=report)
-    remove_task_leftovers(task_id)
+    try:  # nothing changes if the task ended meanwhile (its process finished it)
+        task = retrying_db(
+            lambda: services.task_finish(task_id=task_id, status=status, error=error, report=report)
+        )
+    except services.ServiceError as exc:  # e.g. SUCCESS refused: fail it instead
+        refused = str(exc)
+        task = retrying_db(
+            lambda: services.task_finish(
+                task_id=task_id, status=TaskStatus.FAILED, error=refused, report=report
+            )
+        )
+    if "stop" not in task.report:  # it had ended by itself: add how the stop went
+        services.task_report_update(task_id=task_id, report={**task.report, "stop": report["stop"]})
 
 
 def _ended_in_slot(sup: Supervision, *, driver_exited: bool) -> None:
