@@ -7,7 +7,12 @@ warm-up ingestion, in each layout a worker could use for STRATA_TASK_SLOTS=2:
 - processes: two processes (Celery prefork, concurrency 2), each with its own
   SparkSession and JVM (Spark `local[2]` each);
 - threads: one process with one SparkSession (`local[2]`, FAIR scheduler),
-  each ingestion in its own thread and scheduler pool (Celery threads pool).
+  each ingestion in its own thread and scheduler pool (the shared driver);
+- slots: two processes each with its own warm SparkSession, sized as the
+  worker's slot processes are (`workers.slots`: `local[1]` each, the serial
+  collector, STRATA_TASK_DRIVER_MEMORY of heap): a process per slot whose
+  driver can be killed without touching the other slot; slots2: the same with
+  `local[2]` each.
 
 The baseline, measured in the same run, is one ingestion alone in one warm
 process. Printed per layout: the wall time of the pair (best of --repeat) as a
@@ -15,7 +20,7 @@ ratio to twice the baseline (below 1: the pair overlaps usefully), and the peak
 resident memory of the JVMs and of the whole process tree (sampled every 0.1 s).
 Not a test: it prints figures, asserts nothing.
 
-    .venv/bin/python bench/task_slots.py [--repeat 3] [--month 1]
+    .venv/bin/python bench/task_slots.py [--repeat 3] [--month 1] [--layouts alone,slots]
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from metastore.demo import extract_flights, flights_spec  # noqa: E402
 
 SHUFFLE_PARTITIONS = 4  # the product's default SPARK_SHUFFLE_PARTITIONS
 DRIVER_MEMORY = "2g"  # the product's default SPARK_DRIVER_MEMORY
+SLOT_DRIVER_MEMORY = "1g"  # the product's default STRATA_TASK_DRIVER_MEMORY
 
 
 def build_input(work: Path, month: int) -> tuple[Path, int]:
@@ -76,9 +82,18 @@ def _ingest(spark, ingestion, work: Path, name: str, pool: str | None = None) ->
     run_ingest(spark, ingestion, work_dir=work / name, job_group=name)
 
 
-def _session():
+def _session(role: str):
     from workers.spark import get_spark
 
+    if role.startswith("slot"):  # what a worker's slot process starts (workers.slots)
+        from workers.slots import SLOT_JAVA_OPTIONS
+
+        return get_spark(
+            master="local[2]" if role == "slot2" else "local[1]",
+            shuffle_partitions=SHUFFLE_PARTITIONS,
+            driver_memory=SLOT_DRIVER_MEMORY,
+            java_options=SLOT_JAVA_OPTIONS,
+        )
     return get_spark(
         master="local[2]", shuffle_partitions=SHUFFLE_PARTITIONS, driver_memory=DRIVER_MEMORY
     )
@@ -91,7 +106,10 @@ def driver(role: str, base: str, month: int, work: str, rounds: int, barrier, ou
     process runs the other); "threads": two threads per round on one session."""
     if role == "threads":
         os.environ["PYSPARK_SUBMIT_ARGS"] = "--conf spark.scheduler.mode=FAIR pyspark-shell"
-    spark = _session()
+    started = time.monotonic()
+    spark = _session(role)
+    spark.range(1).count()  # the JVM is up and has run a job
+    out.put(("start", time.monotonic() - started))
     ingestion = _spec(Path(base), month)
     w = Path(work)
     _ingest(spark, ingestion, w, f"warm-{os.getpid()}")
@@ -133,7 +151,13 @@ def _tree_rss(root: psutil.Process) -> tuple[int, int]:
 
 def run_layout(layout: str, args, base: Path, work: Path) -> dict:
     ctx = mp.get_context("spawn")
-    procs = {"alone": ["alone"], "processes": ["process", "process"], "threads": ["threads"]}
+    procs = {
+        "alone": ["alone"],
+        "processes": ["process", "process"],
+        "threads": ["threads"],
+        "slots": ["slot", "slot"],
+        "slots2": ["slot2", "slot2"],
+    }
     roles = procs[layout]
     barrier = ctx.Barrier(len(roles) + 1)
     out = ctx.Queue()
@@ -146,6 +170,7 @@ def run_layout(layout: str, args, base: Path, work: Path) -> dict:
     ]
     for c in children:
         c.start()
+    starts = [out.get()[1] for _ in roles]  # each driver's fresh SparkSession
     me = psutil.Process()
     peak_java = peak_total = 0
     walls = []
@@ -164,7 +189,7 @@ def run_layout(layout: str, args, base: Path, work: Path) -> dict:
         barrier.wait()
     for c in children:
         c.join()
-    return {"wall": min(walls), "java": peak_java, "total": peak_total}
+    return {"wall": min(walls), "java": peak_java, "total": peak_total, "start": max(starts)}
 
 
 def main() -> None:
@@ -172,25 +197,28 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--month", type=int, default=1)
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--layouts", default="alone,processes,threads,slots")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     work = args.work or Path(tempfile.mkdtemp(prefix="strata-slots-"))
     base, rows = build_input(work, args.month)
     print(f"{rows:,} rows per ingestion; {os.cpu_count()} cores; {args.repeat} rounds", flush=True)
     results = {}
-    for layout in ("alone", "processes", "threads"):
+    for layout in args.layouts.split(","):
         results[layout] = run_layout(layout, args, base, work)
         r = results[layout]
         print(
             f"{layout:10s} wall {r['wall']:6.2f} s   JVM RSS {r['java'] / 2**20:6.0f} MiB   "
-            f"tree RSS {r['total'] / 2**20:6.0f} MiB",
+            f"tree RSS {r['total'] / 2**20:6.0f} MiB   fresh session {r['start']:5.1f} s",
             flush=True,
         )
     one = results["alone"]["wall"]
-    for layout in ("processes", "threads"):
+    for layout in [name for name in results if name != "alone"]:
         r = results[layout]
+        shared = results.get("threads", {}).get("wall")
+        vs_shared = f"; / shared session's pair = {r['wall'] / shared:.2f}" if shared else ""
         print(
-            f"{layout}: pair / (2 x alone) = {r['wall'] / (2 * one):.2f}; "
+            f"{layout}: pair / (2 x alone) = {r['wall'] / (2 * one):.2f}{vs_shared}; "
             f"JVM RSS / alone's = {r['java'] / results['alone']['java']:.2f}"
         )
     shutil.rmtree(work, ignore_errors=True)

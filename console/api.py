@@ -155,6 +155,8 @@ class TaskListOutput(serializers.ModelSerializer):
 
 
 class TaskDetailOutput(serializers.ModelSerializer):
+    stopping = serializers.CharField(read_only=True)
+
     class Meta:
         model = Task
         fields = TaskListOutput.Meta.fields + [
@@ -164,6 +166,7 @@ class TaskDetailOutput(serializers.ModelSerializer):
             "heartbeat_at",
             "worker",
             "cancel_requested",
+            "stopping",
         ]
 
 

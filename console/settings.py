@@ -35,6 +35,7 @@ Environment (documented in the README):
 """
 
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -107,6 +108,26 @@ if STRATA_TASK_SLOTS < 1:
     raise RuntimeError(f"STRATA_TASK_SLOTS must be 1 or more, not {STRATA_TASK_SLOTS}")
 # How often a running task heartbeats and checks for revocation / cancel (seconds).
 STRATA_HEARTBEAT_SECONDS = float(os.environ.get("STRATA_HEARTBEAT_SECONDS", "1"))
+# Task isolation (issue 23, workers/slots.py): "process" runs each task in a slot
+# process of its own with its own driver JVM (killed when the task must stop,
+# replaced when it dies); "shared" runs the slots as threads of one SparkSession.
+STRATA_TASK_ISOLATION = os.environ.get("STRATA_TASK_ISOLATION", "process")
+if STRATA_TASK_ISOLATION not in ("process", "shared"):
+    raise RuntimeError(
+        f"STRATA_TASK_ISOLATION must be process or shared, not {STRATA_TASK_ISOLATION}"
+    )
+# The heap of each slot process's driver JVM: the memory one task may use.
+STRATA_TASK_DRIVER_MEMORY = os.environ.get("STRATA_TASK_DRIVER_MEMORY", SPARK_DRIVER_MEMORY)
+# The Spark master of each slot process's driver: on a local master the cores are
+# shared out between the slots (local[2] and two slots: local[1] each), since two
+# drivers each scheduling on every core only compete (see the README's Task slots).
+_local_cores = re.fullmatch(r"local\[(\d+)\]", SPARK_MASTER)
+STRATA_SLOT_SPARK_MASTER = os.environ.get(
+    "STRATA_SLOT_SPARK_MASTER",
+    f"local[{max(1, int(_local_cores[1]) // STRATA_TASK_SLOTS)}]" if _local_cores else SPARK_MASTER,
+)
+# How long a task asked to stop may take to stop by itself before its process is killed.
+STRATA_TASK_STOP_GRACE_SECONDS = float(os.environ.get("STRATA_TASK_STOP_GRACE_SECONDS", "2"))
 
 REDIS_URL = os.environ.get("REDIS_URL") or f"unix://{STRATA_DATA_DIR / 'redis.sock'}"
 

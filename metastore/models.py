@@ -107,6 +107,17 @@ class Task(models.Model):
         return self.status in ACTIVE_STATUSES
 
     @property
+    def stopping(self) -> str:
+        """A requested stop (cancel, shutdown) under way, as "stopping (<phase>,
+        <n> s since request)"; empty when there is none."""
+        if not self.is_active or not self.cancel_requested:
+            return ""
+        from django.utils import timezone
+
+        since = (timezone.now() - (self.cancel_requested_at or timezone.now())).total_seconds()
+        return f"stopping ({self.phase or 'starting'}, {since:.0f} s since request)"
+
+    @property
     def duration_seconds(self) -> float | None:
         if not self.started_at:
             return None

@@ -538,6 +538,21 @@ def unpublished_allocations(
     )
 
 
+def unpublished_allocations_of(*, task_id: str) -> list[PendingSegment]:
+    """Segment ids handed to one task and not published under them (whatever
+    it moved into deep storage for them belongs to no segment once it ends)."""
+    published = Segment.objects.filter(
+        datasource__name=OuterRef("datasource"),
+        start=OuterRef("start"),
+        end=OuterRef("end"),
+        version=OuterRef("version"),
+        partition=OuterRef("partition"),
+    )
+    return list(
+        PendingSegment.objects.filter(task_id=task_id).exclude(Exists(published)).order_by("id")
+    )
+
+
 def locations_under(*, directory: str) -> bool:
     """Whether any segment's file lies under `directory` (upgraded copies share files)."""
     return Segment.objects.filter(

@@ -66,10 +66,10 @@ def _slots_worker(django_db_setup, redis_url, strata_dirs, tmp_path_factory) -> 
 
 
 def slots_worker_process(
-    redis_url, strata_dirs, tmp_path_factory, *, slots: int
+    redis_url, strata_dirs, tmp_path_factory, *, slots: int, extra_env: dict | None = None
 ) -> Iterator[Worker]:
     """The body of the `slots_worker` fixture, for a worker of `slots` task slots
-    (a module may override the fixture with another count)."""
+    (a module may override the fixture with another count, or add settings)."""
     from django.db import connection
 
     from console.celery import app
@@ -92,6 +92,7 @@ def slots_worker_process(
             "SPARK_SHUFFLE_PARTITIONS": "2",
             "STRATA_HEARTBEAT_SECONDS": "0.5",
             "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
         }
     )
     from console.management.commands.strata_run import worker_argv

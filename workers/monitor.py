@@ -232,18 +232,21 @@ def clean_up(task_id: str, timeout_s: float = 60.0) -> None:
     from workers import spark as spark_mod
 
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job_ids = _group_job_ids(task_id)
-        if not job_ids:
-            break
-        tracker = spark_mod._session.sparkContext.statusTracker()
-        running = [
-            job_id
-            for job_id in job_ids
-            if (info := tracker.getJobInfo(job_id)) is not None and info.status == "RUNNING"
-        ]
-        if not running:
-            break
-        cancel_spark(task_id)
-        time.sleep(0.2)
+    try:
+        while time.monotonic() < deadline:
+            job_ids = _group_job_ids(task_id)
+            if not job_ids:
+                break
+            tracker = spark_mod._session.sparkContext.statusTracker()
+            running = [
+                job_id
+                for job_id in job_ids
+                if (info := tracker.getJobInfo(job_id)) is not None and info.status == "RUNNING"
+            ]
+            if not running:
+                break
+            cancel_spark(task_id)
+            time.sleep(0.2)
+    except Exception:  # a driver that died runs no job: nothing to wait for
+        log.warning("could not ask Spark about the jobs of %s", task_id, exc_info=True)
     shutil.rmtree(intermediary_dir(task_id), ignore_errors=True)

@@ -45,6 +45,7 @@ from workers.jobs.parsing import file_extent
 from workers.kill import run_kill
 from workers.monitor import Monitor, TaskProgress, TaskStopped, clean_up
 from workers.paths import deep_storage_dir, intermediary_dir, remove_unpublished
+from workers.slots import driver_exit_reason
 from workers.spark import get_spark
 from workers.steps import (
     SINGLE_PASS_SPANS,
@@ -108,6 +109,9 @@ def run_task(task_id: str) -> None:
 
 
 def _failure(exc: BaseException, monitor: Monitor) -> tuple[str, str]:
+    driver_gone = driver_exit_reason(exc)
+    if driver_gone:  # the driver JVM died under the task (out of memory, a crash)
+        return TaskStatus.FAILED, driver_gone
     if monitor.stop_status:  # a Spark error caused by our own cancel
         return monitor.stop_status, monitor.stop_reason
     if isinstance(exc, TaskStopped):

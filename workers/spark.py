@@ -18,8 +18,12 @@ def get_spark(
     master: str | None = None,
     shuffle_partitions: int | None = None,
     driver_memory: str | None = None,
+    java_options: str = "",
 ):
-    """The process's SparkSession (settings from `console.settings` when Django is set up)."""
+    """The process's SparkSession (settings from `console.settings` when Django is set up).
+
+    `java_options` are added to the driver JVM's options (a slot process's
+    collector and its exit on OutOfMemoryError, `workers.slots`)."""
     global _session
     with _lock:
         if _session is not None:
@@ -55,7 +59,7 @@ def get_spark(
             # Task slots are threads sharing this session, each in its own FAIR
             # scheduler pool, so one task's big job does not starve the others.
             .config("spark.scheduler.mode", "FAIR")
-            .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.level=WARN {java_options}".strip())
         )
         _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel("WARN")
@@ -68,3 +72,11 @@ def stop_spark() -> None:
         if _session is not None:
             _session.stop()
             _session = None
+
+
+def driver_process():
+    """The `Popen` of this process's driver JVM (None before it started)."""
+    if _session is None:
+        return None
+    gateway = getattr(_session.sparkContext, "_gateway", None)
+    return getattr(gateway, "proc", None)

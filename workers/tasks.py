@@ -47,7 +47,12 @@ def run_task(task_id: str) -> None:
     _install_sigterm_handler()
     with task_log_capture(task_id):
         log.info("task %s runs on %s", task_id, _worker_name())
-        run(task_id)  # records any outcome on the task; only a process exit escapes
+        if settings.STRATA_TASK_ISOLATION == "process":
+            from workers.supervisor import run_in_slot
+
+            run_in_slot(task_id)  # in a slot process of its own, killed if it must stop
+        else:
+            run(task_id)  # records any outcome on the task; only a process exit escapes
         ended = Task.objects.filter(id=task_id).values_list("status", "error").first()
         if ended:
             log.info("task %s ended %s%s", task_id, ended[0], f": {ended[1]}" if ended[1] else "")
@@ -64,7 +69,15 @@ def _on_sigterm(signum, frame) -> None:
     """In a pool process: fail the running task (stopping its Spark jobs) and
     unwind it now, unless it is publishing (then it finishes or fails whole)."""
     from workers.monitor import TaskStopped, running_task_ids, terminate_running_tasks
+    from workers.supervisor import supervised_task_ids, terminate_supervised
 
+    supervised = supervised_task_ids()
+    if supervised:  # the supervisor stops them (killing their slot process) and returns
+        log.warning("SIGTERM: failing %s", supervised)
+        terminate_supervised(
+            f"worker {_worker_name()} received SIGTERM while the task ran; stopped deliberately"
+        )
+        return
     ids = running_task_ids()
     if not ids:  # idle: stop as the default action would
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -162,6 +175,7 @@ def _start_worker_beat(sender=None, **_kwargs) -> None:
         return
     beat = _pool_holder["beat"] = _WorkerBeat(worker)
     beat.thread.start()
+    _prestart_slots(worker)
 
 
 @worker_shutdown.connect
@@ -169,6 +183,25 @@ def _end_worker_beat(sender=None, **_kwargs) -> None:
     beat = _pool_holder.pop("beat", None)
     if beat is not None:
         beat.end()
+    if settings.STRATA_TASK_ISOLATION == "process":
+        from workers.slots import POOL
+
+        POOL.stop()  # the idle slot processes and their drivers
+
+
+def _prestart_slots(worker) -> None:
+    """A threads-pool worker starts one slot process per slot at once, so its
+    first tasks find warm drivers (a prefork child starts its own on demand)."""
+    if settings.STRATA_TASK_ISOLATION != "process":
+        return
+    try:
+        worker.pool._pool._pool  # noqa: B018 - prefork: no slot processes here
+        return
+    except AttributeError:
+        pass
+    from workers.slots import POOL
+
+    POOL.prestart(max(1, int(worker.concurrency or 1)))
 
 
 @worker_shutting_down.connect
@@ -184,11 +217,14 @@ def _forward_sigterm_to_pool(sig=None, how=None, **_kwargs) -> None:
         # process; fail them now, and the warm shutdown waits only for them to
         # unwind (a task that is publishing finishes or fails whole).
         from workers.monitor import terminate_running_tasks
+        from workers.supervisor import terminate_supervised
 
-        terminate_running_tasks(
+        reason = (
             f"worker {_worker_name()} received {sig or 'a warm shutdown'} while the task "
             "ran; stopped deliberately"
         )
+        terminate_running_tasks(reason)
+        terminate_supervised(reason)
         return
     for process in list(processes):
         pid = getattr(process, "pid", None)
@@ -329,10 +365,9 @@ def _run_task_argument(raw: bytes) -> str | None:
 def reap_dead_tasks(*, older_than) -> tuple[list[str], list[str]]:
     """Fail the tasks silent since before `older_than`; return their ids and the
     ids whose intermediary directory was removed."""
-    from workers.paths import deep_storage_dir, intermediary_dir
+    from workers.cleanup import remove_task_leftovers
 
     reaped, removed_dirs = [], []
-    started = timezone.now() - timedelta(seconds=1)
     for task in selectors.stale_active_tasks(older_than=older_than):
         silent = (timezone.now() - (task.heartbeat_at or task.created_at)).total_seconds()
         services.task_finish(
@@ -344,34 +379,8 @@ def reap_dead_tasks(*, older_than) -> tuple[list[str], list[str]]:
             ),
         )
         reaped.append(task.id)
-        try:
-            work_dir = intermediary_dir(task.id)
-        except ValueError:  # an id that is no directory name has no directory
-            work_dir = None
-        if work_dir is not None and work_dir.exists():
-            shutil.rmtree(work_dir, ignore_errors=True)
+        if remove_task_leftovers(task.id):
             removed_dirs.append(task.id)
-        deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
-        mine = [
-            pending
-            for pending in selectors.unpublished_allocations(
-                ended_after=started, ended_before=timezone.now() + timedelta(seconds=1)
-            )
-            if pending.task_id == task.id
-        ]
-        for pending in mine:
-            folder = deep_storage_dir(
-                pending.datasource,
-                Interval(pending.start, pending.end),
-                pending.version,
-                pending.partition,
-            ).resolve()
-            if (
-                deep in folder.parents
-                and folder.exists()
-                and not selectors.locations_under(directory=str(folder))
-            ):
-                shutil.rmtree(folder, ignore_errors=True)
     if reaped:
         log.warning("reaper failed tasks whose worker stopped heartbeating: %s", reaped)
     return reaped, removed_dirs

@@ -1,0 +1,48 @@
+"""Removing what an ended task left behind: its intermediary directory and the
+deep-storage folders of segment ids it was given and never published.
+
+Used by whoever ends a task whose process could not clean up itself: the reaper
+(its worker died) and the slot supervisor (it killed the task's process).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+from metastore import selectors
+from metastore.intervals import Interval
+from workers.paths import deep_storage_dir, intermediary_dir
+
+
+def remove_task_leftovers(task_id: str) -> bool:
+    """Remove a task's intermediary directory and unpublished segment folders
+    (never one a segment's location points into). Its process must be gone.
+    True if there was an intermediary directory."""
+    removed = False
+    try:
+        work_dir = intermediary_dir(task_id)
+    except ValueError:  # an id that is no directory name has no directory
+        work_dir = None
+    deadline = time.monotonic() + 5
+    while work_dir is not None and work_dir.exists() and time.monotonic() < deadline:
+        shutil.rmtree(work_dir, ignore_errors=True)  # again if a dying writer raced it
+        removed = True
+    deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
+    for pending in selectors.unpublished_allocations_of(task_id=task_id):
+        folder = deep_storage_dir(
+            pending.datasource,
+            Interval(pending.start, pending.end),
+            pending.version,
+            pending.partition,
+        ).resolve()
+        if (
+            deep in folder.parents
+            and folder.exists()
+            and not selectors.locations_under(directory=str(folder))
+        ):
+            shutil.rmtree(folder, ignore_errors=True)
+    return removed

@@ -1,0 +1,96 @@
+"""The body of a slot process (`workers.slots`): start the driver JVM once, then
+run the tasks the supervisor hands over, one at a time, through the same runner
+a shared-session worker uses.
+
+    python -m workers.slot_main <fd of the supervisor's socket>
+
+It exits when the supervisor goes away (its socket closes, or its parent
+changes) and after a task whose driver JVM died: a fresh process replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger("workers.runner")
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit (taking the JVM along) when the worker that started us is gone."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            _end_driver()
+            os._exit(0)
+
+
+def _end_driver() -> None:
+    from workers.spark import driver_process
+
+    proc = driver_process()
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+
+
+def _start_driver() -> int:
+    """Start the driver JVM and run one tiny job on it; its pid."""
+    from django.conf import settings
+
+    from workers.slots import SLOT_JAVA_OPTIONS
+    from workers.spark import driver_process, get_spark
+
+    spark = get_spark(
+        master=settings.STRATA_SLOT_SPARK_MASTER,
+        driver_memory=settings.STRATA_TASK_DRIVER_MEMORY,
+        java_options=SLOT_JAVA_OPTIONS,
+    )
+    spark.range(1).count()
+    return driver_process().pid
+
+
+def _run(task_id: str) -> None:
+    from metastore.task_logs import task_log_capture
+    from workers import slots
+    from workers.runner import run_task
+
+    path = os.environ.get("STRATA_SLOT_LOG")
+    slots.TASK_LOG_START = slots.log_size(Path(path) if path else None)
+    with task_log_capture(task_id):
+        log.info("task %s runs in slot process %s", task_id, os.getpid())
+        run_task(task_id)
+
+
+def main(fd: int) -> None:
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    django.setup()
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    conn = socket.socket(fileno=fd)
+    conn.sendall(json.dumps({"ready": _start_driver()}).encode() + b"\n")
+    reader = conn.makefile("rb")
+    from workers.spark import driver_process
+
+    for line in reader:
+        task_id = json.loads(line)["run"]
+        _run(task_id)
+        driver = driver_process()
+        exited = driver is not None and driver.poll() is not None
+        conn.sendall(json.dumps({"done": task_id, "driver_exited": exited}).encode() + b"\n")
+        if exited:  # a dead driver cannot run the next task: a fresh process will
+            break
+    _end_driver()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

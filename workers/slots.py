@@ -1,0 +1,289 @@
+"""Task slots as processes: each slot of a worker is a child process keeping a
+warm SparkSession (its own driver JVM), and a task runs in it (`workers.slot_main`).
+
+The Celery thread that claimed the task supervises it from outside: it beats the
+task's heartbeat, and on a cancel, a shutdown, a revoked lock or a task ended
+elsewhere it lets the task stop by itself for STRATA_TASK_STOP_GRACE_SECONDS
+(its monitor cancels its Spark jobs), then kills the slot process and its JVM
+(SIGTERM, then SIGKILL), and ends the task as the reaper would: locks released,
+intermediary and unpublished files removed. Nothing else shares that process,
+so a task stuck in Catalyst's planner, a driver-side collect or a Python step
+stops as surely as one in a Spark job, and a task whose driver runs out of
+memory or crashes fails alone. A killed or crashed slot process is replaced by
+a fresh one, which starts its JVM at once so the slot is warm for its next task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# The driver JVM of a slot process: few collector threads (two drivers share the
+# machine's cores), and an OutOfMemoryError ends the JVM at once, so a task that
+# exhausts its driver's heap fails alone and says so, instead of leaving a
+# half-broken driver behind for the next task.
+SLOT_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError"
+
+# After SIGTERM, how long the slot process has before SIGKILL.
+KILL_GRACE_S = 0.5
+
+log = logging.getLogger("workers.runner")
+
+_OOM = re.compile(
+    r"(?:Terminating due to |Exception in thread .*)java\.lang\.OutOfMemoryError: ?(.*)"
+)
+
+
+def driver_failure(returncode: int | None, log_path: Path | None, since: int = 0) -> str:
+    """Why a slot's driver (its JVM, or the slot process itself) ended, in words:
+    "driver ran out of memory: …" when the JVM said so in the slot's log (after
+    byte `since`), else "Spark driver exited with …"."""
+    from django.conf import settings
+
+    tail = _read_from(log_path, since)
+    oom = _OOM.search(tail)
+    if oom:
+        what = oom.group(1).strip() or "OutOfMemoryError"
+        return (
+            f"driver ran out of memory: {what} (each task's driver has "
+            f"STRATA_TASK_DRIVER_MEMORY={settings.STRATA_TASK_DRIVER_MEMORY} of heap)"
+        )
+    return f"Spark driver exited with {exit_text(returncode)}"
+
+
+# Where the slot's log stood when its current task started (set by slot_main):
+# an OutOfMemoryError logged before it belongs to an earlier driver.
+TASK_LOG_START = 0
+
+
+def driver_exit_reason(exc: BaseException) -> str | None:
+    """If this process's driver JVM has exited, why (see `driver_failure`);
+    None while it runs. After an error that looks like the lost connection to
+    a dying JVM, waits up to 3 s for it to be gone."""
+    from workers.spark import driver_process
+
+    proc = driver_process()
+    if proc is None:
+        return None
+    lost = "py4j" in type(exc).__module__ or isinstance(exc, ConnectionError)
+    deadline = time.monotonic() + (3.0 if lost else 0.0)
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if proc.poll() is None:
+        return None
+    path = os.environ.get("STRATA_SLOT_LOG")
+    return driver_failure(proc.returncode, Path(path) if path else None, TASK_LOG_START)
+
+
+def exit_text(returncode: int | None) -> str:
+    if returncode is None:
+        return "an unknown status"
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"code {returncode}"
+
+
+def _read_from(path: Path | None, since: int) -> str:
+    if path is None:
+        return ""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(since, size - 256 * 1024))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def log_size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
+
+
+@dataclass(eq=False)  # compared by identity: kept in the pool's list
+class SlotProcess:
+    """One slot's child process and the socket the supervisor talks to it on.
+
+    Messages are JSON lines: the child says {"ready": jvm_pid} once its driver
+    is warm and {"done": task_id} after each task; the supervisor sends
+    {"run": task_id}."""
+
+    process: subprocess.Popen
+    conn: socket.socket
+    log_path: Path
+    ready: bool = False
+    jvm_pid: int | None = None
+    _buffer: bytes = b""
+
+    @classmethod
+    def start(cls, name: str) -> SlotProcess:
+        from django.conf import settings
+
+        mine, theirs = socket.socketpair()
+        logs = Path(settings.STRATA_DATA_DIR) / "slot-logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log_path = logs / f"{name}.log"
+        with log_path.open("ab") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "workers.slot_main", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "STRATA_SLOT_LOG": str(log_path)},
+            )
+        theirs.close()
+        log.info("slot process %s started (pid %s)", name, process.pid)
+        return cls(process=process, conn=mine, log_path=log_path)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def send(self, message: dict) -> None:
+        self.conn.sendall(json.dumps(message).encode() + b"\n")
+
+    def receive(self, timeout: float) -> dict | None:
+        """The child's next message, waiting up to `timeout` s (None: none came)."""
+        if b"\n" not in self._buffer:
+            self.conn.settimeout(max(timeout, 0.001))
+            try:
+                data = self.conn.recv(65536)
+            except (TimeoutError, BlockingIOError):
+                return None
+            except OSError:
+                data = b""
+            if not data:  # the child closed its end: it is exiting
+                time.sleep(min(timeout, 0.1))
+                return None
+            self._buffer += data
+        if b"\n" not in self._buffer:
+            return None
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message = json.loads(line)
+        if "ready" in message:
+            self.ready, self.jvm_pid = True, message["ready"]
+        return message
+
+    def kill(self) -> list[str]:
+        """SIGTERM the slot process and its JVM, SIGKILL what is left after
+        KILL_GRACE_S; returns what was done, for the task's report."""
+        import psutil
+
+        steps = []
+        try:
+            victims = [psutil.Process(self.process.pid)]
+            victims += victims[0].children(recursive=True)
+        except psutil.Error:
+            victims = []
+        for proc in victims:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGTERM)
+        steps.append(f"SIGTERM to the slot process {self.process.pid} and its driver JVM")
+        _, left = psutil.wait_procs(victims, timeout=KILL_GRACE_S)
+        for proc in list(left):  # and whatever they started meanwhile
+            with contextlib.suppress(psutil.Error):
+                left += [p for p in proc.children(recursive=True) if p not in left]
+        for proc in left:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        if left:
+            steps.append(f"SIGKILL after {KILL_GRACE_S:g} s to {len(left)} process(es) left")
+            psutil.wait_procs(left, timeout=5)
+        self.close()
+        return steps
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class SlotPool:
+    """The worker's slot processes that run no task now, warm or warming. A
+    task takes one (`acquire`), gives it back when it ended normally
+    (`release`), or has it killed and replaced (`discard`)."""
+
+    def __init__(self) -> None:
+        self._idle: list[SlotProcess] = []
+        self._lock = threading.Lock()
+        self._started = 0
+
+    def _new(self) -> SlotProcess:
+        self._started += 1
+        name = f"{socket.gethostname()}-{os.getpid()}-{self._started}"
+        return SlotProcess.start(name)
+
+    def prestart(self, count: int) -> None:
+        """Start processes until `count` are idle (the worker's start)."""
+        with self._lock:
+            while len(self._idle) < count:
+                self._idle.append(self._new())
+
+    def acquire(self) -> SlotProcess:
+        with self._lock:
+            for slot in [s for s in self._idle if not s.alive]:
+                self._idle.remove(slot)
+                slot.close()
+            for slot in self._idle:
+                if not slot.ready:  # read a "ready" it sent while idle
+                    slot.receive(timeout=0)
+            if self._idle:
+                chosen = next((s for s in self._idle if s.ready), self._idle[0])
+                self._idle.remove(chosen)
+                return chosen
+            return self._new()
+
+    def release(self, slot: SlotProcess) -> None:
+        with self._lock:
+            if slot.alive:
+                self._idle.append(slot)
+                return
+        self.discard(slot)
+
+    def discard(self, slot: SlotProcess) -> None:
+        """Forget a killed or crashed process and start its replacement now, so
+        the slot's next task finds its driver warm (or warming)."""
+        if slot.alive:
+            slot.kill()
+        else:
+            slot.close()
+        with self._lock:
+            self._idle.append(self._new())
+
+    def idle(self) -> list[SlotProcess]:
+        with self._lock:
+            return list(self._idle)
+
+    def stop(self) -> None:
+        """Kill every idle slot process (the worker's shutdown)."""
+        with self._lock:
+            slots, self._idle = self._idle, []
+        for slot in slots:
+            if slot.alive:
+                slot.kill()
+            else:
+                slot.close()
+
+
+POOL = SlotPool()
