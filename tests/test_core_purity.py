@@ -28,6 +28,10 @@ print(json.dumps(sorted(sys.modules)))
         "metastore.allocation_rules",
         "metastore.checkpoint_codec",
         "metastore.druid_expr",
+        "metastore.sql_guard",
+        "metastore.sql_druid",
+        "metastore.sql_druid_rules",
+        "metastore.sql_druid_syntax",
     ],
 )
 def test_importing_a_core_module_loads_neither_django_nor_pyspark(module):
