@@ -345,7 +345,14 @@ def _given_tables(sources: list[TableSource]):
 
 def _register(con, sources: list[TableSource], system=None, as_of: int | None = None) -> None:
     for source in sources:
-        con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {table_sql(source)}")
+        try:
+            view = table_sql(source)
+        except OSError:  # its metadata says a file is there; deep storage does not have it
+            raise QueryError(
+                f"a segment file of dataSource {source.name!r} is missing from deep storage; "
+                "the dataSource cannot be read until it is restored or its segments reingested"
+            ) from None
+        con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {view}")
     for view, table in (system or {}).items():
         con.register(view, sql_catalog.arrow_table(table, as_of=as_of))
 

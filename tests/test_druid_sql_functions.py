@@ -13,6 +13,7 @@ import json
 import math
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -240,3 +241,33 @@ def test_the_engines_dialect_stays_on_strata_own_query_api(fns, api_client):
     )
     assert response.status_code == 200
     assert response.json() == {"columns": ["l", "n"], "rows": [[[1], 3]]}
+
+
+def test_information_schema_routines_lists_druids_functions_not_the_engines(fns):
+    routines = query.run_query(
+        sql="SELECT ROUTINE_NAME, IS_AGGREGATOR FROM INFORMATION_SCHEMA.ROUTINES", druid_sql=True
+    ).rows
+    listed = dict((name, aggregate) for name, aggregate in routines)
+    assert listed["TIME_FLOOR"] == "NO" and listed["MV_TO_ARRAY"] == "NO"
+    assert listed["EARLIEST"] == "YES" and listed["STRING_AGG"] == "YES"
+    assert "LIST_VALUE" not in listed and "READ_CSV" not in listed
+    assert "DS_THETA" not in listed  # refused
+
+
+def test_a_segment_file_missing_from_deep_storage_is_a_clear_error_not_a_500(fns, api_client):
+    """Found by the contract test (POST /druid/v2 {"dataSource": ..., "queryType": "scan"}
+    over a dataSource whose files are gone): the error says so without the path."""
+    from metastore.models import Segment
+
+    (location,) = Segment.objects.filter(datasource__name="fns").values_list("location", flat=True)
+    Path(location).unlink()
+    answers = [
+        api_client.post("/druid/v2", {"dataSource": "fns", "queryType": "scan"}, format="json"),
+        _druid_sql(api_client, "SELECT COUNT(*) FROM fns"),
+        api_client.post("/api/v1/query", {"sql": "SELECT COUNT(*) FROM fns"}, format="json"),
+    ]
+    for response in answers:
+        assert response.status_code == 400, response.content
+        text = response.content.decode()
+        assert "missing from deep storage" in text and "fns" in text
+        assert str(settings.STRATA_DEEP_STORAGE) not in text
