@@ -259,6 +259,7 @@ def bench_user() -> dict[str, str]:
     from rest_framework.authtoken.models import Token
 
     password = secrets.token_urlsafe(16)
+    get_user_model().objects.filter(username="bench").delete()  # from a --reuse'd run
     user = get_user_model().objects.create_user("bench", password=password)
     user.groups.add(Group.objects.get(name="viewer"))
     basic = base64.b64encode(f"bench:{password}".encode()).decode()
