@@ -20,7 +20,17 @@ Timed `--repeat` times each after one warm-up run, p50 and p95:
                  baseline every ratio is against.
 The three agree on every result (checked). Not a test: it prints figures.
 
-    .venv/bin/python bench/query.py [--repeat 20] [--work DIR]
+Then, as a client sees it (`--http`, on by default): Druid's native timeseries
+(monthly, the year), topN (10 destinations, the year) and groupBy (carriers, June)
+on `POST /druid/v2`, and their SQL twins on `POST /druid/v2/sql`, each sent over
+HTTP to a live server in this process (a threaded WSGI server: Django's whole
+stack, authentication included) with a token and with HTTP Basic (what Airflow's
+DruidHook, pydruid and Superset send), against raw DuckDB running the twin SQL
+over a view of the same visible files made once in the same run; p50 and the p50
+ratio to raw DuckDB.
+
+    .venv/bin/python bench/query.py [--repeat 20] [--work DIR] [--no-spark]
+        [--datasources flights,flights_x10] [--no-http]
     (DATABASE_URL defaults to a fresh postgres://root@127.0.0.1:5432/strata_bench_query)
 """
 
@@ -52,10 +62,11 @@ QUERIES = {
 }
 
 
-def setup_django(work: Path, url: str) -> None:
+def setup_django(work: Path, url: str, *, fresh: bool = True) -> None:
     name, admin = url.rsplit("/", 1)[1], url.rsplit("/", 1)[0] + "/postgres"
-    subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}"], check=True)
-    subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {name}"], check=True)
+    if fresh:
+        subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}"], check=True)
+        subprocess.run(["psql", admin, "-qc", f"CREATE DATABASE {name}"], check=True)
     os.environ["DATABASE_URL"] = url
     os.environ["STRATA_DATA_DIR"] = str(work / "data")
     os.environ["STRATA_INPUT_ROOTS"] = str(work / "input")
@@ -164,35 +175,210 @@ def canonical(rows) -> list[tuple]:
     )
 
 
+_YEAR = ["2013-01-01T00:00:00.000Z/2014-01-01T00:00:00.000Z"]
+_JUNE = ["2013-06-01T00:00:00.000Z/2013-07-01T00:00:00.000Z"]
+_IN_YEAR = "__time >= TIMESTAMP '2013-01-01 00:00:00' AND __time < TIMESTAMP '2014-01-01 00:00:00'"
+_IN_JUNE = "__time >= TIMESTAMP '2013-06-01 00:00:00' AND __time < TIMESTAMP '2013-07-01 00:00:00'"
+
+
+def native_queries(ds: str) -> dict[str, tuple[dict, str, str]]:
+    """name -> (native query, its Druid SQL twin, the twin for raw DuckDB)."""
+    flights = {"type": "longSum", "name": "flights", "fieldName": "count"}
+    return {
+        "timeseries": (
+            {
+                "queryType": "timeseries",
+                "dataSource": ds,
+                "granularity": "month",
+                "intervals": _YEAR,
+                "aggregations": [
+                    flights,
+                    {"type": "doubleSum", "name": "distance", "fieldName": "distance"},
+                ],
+            },
+            f"SELECT TIME_FLOOR(__time, 'P1M') AS t, SUM(\"count\") AS flights, "
+            f"SUM(distance) AS distance FROM {ds} WHERE {_IN_YEAR} GROUP BY 1 ORDER BY 1",
+            f"SELECT date_trunc('month', __time) AS t, SUM(\"count\") AS flights, "
+            f"SUM(distance) AS distance FROM {{raw}} WHERE {_IN_YEAR} GROUP BY 1 ORDER BY 1",
+        ),
+        "topN": (
+            {
+                "queryType": "topN",
+                "dataSource": ds,
+                "dimension": "dest",
+                "metric": "flights",
+                "threshold": 10,
+                "granularity": "all",
+                "intervals": _YEAR,
+                "aggregations": [flights],
+            },
+            f'SELECT dest, SUM("count") AS flights FROM {ds} WHERE {_IN_YEAR} '
+            "GROUP BY dest ORDER BY flights DESC LIMIT 10",
+            f'SELECT dest, SUM("count") AS flights FROM {{raw}} WHERE {_IN_YEAR} '
+            "GROUP BY dest ORDER BY flights DESC LIMIT 10",
+        ),
+        "groupBy": (
+            {
+                "queryType": "groupBy",
+                "dataSource": ds,
+                "dimensions": ["carrier"],
+                "granularity": "all",
+                "intervals": _JUNE,
+                "aggregations": [
+                    flights,
+                    {"type": "longSum", "name": "dep_delay", "fieldName": "dep_delay"},
+                ],
+            },
+            f'SELECT carrier, SUM("count") AS flights, SUM(dep_delay) AS dep_delay '
+            f"FROM {ds} WHERE {_IN_JUNE} GROUP BY carrier ORDER BY carrier",
+            f'SELECT carrier, SUM("count") AS flights, SUM(dep_delay) AS dep_delay '
+            f"FROM {{raw}} WHERE {_IN_JUNE} GROUP BY carrier ORDER BY carrier",
+        ),
+    }
+
+
+def live_server():
+    """Strata's whole WSGI application on a threaded server in this process; its URL."""
+    import threading
+
+    from django.core.wsgi import get_wsgi_application
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, get_wsgi_application(), threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_port}"
+
+
+def bench_user() -> dict[str, str]:
+    """A viewer with a password and a token: the two ways a client authenticates."""
+    import base64
+    import secrets
+
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+    from rest_framework.authtoken.models import Token
+
+    password = secrets.token_urlsafe(16)
+    get_user_model().objects.filter(username="bench").delete()  # from a --reuse'd run
+    user = get_user_model().objects.create_user("bench", password=password)
+    user.groups.add(Group.objects.get(name="viewer"))
+    basic = base64.b64encode(f"bench:{password}".encode()).decode()
+    return {
+        "token": f"Token {Token.objects.create(user=user).key}",
+        "basic": f"Basic {basic}",
+    }
+
+
+def http_post(session, url: str, body: dict, auth: str):
+    response = session.post(url, json=body, headers={"Authorization": auth}, timeout=120)
+    if response.status_code != 200:
+        raise SystemExit(f"{url}: {response.status_code} {response.text[:500]}")
+    return response.json()
+
+
+def bench_http(datasources: list[str], repeat: int) -> None:
+    """Native queries and their SQL twins over HTTP (token, Basic) against raw DuckDB."""
+    import duckdb
+    import requests
+
+    from metastore import query
+
+    server, url = live_server()
+    auths = bench_user()
+    session = requests.Session()
+    raw = duckdb.connect(":memory:", config={"threads": 2})
+    raw.execute("SET TimeZone = 'UTC'")
+    print(
+        f"\n{'dataSource':<12} {'query':<11} {'path':<22} {'p50 ms':>8} {'p95 ms':>8} "
+        f"{'p50 / raw':>9}"
+    )
+    try:
+        for ds in datasources:
+            (source,) = query.sources_for(f"SELECT 1 FROM {ds}")
+            assert not source.partial, "raw DuckDB reads whole files: no partial overshadowing"
+            files = sorted(source.whole)
+            listed = "[" + ", ".join(f"'{f}'" for f in files) + "]"
+            # `__time` as Strata's tables have it: a UTC TIMESTAMP (metastore.query.table_sql).
+            raw.execute(
+                f"CREATE OR REPLACE VIEW raw_{ds} AS SELECT * REPLACE "
+                f"(CAST(__time AS TIMESTAMP) AS __time) FROM read_parquet({listed})"
+            )
+            for name, (native, sql, raw_sql) in native_queries(ds).items():
+                raw_text = raw_sql.format(raw=f"raw_{ds}")
+                raw_times, raw_rows = timed(lambda q=raw_text: raw.execute(q).fetchall(), repeat)
+                paths = {}
+                for auth in ("token", "basic"):
+                    paths[f"native /druid/v2 {auth}"] = timed(
+                        lambda a=auths[auth], b=native: http_post(session, f"{url}/druid/v2", b, a),
+                        repeat,
+                    )
+                    paths[f"sql /druid/v2/sql {auth}"] = timed(
+                        lambda a=auths[auth], q=sql: http_post(
+                            session, f"{url}/druid/v2/sql", {"query": q}, a
+                        ),
+                        repeat,
+                    )
+                sql_rows = paths["sql /druid/v2/sql token"][1]
+                assert len(sql_rows) == len(raw_rows), (ds, name, len(sql_rows), len(raw_rows))
+                base = statistics.median(raw_times)
+                for path, (times, _) in [*paths.items(), ("raw duckdb", (raw_times, None))]:
+                    p50 = statistics.median(times)
+                    print(
+                        f"{ds:<12} {name:<11} {path:<22} {p50:>8.1f} "
+                        f"{pct(times, 0.95):>8.1f} {p50 / base:>8.2f}x"
+                    )
+    finally:
+        server.shutdown()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark timings")
+    parser.add_argument("--no-http", action="store_true", help="skip the HTTP timings")
+    parser.add_argument("--datasources", default="flights,flights_x10")
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep --work and its database from a previous run"
+    )
     args = parser.parse_args()
+    datasources = [d for d in args.datasources.split(",") if d]
     url = os.environ.get("DATABASE_URL", "postgres://root@127.0.0.1:5432/strata_bench_query")
     work = args.work or Path(tempfile.mkdtemp(prefix="strata-bench-query-"))
     (work / "input").mkdir(parents=True, exist_ok=True)
-    setup_django(work, url)
+    setup_django(work, url, fresh=not args.reuse)
 
+    from metastore import selectors
+    from workers.spark import get_spark
+
+    if "flights" not in selectors.datasource_names():
+        t0 = time.perf_counter()
+        ingest_flights(work)
+        print(f"ingested flights in {time.perf_counter() - t0:.1f} s")
+    if "flights_x10" in datasources and "flights_x10" not in selectors.datasource_names():
+        t0 = time.perf_counter()
+        n = publish_copies("flights", "flights_x10", args.copies)
+        print(f"published {n} segment copies into flights_x10 in {time.perf_counter() - t0:.1f} s")
+    if not args.no_spark:
+        bench_spark(datasources, args.repeat, get_spark())
+    if not args.no_http:
+        bench_http(datasources, args.repeat)
+    if args.work is None and not args.reuse:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def bench_spark(datasources: list[str], repeat: int, spark) -> None:
+    """SQL through the API's engine and through Spark, against raw Spark."""
     from metastore import query
     from metastore.models import Segment
     from workers.query import spark_query
-    from workers.spark import get_spark
 
-    t0 = time.perf_counter()
-    ingest_flights(work)
-    print(f"ingested flights in {time.perf_counter() - t0:.1f} s")
-    t0 = time.perf_counter()
-    n = publish_copies("flights", "flights_x10", args.copies)
-    print(f"published {n} segment copies into flights_x10 in {time.perf_counter() - t0:.1f} s")
-
-    spark = get_spark()
     print(
         f"\n{'dataSource':<12} {'query':<6} {'rows':>6} {'engine':<14} "
         f"{'p50 ms':>8} {'p95 ms':>8} {'p50 / raw':>9}"
     )
-    for ds in ("flights", "flights_x10"):
+    for ds in datasources:
         files = list(
             Segment.objects.filter(datasource__name=ds, used=True, tombstone=False).values_list(
                 "location", flat=True
@@ -208,13 +394,13 @@ def main() -> None:
         for name, template in QUERIES.items():
             sql = template.format(ds=ds)
             raw_sql = template.format(ds=raw_view).replace('"count"', "`count`")
-            raw_times, raw = timed(lambda s=raw_sql: spark.sql(s).collect(), args.repeat)
-            duck_times, duck = timed(lambda s=sql: query.run_query(sql=s), args.repeat)
+            raw_times, raw = timed(lambda s=raw_sql: spark.sql(s).collect(), repeat)
+            duck_times, duck = timed(lambda s=sql: query.run_query(sql=s), repeat)
 
             def via_spark(s=sql):
                 return spark_query(spark, s.replace('"count"', "`count`"), query.sources_for(s))
 
-            spark_times, via = timed(via_spark, max(3, args.repeat // 4))
+            spark_times, via = timed(via_spark, max(3, repeat // 4))
             assert canonical(duck.rows) == canonical(via.rows), (ds, name)
             assert len(raw) == len(duck.rows), (ds, name)
             base = statistics.median(raw_times)
@@ -228,8 +414,6 @@ def main() -> None:
                     f"{ds:<12} {name:<6} {len(duck.rows):>6} {engine:<14} "
                     f"{p50:>8.1f} {pct(times, 0.95):>8.1f} {p50 / base:>8.2f}x"
                 )
-    if args.work is None:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

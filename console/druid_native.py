@@ -21,6 +21,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions
 
 from console.druid import DruidView
+from console.druid_schema import NATIVE_REQUEST, NATIVE_RESPONSES
 from metastore import query, selectors
 from metastore.druid import native
 from metastore.druid.native_results import shape
@@ -89,7 +90,7 @@ class NativeQueryView(DruidView):
             return _query_error(exc)
         return super().handle_exception(exc)
 
-    @extend_schema(exclude=True)  # Druid's own query language, documented by Druid
+    @extend_schema(request=NATIVE_REQUEST, responses=NATIVE_RESPONSES)
     def post(self, request):
         kind, datasource = native.query_datasource(request.data)
         schema = _schema(datasource)

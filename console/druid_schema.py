@@ -327,3 +327,47 @@ PATH_TASK_ID = _TASK_ID
 PATH_DATASOURCE = _DATASOURCE
 TASK_SPEC_REQUEST = {"application/json": spec_schema.task_spec_ref()}
 REPORT = json_object("Druid's ingestionStatsAndErrors report, with Strata's phase and progress")
+
+# POST /druid/v2: Druid's native query language (Druid's "Native queries" pages
+# document each query type); what Strata runs of it: metastore.druid.native.
+NATIVE_QUERY_TYPES = [
+    "timeseries",
+    "topN",
+    "groupBy",
+    "scan",
+    "timeBoundary",
+    "segmentMetadata",
+    "dataSourceMetadata",
+    "search",
+]
+NATIVE_REQUEST = {
+    "application/json": {
+        "type": "object",
+        "description": "A Druid native query: its fields as Druid documents them for its "
+        "queryType; a field Strata does not run is refused (400) naming it.",
+        "required": ["queryType", "dataSource"],
+        "properties": {
+            "queryType": {"type": "string", "enum": NATIVE_QUERY_TYPES},
+            "dataSource": {
+                "oneOf": [
+                    {"type": "string", "minLength": 1},
+                    json_object("a table dataSource: {'type': 'table', 'name': ...}"),
+                ]
+            },
+            "context": json_object("timeout (ms), priority (accepted, unused), ..."),
+        },
+        "additionalProperties": True,
+    }
+}
+NATIVE_RESPONSES = druid_responses(
+    {
+        200: OpenApiResponse(
+            {"type": "array", "items": {}},
+            description="the results, in Druid's shape for the query type "
+            "(an unknown dataSource has none)",
+        )
+    },
+    413,
+    415,
+    504,
+)

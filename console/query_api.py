@@ -287,6 +287,8 @@ _WHOLE_DECIMAL = re.compile(r"decimal\d*\(\d+, ?0\)")  # SUM of integers: a HUGE
 def druid_types(arrow_type: str) -> tuple[str, str]:
     """Druid's (native, SQL) type names for a result column of this Arrow type."""
     name = arrow_type.lower()
+    if name == "json":
+        return "COMPLEX<json>", "COMPLEX<json>"
     if name.startswith("timestamp"):
         return "LONG", "TIMESTAMP"
     if name.startswith("date"):
@@ -390,6 +392,7 @@ class DruidSqlView(APIView):
                 params=params or None,
                 timeout_ms=context.get("timeout"),
                 druid_names=True,
+                druid_sql=True,
             )
         except QueryError as exc:
             if getattr(exc, "druid_error", None):

@@ -27,7 +27,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from metastore import selectors, sql_catalog, sql_guard
+from metastore import selectors, sql_catalog, sql_druid, sql_druid_syntax, sql_guard
 from metastore.intervals import Interval
 from metastore.models import DataSource
 from metastore.sql_macros import MACROS, macro_names
@@ -272,11 +272,19 @@ class BoundQuery:
     as_of: int | None = None
 
 
-def bind_query(con, sql: str, *, as_of: int | None = None, druid_names: bool = False) -> BoundQuery:
+def bind_query(
+    con,
+    sql: str,
+    *,
+    as_of: int | None = None,
+    druid_names: bool = False,
+    druid_sql: bool = False,
+) -> BoundQuery:
     """Parse `sql` with DuckDB, refuse what Strata does not run (metastore.sql_guard),
     and bind the tables it reads: a bare or `druid.` name is a dataSource (its
     visible rows, as of `as_of`), `sys.` and `INFORMATION_SCHEMA.` names Druid's
-    metadata tables (metastore.sql_catalog). Anything else is not found."""
+    metadata tables (metastore.sql_catalog). Anything else is not found.
+    `druid_sql`: the query is Druid SQL (its functions translated, metastore.sql_druid)."""
     names = selectors.datasource_names()
     exact, by_lower = set(names), {n.lower(): n for n in names}
     sources: dict[str, TableSource] = {}
@@ -300,18 +308,23 @@ def bind_query(con, sql: str, *, as_of: int | None = None, druid_names: bool = F
             f"table {name} not found: query a dataSource, sys.<table> or INFORMATION_SCHEMA.<table>"
         )
 
-    text = _guarded(con, sql, bind, druid_names=druid_names)
+    text = _guarded(con, sql, bind, druid_names=druid_names, druid_sql=druid_sql)
     return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
 
 
-def _guarded(con, sql: str, bind, *, druid_names: bool = False) -> str:
+def _guarded(con, sql: str, bind, *, druid_names: bool = False, druid_sql: bool = False) -> str:
     """The SQL to run for `sql`, checked and bound by metastore.sql_guard (with its
-    unnamed columns named as Druid SQL names them, if asked)."""
+    unnamed columns named as Druid SQL names them, if asked; with Druid SQL's
+    functions translated first when it is Druid SQL)."""
+    from metastore.sql_druid_rules import RULES
+
     try:
         tree = sql_guard.parse(con, sql)
-        sql_guard.check(tree, functions=allowed_functions(), bind=bind)
-        if druid_names:
+        if druid_names or druid_sql:
             sql_guard.name_columns_like_druid(tree)
+        if druid_sql:
+            sql_druid.translate(con, sql, tree, RULES)
+        sql_guard.check(tree, functions=allowed_functions(), bind=bind)
         return sql_guard.deparse(con, tree)
     except sql_guard.SqlRefused as exc:
         raise QueryError(str(exc)) from None
@@ -332,7 +345,14 @@ def _given_tables(sources: list[TableSource]):
 
 def _register(con, sources: list[TableSource], system=None, as_of: int | None = None) -> None:
     for source in sources:
-        con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {table_sql(source)}")
+        try:
+            view = table_sql(source)
+        except OSError:  # its metadata says a file is there; deep storage does not have it
+            raise QueryError(
+                f"a segment file of dataSource {source.name!r} is missing from deep storage; "
+                "the dataSource cannot be read until it is restored or its segments reingested"
+            ) from None
+        con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {view}")
     for view, table in (system or {}).items():
         con.register(view, sql_catalog.arrow_table(table, as_of=as_of))
 
@@ -405,6 +425,7 @@ def _fetch(con, sql: str, params: list | None) -> QueryResult:
     relation = con.sql(sql, params=params or None)
     if relation is None:
         return QueryResult(columns=[], rows=[])
+    json_columns = {i for i, kind in enumerate(relation.types) if str(kind) in ("JSON", "JSON[]")}
     reader = relation.to_arrow_reader(10_000)
     batches, count, size = [], 0, 0
     try:
@@ -423,7 +444,25 @@ def _fetch(con, sql: str, params: list | None) -> QueryResult:
             batches.append(batch)
     finally:
         reader.close()
-    return arrow_result(pa.Table.from_batches(batches, schema=reader.schema))
+    result = arrow_result(pa.Table.from_batches(batches, schema=reader.schema))
+    return _parse_json_columns(result, json_columns)
+
+
+def _parse_json_columns(result: QueryResult, columns: set[int]) -> QueryResult:
+    """JSON values (Druid's COMPLEX<json>) as the JSON they hold, not as its text."""
+    import json
+
+    def parsed(value):
+        if isinstance(value, list):
+            return [parsed(v) for v in value]
+        return json.loads(value) if isinstance(value, str) else value
+
+    for row in result.rows if columns else ():
+        for i in columns:
+            row[i] = parsed(row[i])
+    for i in columns:
+        result.types[i] = "json"
+    return result
 
 
 def _bounded(con, timeout_ms: int, work):
@@ -490,12 +529,15 @@ def run_query(
     params: list | None = None,
     timeout_ms: int | None = None,
     druid_names: bool = False,
+    druid_sql: bool = False,
 ) -> QueryResult:
     """SQL over the visible rows of the dataSources it names and Druid's metadata
     tables, on DuckDB, within the time limit `timeout_ms` (Druid's context.timeout;
     None: STRATA_QUERY_TIMEOUT_MS) and the size and concurrency limits.
     `druid_names`: computed columns without an alias are named as Druid SQL names
-    them (`EXPR$<position>`), for Druid's SQL endpoint."""
+    them (`EXPR$<position>`), for Druid's SQL endpoint. `druid_sql`: the query is
+    Druid SQL -- Druid's syntax, functions and names, `EXPLAIN PLAN FOR` answered
+    as Druid answers it (metastore.sql_druid); otherwise the engine's dialect."""
     from django.conf import settings
 
     if as_of is not None and (
@@ -503,14 +545,84 @@ def run_query(
     ):
         raise QueryError("as_of must be a commit sequence number", field="as_of")
     limit = timeout_for(timeout_ms)
-    check_read_only(sql)
+    explain = False
+    if druid_sql:
+        explain, sql = _druid_text(sql)
     con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
     try:
-        bound = bind_query(con, sql, as_of=as_of, druid_names=druid_names)
+        check_read_only(sql)
+        bound = bind_query(con, sql, as_of=as_of, druid_names=druid_names, druid_sql=druid_sql)
         _register(con, bound.sources, bound.system, as_of=bound.as_of)
+        if explain:
+            return _bounded(con, limit, lambda: explain_plan(con, bound))
         return _bounded(con, limit, lambda: _fetch(con, bound.sql, params))
+    except QueryError as exc:
+        if druid_sql and not hasattr(exc, "druid_error"):
+            exc.message = sql_druid.engine_message(exc.message)
+            exc.args = (exc.message,)
+        raise
     finally:
         con.close()
+
+
+def _druid_text(sql: str) -> tuple[bool, str]:
+    """(whether it asks EXPLAIN PLAN FOR, the query in the engine's syntax) of Druid SQL."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise QueryError("give the SQL text of a query")
+    _check_size(sql)
+    try:
+        explain, sql = sql_druid_syntax.split_explain(sql)
+        return explain, sql_druid_syntax.rewrite(sql)
+    except sql_druid_syntax.SyntaxRefused as exc:
+        raise QueryError(str(exc)) from None
+
+
+def _native_type(engine_type: str) -> str:
+    """Druid's native type name for a result column of this engine type."""
+    name = engine_type.upper()
+    if name.endswith("[]"):
+        return f"ARRAY<{_native_type(name[:-2])}>"
+    if name in ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "BOOLEAN", "UBIGINT"):
+        return "LONG"
+    if name.startswith("TIMESTAMP") or name == "DATE":
+        return "LONG"
+    if name == "VARCHAR":
+        return "STRING"
+    if name == "FLOAT":
+        return "FLOAT"
+    if name == "DOUBLE" or name.startswith("DECIMAL"):
+        return "DOUBLE"
+    return "COMPLEX<json>"
+
+
+def explain_plan(con, bound: BoundQuery) -> QueryResult:
+    """Druid's answer to `EXPLAIN PLAN FOR`: one row of PLAN (the query as it runs
+    here -- SQL on the embedded engine, not a native query -- with the signature of
+    its result), RESOURCES (the dataSources read) and ATTRIBUTES, each JSON text.
+    The query is planned (bound), not run."""
+    import json
+
+    relation = con.sql(bound.sql)
+    signature = [
+        {"name": name, "type": _native_type(str(kind))}
+        for name, kind in zip(relation.columns, relation.types, strict=True)
+    ]
+    plan = [
+        {
+            "query": {"queryType": "sql", "engine": "duckdb", "sql": bound.sql},
+            "signature": signature,
+            "columnMappings": [{"queryColumn": c, "outputColumn": c} for c in relation.columns],
+        }
+    ]
+    resources = sorted(
+        [{"name": s.name, "type": "DATASOURCE"} for s in bound.sources],
+        key=lambda r: r["name"],
+    )
+    attributes = {"statementType": "SELECT"}
+    row = [json.dumps(plan), json.dumps(resources), json.dumps(attributes)]
+    return QueryResult(
+        columns=["PLAN", "RESOURCES", "ATTRIBUTES"], rows=[row], types=["string"] * 3
+    )
 
 
 # --- results -----------------------------------------------------------------------------

@@ -121,26 +121,22 @@ def _columns_rows():
 
 
 def _routines_rows():
-    from metastore import sql_guard
+    """Druid SQL's functions that Strata runs (metastore.sql_druid_rules), as Druid
+    lists its own: the engine's other functions are not Druid SQL's."""
+    from metastore.sql_druid_rules import RULES
 
-    names = sorted(sql_guard.FUNCTIONS | set(_query_macros()), key=str.lower)
+    runs = [r for r in RULES.values() if not r.refused and not r.internal and r.kind != "operator"]
     return [
         (
             CATALOG,
             INFORMATION_SCHEMA,
-            name.upper() if name.isidentifier() else name,
+            rule.name,
             "FUNCTION",
-            "YES" if name in sql_guard.AGGREGATE_FUNCTIONS else "NO",
+            "YES" if rule.kind == "aggregate" else "NO",
             None,
         )
-        for name in names
+        for rule in sorted(runs, key=lambda r: r.name)
     ]
-
-
-def _query_macros() -> list[str]:
-    from metastore.sql_macros import macro_names
-
-    return macro_names()
 
 
 # --- sys --------------------------------------------------------------------------------

@@ -147,7 +147,9 @@ _JSON = _names(
     "json_merge_patch json_object json_pretty json_quote json_structure json_transform "
     "json_transform_strict json_type json_valid json_value row_to_json to_json"
 )
-_OTHER = _names("coalesce if nullif typeof uuid gen_random_uuid uuidv4 uuidv7 equi_width_bins")
+_OTHER = _names(
+    "coalesce if nullif typeof uuid gen_random_uuid uuidv4 uuidv7 equi_width_bins error"
+)
 _AGGREGATES = _names(
     "any_value approx_count_distinct approx_quantile approx_top_k arbitrary arg_max "
     "arg_max_null arg_max_nulls_last arg_min arg_min_null arg_min_nulls_last argmax argmin "
@@ -176,7 +178,7 @@ _memo: OrderedDict[tuple[str, str], str] = OrderedDict()
 _MEMO_SIZE = 2048
 
 
-def _memoized(con, function: str, argument: str) -> str:
+def memoized(con, function: str, argument: str) -> str:
     """`function(argument)` on DuckDB, remembered: the same query text parses to the
     same tree and a tree prints as the same SQL, and a dashboard repeats its queries
     (each call is a round trip through the engine, as long as a small query)."""
@@ -196,7 +198,7 @@ def _memoized(con, function: str, argument: str) -> str:
 
 def parse(con, sql: str) -> dict:
     """DuckDB's parse tree of one SELECT statement (`con`: any DuckDB connection)."""
-    text = _memoized(con, "json_serialize_sql", sql)
+    text = memoized(con, "json_serialize_sql", sql)
     try:
         tree = json.loads(text)
     except RecursionError:
@@ -210,7 +212,7 @@ def parse(con, sql: str) -> dict:
 
 def deparse(con, tree: dict) -> str:
     """The SQL text of a (checked, bound) tree."""
-    return _memoized(con, "json_deserialize_sql", json.dumps(tree))
+    return memoized(con, "json_deserialize_sql", json.dumps(tree))
 
 
 def name_columns_like_druid(tree: dict) -> None:

@@ -29,3 +29,27 @@ MACROS = [
 def macro_names() -> list[str]:
     """The names of the functions Strata defines for queries (Druid's time functions)."""
     return [macro.split()[2].split("(")[0] for macro in MACROS]
+
+
+# Druid's multi-value strings: stored as the value itself, or as the JSON text of a
+# list of values (see workers.jobs.parsing); a list column reads as one too.
+DRUID_MACROS = [
+    "CREATE MACRO druid_mv(x) AS CASE WHEN x IS NULL THEN NULL "
+    "WHEN json_type(to_json(x)) = 'ARRAY' THEN from_json(to_json(x), '[\"VARCHAR\"]') "
+    "WHEN starts_with(CAST(x AS VARCHAR), '[') AND json_valid(CAST(x AS VARCHAR)) "
+    "AND json_type(CAST(x AS VARCHAR)) = 'ARRAY' "
+    "THEN from_json(CAST(x AS VARCHAR), '[\"VARCHAR\"]') "
+    "ELSE [CAST(x AS VARCHAR)] END",
+    "CREATE MACRO druid_mv_out(l) AS CASE WHEN l IS NULL OR len(l) = 0 THEN NULL "
+    "WHEN len(l) = 1 THEN l[1] ELSE CAST(to_json(l) AS VARCHAR) END",
+    # IPv4: a dotted-decimal string or an integer in range; anything else null.
+    "CREATE MACRO druid_ipv4_parse(a) AS CASE "
+    "WHEN regexp_full_match(CAST(a AS VARCHAR), '[0-9]+') "
+    "THEN CASE WHEN TRY_CAST(CAST(a AS VARCHAR) AS BIGINT) BETWEEN 0 AND 4294967295 "
+    "THEN TRY_CAST(CAST(a AS VARCHAR) AS BIGINT) END "
+    "WHEN regexp_full_match(CAST(a AS VARCHAR), '([0-9]{1,3})\\.([0-9]{1,3})\\.([0-9]{1,3})\\.([0-9]{1,3})') "
+    "AND list_bool_and([TRY_CAST(p AS BIGINT) <= 255 FOR p IN string_split(CAST(a AS VARCHAR), '.')]) "
+    "THEN list_reduce([TRY_CAST(p AS BIGINT) FOR p IN string_split(CAST(a AS VARCHAR), '.')], "
+    "lambda acc, p: acc * 256 + p) END",
+]
+MACROS = MACROS + DRUID_MACROS

@@ -59,6 +59,7 @@ SEMANTIC_400 = {
     "druid_indexer_v1_task_create": "a task spec, as api_v1_tasks_create",
     "api_v1_query_create": "SQL text that parses, reads and names known tables",
     "druid_v2_sql_create": "SQL text, as api_v1_query_create",
+    "druid_v2_create": "a native query: each field as Druid documents it for its queryType",
     "api_v1_datasources_mark_unused_create": _MARK,
     "api_v1_datasources_mark_used_create": _MARK,
     "druid_indexer_v1_datasources_markUnused_create": _DRUID_MARK,

@@ -29,6 +29,10 @@ print(json.dumps(sorted(sys.modules)))
         "metastore.upgrade_rules",
         "metastore.checkpoint_codec",
         "metastore.druid.expressions",
+        "metastore.sql_guard",
+        "metastore.sql_druid",
+        "metastore.sql_druid_rules",
+        "metastore.sql_druid_syntax",
     ],
 )
 def test_importing_a_core_module_loads_neither_django_nor_pyspark(module):
