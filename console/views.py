@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 from console import timeline_svg
 from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
 from console.templatetags.console_format import utc
-from metastore import console_selectors, selectors, services, task_logs
+from metastore import console_selectors, retention_selectors, selectors, services, task_logs
 from metastore.intervals import Interval
 from metastore.models import (
     ACTIVE_STATUSES,
@@ -541,6 +541,10 @@ def datasource_page(request, name: str):
         messages.error(request, "as_of must be a commit number")
     first_seq, last_seq = selectors.commit_neighbours(datasource=name)
     if as_of is not None and as_of >= last_seq:
+        as_of = None
+    refusal = as_of is not None and retention_selectors.as_of_refusal(datasource=name, as_of=as_of)
+    if refusal:
+        messages.error(request, refusal)
         as_of = None
     context = _timeline_context(request, name, as_of=as_of, window=window)
     commits = Paginator(selectors.commits_for(datasource=name), COMMITS_PER_PAGE).get_page(

@@ -14,7 +14,14 @@ from metastore import selectors
 from metastore.duties.history import Change
 from metastore.duties.kill import UnusedSegment
 from metastore.duties.periods import Period
-from metastore.duties.retention import DEFAULT_KEY, DEFAULT_RULES, Rule, parse_rules, rules_json
+from metastore.duties.retention import (
+    DEFAULT_KEY,
+    DEFAULT_RULES,
+    Rule,
+    parse_rules,
+    plan_drops,
+    rules_json,
+)
 from metastore.intervals import Interval, format_ts
 from metastore.models import (
     ACTIVE_STATUSES,
@@ -191,3 +198,59 @@ def locked_intervals(*, datasource: str) -> list[Interval]:
             datasource=datasource, task__status__in=ACTIVE_STATUSES
         ).values_list("start", "end")
     ]
+
+
+# --- the console's preview -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DropPreview:
+    """What a rule list would drop now: segments, rows, bytes, merged intervals,
+    and per rule how many segments it matched first; plus what no rule matches."""
+
+    segments: int
+    rows: int
+    size_bytes: int
+    intervals: list[Interval]
+    by_rule: list[tuple[str, int]]
+    unmatched: int
+
+
+def drop_preview(*, datasource: str, rules: list[Rule], now: datetime | None = None) -> DropPreview:
+    used = list(
+        Segment.objects.filter(datasource__name=datasource, used=True).values_list(
+            "id", "start", "end", "num_rows", "size_bytes"
+        )
+    )
+    facts = {sid: (rows, size) for sid, _, _, rows, size in used}
+    plan = plan_drops(
+        rules=rules,
+        default_rules=default_rules(),
+        now=now or timezone.now(),
+        segments=((sid, Interval(start, end)) for sid, start, end, _, _ in used),
+    )
+    counts: dict[int, tuple[str, int]] = {}
+    for drop in plan.drops:
+        label = f"{drop.rule_index + 1}. {drop.rule.describe()}" + (
+            " (_default)" if drop.from_default else ""
+        )
+        counts[drop.rule_index] = (label, counts.get(drop.rule_index, (label, 0))[1] + 1)
+    return DropPreview(
+        segments=len(plan.drops),
+        rows=sum(facts[d.segment_id][0] for d in plan.drops),
+        size_bytes=sum(facts[d.segment_id][1] for d in plan.drops),
+        intervals=_merged(sorted(d.interval for d in plan.drops)),
+        by_rule=[counts[i] for i in sorted(counts)],
+        unmatched=len(plan.unmatched),
+    )
+
+
+def _merged(intervals: list[Interval]) -> list[Interval]:
+    out: list[Interval] = []
+    for interval in intervals:
+        if out and interval.start <= out[-1].end:
+            if interval.end > out[-1].end:
+                out[-1] = Interval(out[-1].start, interval.end)
+        else:
+            out.append(interval)
+    return out

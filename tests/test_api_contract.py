@@ -77,6 +77,9 @@ SEMANTIC_400 = {
     "druid_indexer_v1_runningTasks_list": "?createdTimeInterval=",
     "druid_indexer_v1_pendingTasks_list": "?createdTimeInterval=",
     "druid_indexer_v1_waitingTasks_list": "?createdTimeInterval=",
+    "druid_coordinator_v1_rules_create": "rules: periods and intervals that parse",
+    "druid_coordinator_v1_rules_history_retrieve": "?interval=; interval and count not both",
+    "druid_coordinator_v1_rules_datasource_history_retrieve": "?interval=; not with count",
 }
 
 

@@ -258,3 +258,32 @@ def test_the_duties_are_scheduled_in_beat_and_registered():
     for name in ("retention-duty", "history-duty", "kill-duty"):
         assert schedule[name]["task"] in app.tasks
     assert schedule["retention-duty"]["schedule"] == django_settings.STRATA_RETENTION_SECONDS
+
+
+def test_the_api_the_sql_endpoint_and_the_console_refuse_expired_as_of(
+    publish, api_client, client, user, settings
+):
+    import time
+
+    first = publish(DS, D1, {D1: 1})
+    second = publish(DS, D1, {D1: 1})
+    timeline = f"/api/v1/datasources/{DS}/timeline"
+    assert api_client.get(f"{timeline}?as_of={first.commit_seq}").status_code == 200
+    time.sleep(0.2)
+    settings.STRATA_HISTORY_RETENTION = "PT0.1S"
+    refused = api_client.get(f"{timeline}?as_of={first.commit_seq}")
+    assert refused.status_code == 400
+    body = refused.json()
+    assert body["field"] == "as_of"
+    assert f"oldest retained commit is {second.commit_seq}" in body["message"]
+    assert api_client.get(f"{timeline}?as_of={second.commit_seq}").status_code == 200
+    sql = api_client.post(
+        "/api/v1/query",
+        {"sql": f"SELECT COUNT(*) FROM {DS}", "as_of": first.commit_seq},
+        format="json",
+    )
+    assert sql.status_code == 400 and sql.json()["field"] == "as_of"
+    assert f"oldest retained commit is {second.commit_seq}" in sql.json()["message"]
+    client.force_login(user)
+    page = client.get(f"/datasources/{DS}?as_of={first.commit_seq}")
+    assert f"oldest retained commit is {second.commit_seq}" in page.content.decode()
