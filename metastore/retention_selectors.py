@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Min
 from django.utils import timezone
 
@@ -25,6 +26,7 @@ from metastore.duties.retention import (
 from metastore.intervals import Interval, format_ts
 from metastore.models import (
     ACTIVE_STATUSES,
+    CommitKind,
     CommitLogEntry,
     RetentionRules,
     RetentionRulesAudit,
@@ -112,12 +114,44 @@ def history_horizon(*, datasource: str, now: datetime | None = None) -> Horizon:
     return Horizon(seq, at, retention)
 
 
+def killed_floor(*, datasource: str, after: int) -> tuple[int, int] | None:
+    """(U, K): the newest commit U after `after` that made unused a segment a
+    later kill K deleted (a kill task submitted by hand: the kill duty deletes
+    nothing a retained commit shows). Time travel before U would show that
+    segment, and its file is gone; None when no such kill happened."""
+    kills = list(
+        CommitLogEntry.objects.filter(
+            datasource=datasource, kind=CommitKind.KILL, seq__gt=after
+        ).values_list("seq", "removed")
+    )
+    if not kills:
+        return None
+    killed = {sid: seq for seq, removed in kills for sid in removed or ()}
+    unmarks = CommitLogEntry.objects.filter(
+        datasource=datasource, seq__gt=after, seq__lt=max(seq for seq, _ in kills)
+    ).exclude(kind=CommitKind.KILL)
+    if connection.vendor == "postgresql":  # only entries naming a killed id
+        unmarks = unmarks.filter(removed__has_any_keys=list(killed))
+    for seq, removed in unmarks.order_by("-seq").values_list("seq", "removed"):
+        hit = next((sid for sid in removed or () if killed.get(sid, 0) > seq), None)
+        if hit is not None:
+            return seq, killed[hit]
+    return None
+
+
 def as_of_refusal(*, datasource: str, as_of: int, now: datetime | None = None) -> str | None:
-    """Why time travel to `as_of` is refused for this dataSource (its commits
-    up to there are older than the history retained), or None."""
+    """Why time travel to `as_of` is refused for this dataSource, or None: its
+    commits up to there are older than the history retained, or a kill since
+    deleted segments that time would show."""
     horizon = history_horizon(datasource=datasource, now=now)
     if as_of >= horizon.seq:
-        return None
+        floor = killed_floor(datasource=datasource, after=as_of)
+        if floor is None:
+            return None
+        return (
+            f"as_of {as_of} would show segments of {datasource} that kill commit {floor[1]} "
+            f"deleted: the oldest commit time travel can show is {floor[0]}"
+        )
     if not CommitLogEntry.objects.filter(datasource=datasource, seq__lte=as_of).exists():
         return None  # before the dataSource's first commit: nothing was there
     when = f" ({format_ts(horizon.at)})" if horizon.at else ""

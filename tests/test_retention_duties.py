@@ -287,3 +287,26 @@ def test_the_api_the_sql_endpoint_and_the_console_refuse_expired_as_of(
     client.force_login(user)
     page = client.get(f"/datasources/{DS}?as_of={first.commit_seq}")
     assert f"oldest retained commit is {second.commit_seq}" in page.content.decode()
+
+
+def test_time_travel_before_a_hand_kill_is_refused_not_shown_without_its_files(
+    publish, api_client, no_queue
+):
+    first = publish(DS, D1, {D1: 1})
+    other = publish(DS, D2, {D2: 1})
+    unmark = services.segments_mark_used(datasource=DS, used=False, interval=Interval.parse(D1))
+    timeline = f"/api/v1/datasources/{DS}/timeline"
+    assert api_client.get(f"{timeline}?as_of={other.commit_seq}").status_code == 200
+    # An operator's kill task deletes the unused day at once, as Druid's does.
+    task = run_task_here(
+        services.task_submit(spec={"type": "kill", "dataSource": DS, "interval": D1}).id
+    )
+    assert task.status == TaskStatus.SUCCESS and task.report["segmentsKilled"] == 1
+    assert not Segment.objects.filter(id__in=first.segment_ids).exists()
+    # Before the unmark, time travel would show a segment whose file is gone: refused.
+    refused = api_client.get(f"{timeline}?as_of={other.commit_seq}")
+    assert refused.status_code == 400
+    message = refused.json()["message"]
+    assert f"kill commit {task.report['commit']}" in message
+    assert f"oldest commit time travel can show is {unmark.seq}" in message
+    assert api_client.get(f"{timeline}?as_of={unmark.seq}").status_code == 200

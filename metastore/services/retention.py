@@ -87,17 +87,24 @@ def retention_apply(*, datasource: str, now: datetime | None = None) -> Retentio
 
 def history_apply(*, datasource: str, now: datetime | None = None) -> CommitLogEntry | None:
     """Mark unused the overshadowed segments no retained commit shows any more
-    (history retention, STRATA_HISTORY_RETENTION): one commit, or None."""
+    (history retention, STRATA_HISTORY_RETENTION): one commit, or None.
+
+    The replay is computed without holding the dataSource's lock (publishes
+    go on meanwhile); the commit is written only if no commit landed since,
+    else the next round decides again."""
+    seen = selectors.last_commit_seq(datasource=datasource)
+    horizon = retention_selectors.history_horizon(datasource=datasource, now=now)
+    if not horizon.seq:
+        return None
+    base, changes = retention_selectors.retained_states(datasource=datasource, horizon=horizon)
+    protected = history.visible_in_any_state(base, changes)
+    current = selectors.timeline_for(datasource=datasource)
+    doomed = history.overshadowed_to_unuse(current, protected)
+    if not doomed:
+        return None
     with transaction.atomic():
         ds = datasource_for_update(datasource)
-        horizon = retention_selectors.history_horizon(datasource=ds.name, now=now)
-        if not horizon.seq:
-            return None
-        base, changes = retention_selectors.retained_states(datasource=ds.name, horizon=horizon)
-        protected = history.visible_in_any_state(base, changes)
-        current = selectors.timeline_for(datasource=ds.name)
-        doomed = history.overshadowed_to_unuse(current, protected)
-        if not doomed:
+        if selectors.last_commit_seq(datasource=ds.name) != seen:
             return None
         return segments_mark_used(
             datasource=ds.name,
