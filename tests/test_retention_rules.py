@@ -312,3 +312,68 @@ def test_the_duty_decisions_import_no_django():
         "assert 'django' not in sys.modules and 'pyspark' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- properties, against obviously-correct references ---------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from metastore.duties.history import Change, visible_in_any_state  # noqa: E402
+from metastore.intervals import ETERNITY  # noqa: E402
+from metastore.timeline import Timeline  # noqa: E402
+from tests.test_timeline_property import histories  # noqa: E402
+
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(history=histories())
+def test_visible_in_any_state_equals_a_fresh_timeline_per_commit(history):
+    pool, initial, steps = history
+    used = {pool[i].id: pool[i] for i in initial}
+    expected = {ref.id for _, ref in Timeline.build(used.values()).lookup(ETERNITY)}
+    changes = []
+    for index, add in steps:
+        ref = pool[index]
+        if add:
+            used[ref.id] = ref
+            changes.append(Change([ref], []))
+        else:
+            used.pop(ref.id, None)
+            changes.append(Change([], [ref.id]))
+        expected |= {r.id for _, r in Timeline.build(used.values()).lookup(ETERNITY)}
+    assert visible_in_any_state([pool[i] for i in initial], changes) == expected
+
+
+hours = st.integers(-24 * 400, 24 * 400)
+
+
+@PROPERTY
+@given(
+    spans=st.lists(st.tuples(hours, st.integers(1, 24 * 60)), min_size=1, max_size=20),
+    period=st.sampled_from(["PT6H", "P1D", "P7D", "P1M", "P3M", "P1Y"]),
+    offset=hours,
+)
+def test_drop_before_plus_load_forever_equals_load_by_period_plus_drop_forever(
+    spans, period, offset
+):
+    now = NOW + timedelta(hours=offset)
+    segments = {
+        f"s{i}": iv(NOW + timedelta(hours=a), NOW + timedelta(hours=a + n))
+        for i, (a, n) in enumerate(spans)
+    }
+    a = plan(
+        [{"type": "dropBeforeByPeriod", "period": period}, {"type": "loadForever"}],
+        segments,
+        now=now,
+    )
+    b = plan(
+        [
+            {"type": "loadByPeriod", "period": period, "includeFuture": True},
+            {"type": "dropForever"},
+        ],
+        segments,
+        now=now,
+    )
+    assert a.segment_ids == b.segment_ids
