@@ -310,3 +310,24 @@ def test_time_travel_before_a_hand_kill_is_refused_not_shown_without_its_files(
     assert f"kill commit {task.report['commit']}" in message
     assert f"oldest commit time travel can show is {unmark.seq}" in message
     assert api_client.get(f"{timeline}?as_of={unmark.seq}").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_beat_scheduled_retention_duty_runs_on_a_real_worker(worker, publish):
+    import time
+
+    from console.celery import app
+
+    kept = publish(DS, D2, {D2: 1})
+    dropped = publish(DS, D1, {D1: 1})
+    services.rules_set(datasource=DS, rules=[{"type": "dropByInterval", "interval": D1}])
+    # What beat sends every STRATA_RETENTION_SECONDS, by the schedule's task name.
+    name = django_settings.CELERY_BEAT_SCHEDULE["retention-duty"]["task"]
+    app.send_task(name, queue=worker.queue)
+    deadline = time.monotonic() + 60
+    while Segment.objects.filter(id__in=dropped.segment_ids, used=True).exists():
+        assert time.monotonic() < deadline, worker.tail()
+        time.sleep(0.2)
+    entry = CommitLogEntry.objects.filter(datasource=DS).order_by("-seq").first()
+    assert entry.kind == CommitKind.MARK_UNUSED and entry.removed == dropped.segment_ids
+    assert Segment.objects.filter(id__in=kept.segment_ids, used=True).exists()
