@@ -24,7 +24,7 @@ from console import druid_schema as ds_schema
 from console.druid import DruidView, druid_flag, druid_ts
 from console.druid_schema import druid_responses
 from metastore import retention_selectors, services
-from metastore.duties.retention import RULE_TYPES, RuleError
+from metastore.duties.retention import DEFAULT_KEY, RULE_TYPES, RuleError, rules_json
 from metastore.intervals import Interval
 from metastore.specs import SpecError
 
@@ -70,7 +70,11 @@ _AUDIT = {
 }
 _HISTORY_PARAMS = [
     OpenApiParameter("interval", str, description="ISO-8601 start/end (default: the last week)"),
-    OpenApiParameter("count", int, description="the newest n entries (not with interval)"),
+    OpenApiParameter(
+        "count",
+        {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
+        description="the newest n entries (not with interval)",
+    ),
 ]
 
 
@@ -100,6 +104,8 @@ class DataSourceRules(DruidView):
         responses=druid_responses({200: _RULES}),
     )
     def get(self, request, datasource):
+        if datasource == DEFAULT_KEY:
+            return Response(rules_json(retention_selectors.default_rules()))
         rules = retention_selectors.rules_stored(datasource=datasource) or []
         if druid_flag(request, "full"):
             rules = rules + [rule.to_json() for rule in retention_selectors.default_rules()]

@@ -65,6 +65,7 @@ def test_all_rules_include_the_default_and_full_appends_it(api_client):
     assert api_client.get(RULES).json() == {
         "_default": [{"type": "loadForever", "tieredReplicants": {"_default_tier": 2}}]
     }
+    assert api_client.get(f"{RULES}/_default").json() == api_client.get(RULES).json()["_default"]
     post(
         api_client,
         "social_media",
