@@ -78,8 +78,11 @@ _HISTORY_PARAMS = [
 ]
 
 
+_HEADERS = {"author": "X-Druid-Author", "comment": "X-Druid-Comment"}
+
+
 def _raise_field(exc: RuleError):
-    raise SpecError(exc.field, exc.message) from None
+    raise SpecError(_HEADERS.get(exc.field, exc.field), exc.message) from None
 
 
 class RulesMap(DruidView):

@@ -59,13 +59,17 @@ def rules_page(request, name: str):
         return render(request, "console/rules.html", context, status=400)
     previewed = request.POST.get("previewed", "")
     if request.POST.get("action") == "save" and previewed == _digest(text):
-        services.rules_set(
-            datasource=name,
-            rules=rules_json(rules),
-            comment=request.POST.get("comment", ""),
-            ip=request.META.get("REMOTE_ADDR", ""),
-            user=request.user,
-        )
+        try:
+            services.rules_set(
+                datasource=name,
+                rules=rules_json(rules),
+                comment=request.POST.get("comment", ""),
+                ip=request.META.get("REMOTE_ADDR", ""),
+                user=request.user,
+            )
+        except RuleError as exc:
+            context = _context(name, text, error_field=exc.field, error_message=exc.message)
+            return render(request, "console/rules.html", context, status=400)
         messages.success(request, f"Saved {len(rules)} rules for {name}")
         return redirect("console:rules", name=name)
     preview = retention_selectors.drop_preview(datasource=name, rules=rules)

@@ -121,6 +121,12 @@ def test_an_invalid_rule_is_a_400_naming_the_field_and_nothing_is_stored(api_cli
     assert RetentionRulesAudit.objects.count() == 1
 
 
+def test_an_author_too_long_to_store_is_a_400_naming_the_header(api_client):
+    response = post(api_client, "wiki", [{"type": "dropForever"}], HTTP_X_DRUID_AUTHOR="x" * 300)
+    assert response.status_code == 400 and response.json()["field"] == "X-Druid-Author"
+    assert not RetentionRules.objects.exists()
+
+
 def test_history_takes_interval_or_count_not_both(api_client):
     for n in range(3):
         post(api_client, "wiki", [{"type": "dropByPeriod", "period": f"P{n + 1}D"}])

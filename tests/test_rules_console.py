@@ -72,5 +72,17 @@ def test_invalid_rules_are_refused_at_their_field(client, page):
     assert retention_selectors.rules_stored(datasource=DS) is None
 
 
+def test_a_comment_that_cannot_be_stored_is_refused_at_its_field(client, page):
+    digest = previewed_digest(
+        client.post(page, {"rules": DROP_JAN_1_2, "action": "preview"}).content.decode()
+    )
+    response = client.post(
+        page, {"rules": DROP_JAN_1_2, "action": "save", "previewed": digest, "comment": "a\x00b"}
+    )
+    assert response.status_code == 400
+    assert 'data-field="comment"' in response.content.decode()
+    assert retention_selectors.rules_stored(datasource=DS) is None
+
+
 def test_the_datasource_page_links_to_its_rules(client, page):
     assert page in client.get(f"/datasources/{DS}").content.decode()

@@ -10,7 +10,14 @@ from django.utils import timezone
 
 from metastore import retention_selectors, selectors
 from metastore.duties import history
-from metastore.duties.retention import DropPlan, Rule, parse_rules, plan_drops, rules_json
+from metastore.duties.retention import (
+    DropPlan,
+    Rule,
+    RuleError,
+    parse_rules,
+    plan_drops,
+    rules_json,
+)
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, RetentionRules, RetentionRulesAudit, Segment
 from metastore.services._common import datasource_for_update
@@ -30,6 +37,10 @@ def rules_set(
     array) and record who, why and from where. An invalid list raises
     `RuleError` naming the field, and nothing is stored. A dataSource that does
     not exist yet may have rules, as in Druid."""
+    _check_text("dataSource", datasource, 255)
+    _check_text("author", author, 255)
+    _check_text("comment", comment, 10_000)
+    _check_text("ip", ip, 64)
     parsed = parse_rules(rules)
     payload = rules_json(parsed)
     person = user if user is not None and getattr(user, "is_authenticated", False) else None
@@ -44,6 +55,14 @@ def rules_set(
             user=person,
         )
     return parsed
+
+
+def _check_text(field: str, value: str, limit: int) -> None:
+    """Text the metastore can store: at most `limit` characters, no NUL."""
+    if len(value) > limit:
+        raise RuleError(field, f"at most {limit} characters, got {len(value)}")
+    if "\x00" in value:
+        raise RuleError(field, "must not contain NUL characters")
 
 
 @dataclass(frozen=True)
