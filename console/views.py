@@ -650,6 +650,11 @@ def commit_page(request, name: str, seq: int):
         .values_list("seq", flat=True)
         .first()
     )
+    refusal = retention_selectors.as_of_refusal(
+        datasource=name, as_of=prev if prev is not None else seq
+    )
+    if refusal:  # shown, not refused: the change set itself is still true
+        messages.warning(request, f"{refusal}; the timelines below may lack deleted segments")
     before = None
     if prev is not None:
         before = _timeline_context(

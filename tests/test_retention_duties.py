@@ -287,6 +287,9 @@ def test_the_api_the_sql_endpoint_and_the_console_refuse_expired_as_of(
     client.force_login(user)
     page = client.get(f"/datasources/{DS}?as_of={first.commit_seq}")
     assert f"oldest retained commit is {second.commit_seq}" in page.content.decode()
+    # The commit page of the second commit shows the first's timeline: with a warning.
+    commit = client.get(f"/datasources/{DS}/commits/{second.commit_seq}").content.decode()
+    assert "may lack deleted segments" in commit
 
 
 def test_time_travel_before_a_hand_kill_is_refused_not_shown_without_its_files(
