@@ -302,6 +302,9 @@ def bind_query(con, sql: str, *, as_of: int | None = None, druid_names: bool = F
         elif name.catalog.lower() in ("", sql_catalog.CATALOG):
             table = sql_catalog.find_table(schema, name.table)
             if table is not None:
+                if table.travels:  # sys.segments as of a commit: every dataSource's past
+                    for datasource in names:
+                        _refuse_expired(datasource, as_of)
                 view = f"${table.schema}.{table.name}"
                 system[view] = table
                 return view, name.table

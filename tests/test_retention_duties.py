@@ -284,6 +284,18 @@ def test_the_api_the_sql_endpoint_and_the_console_refuse_expired_as_of(
     )
     assert sql.status_code == 400 and sql.json()["field"] == "as_of"
     assert f"oldest retained commit is {second.commit_seq}" in sql.json()["message"]
+    sys_segments = api_client.post(
+        "/api/v1/query",
+        {"sql": "SELECT COUNT(*) FROM sys.segments", "as_of": first.commit_seq},
+        format="json",
+    )
+    assert sys_segments.status_code == 400 and sys_segments.json()["field"] == "as_of"
+    now_sys = api_client.post(
+        "/api/v1/query",
+        {"sql": "SELECT COUNT(*) FROM sys.segments", "as_of": second.commit_seq},
+        format="json",
+    )
+    assert now_sys.status_code == 200, now_sys.content
     client.force_login(user)
     page = client.get(f"/datasources/{DS}?as_of={first.commit_seq}")
     assert f"oldest retained commit is {second.commit_seq}" in page.content.decode()
