@@ -320,6 +320,28 @@ STRATA_KILL_IGNORE_DURATION_TO_RETAIN = _env_bool("STRATA_KILL_IGNORE_DURATION_T
 STRATA_KILL_BUFFER_PERIOD = os.environ.get("STRATA_KILL_BUFFER_PERIOD", "P30D")
 STRATA_KILL_MAX_SEGMENTS = int(os.environ.get("STRATA_KILL_MAX_SEGMENTS", "100"))
 
+
+def _check_periods() -> None:
+    """Refuse to start with a period that does not parse (every time travel would fail)."""
+    from metastore.duties.periods import Period, PeriodError  # pure: no Django
+
+    for name in (
+        "STRATA_HISTORY_RETENTION",
+        "STRATA_KILL_DURATION_TO_RETAIN",
+        "STRATA_KILL_BUFFER_PERIOD",
+    ):
+        try:
+            Period.parse(globals()[name])
+        except PeriodError as exc:
+            raise RuntimeError(f"{name}: {exc}") from None
+    if STRATA_KILL_MAX_SEGMENTS < 1:
+        raise RuntimeError(
+            f"STRATA_KILL_MAX_SEGMENTS must be 1 or more, not {STRATA_KILL_MAX_SEGMENTS}"
+        )
+
+
+_check_periods()
+
 # --- Celery -------------------------------------------------------------------
 # Long-running, resource-holding jobs: acknowledge only when done, hand a job back
 # if its worker dies, take one job at a time, and never let Redis redeliver a job
