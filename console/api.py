@@ -24,7 +24,7 @@ from console.pagination import (
     TaskCursorPagination,
 )
 from console.security import MAX_LIST_ITEMS, JSONRefused, PayloadTooLarge, parse_natural
-from metastore import selectors, services
+from metastore import retention_selectors, selectors, services
 from metastore.druid.errors import SpecError
 from metastore.druid.tasks import TASK_TYPES
 from metastore.intervals import Interval
@@ -600,6 +600,10 @@ class DataSourceViewSet(viewsets.ViewSet):
         as_of = parse_natural(as_of_text)
         if as_of_text is not None and as_of is None:
             raise SpecError("as_of", "must be a commit sequence number")
+        if as_of is not None:
+            refusal = retention_selectors.as_of_refusal(datasource=name, as_of=as_of)
+            if refusal:
+                raise SpecError("as_of", refusal)
         timeline = selectors.timeline_for(datasource=name, as_of=as_of)
         interval = _interval_param(request) or Interval.parse("0001-01-01/9999-12-31")
         pieces = timeline.lookup_pieces(interval, include_incomplete=False)

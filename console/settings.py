@@ -331,6 +331,44 @@ REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["rest_framework.throttling.AnonRateThrottle"]
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {"anon": os.environ.get("STRATA_ANON_RATE", "60/minute")}
 
+# --- Retention, history and kill duties (owner: issue 22) ---------------------------
+# Retention rules (Druid's load/drop rules) run every STRATA_RETENTION_SECONDS.
+STRATA_RETENTION_SECONDS = float(os.environ.get("STRATA_RETENTION_SECONDS", "60"))
+# Time travel reaches back this far (an ISO-8601 period): overshadowed segments
+# stay used while a commit this recent shows them, as_of older commits is refused.
+STRATA_HISTORY_RETENTION = os.environ.get("STRATA_HISTORY_RETENTION", "P7D")
+STRATA_HISTORY_SECONDS = float(os.environ.get("STRATA_HISTORY_SECONDS", "300"))
+# Druid's druid.coordinator.kill.*: off by default; segments unused past the
+# buffer period whose interval ended durationToRetain ago are deleted.
+STRATA_KILL_ON = _env_bool("STRATA_KILL_ON", False)
+STRATA_KILL_PERIOD_SECONDS = float(os.environ.get("STRATA_KILL_PERIOD_SECONDS", "86400"))
+STRATA_KILL_DURATION_TO_RETAIN = os.environ.get("STRATA_KILL_DURATION_TO_RETAIN", "P90D")
+STRATA_KILL_IGNORE_DURATION_TO_RETAIN = _env_bool("STRATA_KILL_IGNORE_DURATION_TO_RETAIN", False)
+STRATA_KILL_BUFFER_PERIOD = os.environ.get("STRATA_KILL_BUFFER_PERIOD", "P30D")
+STRATA_KILL_MAX_SEGMENTS = int(os.environ.get("STRATA_KILL_MAX_SEGMENTS", "100"))
+
+
+def _check_periods() -> None:
+    """Refuse to start with a period that does not parse (every time travel would fail)."""
+    from metastore.duties.periods import Period, PeriodError  # pure: no Django
+
+    for name in (
+        "STRATA_HISTORY_RETENTION",
+        "STRATA_KILL_DURATION_TO_RETAIN",
+        "STRATA_KILL_BUFFER_PERIOD",
+    ):
+        try:
+            Period.parse(globals()[name])
+        except PeriodError as exc:
+            raise RuntimeError(f"{name}: {exc}") from None
+    if STRATA_KILL_MAX_SEGMENTS < 1:
+        raise RuntimeError(
+            f"STRATA_KILL_MAX_SEGMENTS must be 1 or more, not {STRATA_KILL_MAX_SEGMENTS}"
+        )
+
+
+_check_periods()
+
 # --- Celery -------------------------------------------------------------------
 # Long-running, resource-holding jobs: acknowledge only when done, hand a job back
 # if its worker dies, take one job at a time, and never let Redis redeliver a job
@@ -351,6 +389,18 @@ CELERY_BEAT_SCHEDULE = {
     "intermediary-janitor": {
         "task": "workers.tasks.intermediary_janitor",
         "schedule": 60.0,
+    },
+    "retention-duty": {
+        "task": "workers.tasks.retention_duty",
+        "schedule": STRATA_RETENTION_SECONDS,
+    },
+    "history-duty": {
+        "task": "workers.tasks.history_duty",
+        "schedule": STRATA_HISTORY_SECONDS,
+    },
+    "kill-duty": {
+        "task": "workers.tasks.kill_duty",
+        "schedule": STRATA_KILL_PERIOD_SECONDS,
     },
     # The task reaper (failing tasks whose worker died) is not scheduled here: it
     # must run when no worker is alive, so the beat process runs it in a thread

@@ -4,7 +4,15 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from console import api, compaction_api, compaction_views, security, slot_views, views
+from console import (
+    api,
+    compaction_api,
+    compaction_views,
+    rules_views,
+    security,
+    slot_views,
+    views,
+)
 
 router = DefaultRouter()
 router.trailing_slash = "/?"  # SPEC §7 paths have no trailing slash; accept both
@@ -24,6 +32,7 @@ console_patterns = [
     path("datasources/<str:name>", views.datasource_page, name="datasource"),
     path("datasources/<str:name>/actions", views.datasource_action, name="datasource-action"),
     path("datasources/<str:name>/commits/<int:seq>", views.commit_page, name="commit"),
+    path("datasources/<str:name>/rules", rules_views.rules_page, name="rules"),
     path("datasources/<str:name>/segments/<path:segment_id>", views.segment_page, name="segment"),
 ]
 
@@ -41,6 +50,7 @@ urlpatterns = [
     path("", include("console.druid")),
     path("", include("console.druid_compaction")),
     path("", include("console.druid_native")),
+    path("", include("console.druid_rules")),
     path("", include("console.druid_read")),
     path("", include("console.query_api")),
     path("", include("console.query_views")),

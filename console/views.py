@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 from console import timeline_svg
 from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
 from console.templatetags.console_format import utc
-from metastore import console_selectors, selectors, services, task_logs
+from metastore import console_selectors, retention_selectors, selectors, services, task_logs
 from metastore.druid.errors import SpecError
 from metastore.intervals import Interval
 from metastore.models import (
@@ -542,6 +542,10 @@ def datasource_page(request, name: str):
     first_seq, last_seq = selectors.commit_neighbours(datasource=name)
     if as_of is not None and as_of >= last_seq:
         as_of = None
+    refusal = as_of is not None and retention_selectors.as_of_refusal(datasource=name, as_of=as_of)
+    if refusal:
+        messages.error(request, refusal)
+        as_of = None
     context = _timeline_context(request, name, as_of=as_of, window=window)
     commits = Paginator(selectors.commits_for(datasource=name), COMMITS_PER_PAGE).get_page(
         request.GET.get("page")
@@ -646,6 +650,11 @@ def commit_page(request, name: str, seq: int):
         .values_list("seq", flat=True)
         .first()
     )
+    refusal = retention_selectors.as_of_refusal(
+        datasource=name, as_of=prev if prev is not None else seq
+    )
+    if refusal:  # shown, not refused: the change set itself is still true
+        messages.warning(request, f"{refusal}; the timelines below may lack deleted segments")
     before = None
     if prev is not None:
         before = _timeline_context(

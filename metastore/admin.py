@@ -17,6 +17,8 @@ from metastore.models import (
     CompactionConfigAudit,
     DataSource,
     PendingSegment,
+    RetentionRules,
+    RetentionRulesAudit,
     Segment,
     Task,
     TaskLock,
@@ -146,6 +148,19 @@ class CommitLogEntryAdmin(ReadOnlyAdmin):
 @admin.register(PendingSegment)
 class PendingSegmentAdmin(ReadOnlyAdmin):
     list_display = ["datasource", "start", "end", "version", "partition", "task", "sequence_name"]
+
+
+# Rules are edited through the Druid API or the console's rules page (previewed,
+# audited): here they are read only.
+@admin.register(RetentionRules)
+class RetentionRulesAdmin(ReadOnlyAdmin):
+    list_display = ["datasource", "rules", "updated_at"]
+
+
+@admin.register(RetentionRulesAudit)
+class RetentionRulesAuditAdmin(ReadOnlyAdmin):
+    list_display = ["key", "author", "comment", "ip", "created_at"]
+    list_filter = ["key"]
 
 
 # --- API tokens: a key is a password; the admin shows only its first characters ------------

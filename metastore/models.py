@@ -430,3 +430,45 @@ class CompactionConfigAudit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.datasource or 'cluster'} compaction config @ {self.created_at}"
+
+
+class RetentionRules(models.Model):
+    """A dataSource's retention rules (or the `_default` rules every dataSource's
+    rules are followed by), in order, in Druid's JSON shape
+    (`metastore.duties.retention`). Written by `services.rules_set` only."""
+
+    datasource = models.CharField(max_length=255, unique=True)
+    rules = models.JSONField(default=list)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["datasource"]
+        verbose_name_plural = "retention rules"
+
+    def __str__(self) -> str:
+        return f"rules of {self.datasource} ({len(self.rules)})"
+
+
+class RetentionRulesAudit(models.Model):
+    """One change of a dataSource's rules, as Druid's audit log keeps it: the new
+    rules, who (`X-Druid-Author`, or the user), why (`X-Druid-Comment`), from where."""
+
+    key = models.CharField(max_length=255)
+    payload = models.JSONField(default=list)
+    author = models.CharField(max_length=255, blank=True, default="")
+    comment = models.TextField(blank=True, default="")
+    ip = models.CharField(max_length=64, blank=True, default="")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["key", "created_at"]),
+            models.Index(fields=["created_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"rules of {self.key} at {self.created_at:%Y-%m-%d %H:%M:%S}"

@@ -27,7 +27,14 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from metastore import selectors, sql_catalog, sql_druid, sql_druid_syntax, sql_guard
+from metastore import (
+    retention_selectors,
+    selectors,
+    sql_catalog,
+    sql_druid,
+    sql_druid_syntax,
+    sql_guard,
+)
 from metastore.intervals import Interval
 from metastore.models import DataSource
 from metastore.sql_macros import MACROS, macro_names
@@ -272,6 +279,14 @@ class BoundQuery:
     as_of: int | None = None
 
 
+def _refuse_expired(datasource: str, as_of: int | None) -> None:
+    """Time travel reaches back STRATA_HISTORY_RETENTION only (older segments may be killed)."""
+    if as_of is not None:
+        refusal = retention_selectors.as_of_refusal(datasource=datasource, as_of=as_of)
+        if refusal:
+            raise QueryError(refusal, field="as_of")
+
+
 def bind_query(
     con,
     sql: str,
@@ -296,11 +311,15 @@ def bind_query(
             real = name.table if name.table in exact else by_lower.get(name.table.lower())
             if real is not None:
                 if real not in sources:
+                    _refuse_expired(real, as_of)
                     sources[real] = visible_source(datasource=real, as_of=as_of)
                 return real, name.table
         elif name.catalog.lower() in ("", sql_catalog.CATALOG):
             table = sql_catalog.find_table(schema, name.table)
             if table is not None:
+                if table.travels:  # sys.segments as of a commit: every dataSource's past
+                    for datasource in names:
+                        _refuse_expired(datasource, as_of)
                 view = f"${table.schema}.{table.name}"
                 system[view] = table
                 return view, name.table

@@ -449,3 +449,30 @@ def _remove_unpublished_files(*, ended_before) -> list[str]:
     if removed:
         log.info("janitor removed %d unpublished segment folders: %s", len(removed), removed)
     return removed
+
+
+# --- the Coordinator's duties (beat schedules them: console/settings.py) -----------------
+
+
+@shared_task(name="workers.tasks.retention_duty", ignore_result=True)
+def retention_duty() -> dict:
+    """Druid's retention rules over every dataSource (workers/retention_duty.py)."""
+    from workers.retention_duty import run_retention_duty
+
+    return run_retention_duty()
+
+
+@shared_task(name="workers.tasks.history_duty", ignore_result=True)
+def history_duty() -> dict:
+    """History retention: overshadowed segments past the time-travel window go unused."""
+    from workers.history_duty import run_history_duty
+
+    return run_history_duty()
+
+
+@shared_task(name="workers.tasks.kill_duty", ignore_result=True)
+def kill_duty() -> dict:
+    """Druid's auto-kill (druid.coordinator.kill.*; off unless STRATA_KILL_ON)."""
+    from workers.kill_duty import run_kill_duty
+
+    return run_kill_duty()

@@ -8,7 +8,7 @@ both be granted incompatible locks, and a lock cannot be revoked while its task
 publishes. The pure rules live in `metastore.locking` and `metastore.timeline`.
 
 The functions live in a module per concern (tasks, locks, allocation,
-publish, segments); every public name is re-exported here.
+publish, segments, retention); every public name is re-exported here.
 """
 
 from metastore.services._common import (
@@ -57,6 +57,12 @@ from metastore.services.locks import (
 from metastore.services.publish import (
     NewSegment,
     segments_publish,
+)
+from metastore.services.retention import (
+    RetentionRun,
+    history_apply,
+    retention_apply,
+    rules_set,
 )
 from metastore.services.segments import (
     segment_admin_update,
@@ -134,4 +140,8 @@ __all__ = [
     "compaction_run_mark",
     "worker_heartbeat",
     "worker_stopped",
+    "rules_set",
+    "retention_apply",
+    "history_apply",
+    "RetentionRun",
 ]

@@ -46,8 +46,10 @@ def segments_mark_used(
     interval: Interval | None = None,
     segment_ids: Iterable[str] | None = None,
     user=None,
+    note: str = "",
 ) -> CommitLogEntry | None:
-    """Mark segments (in an interval, or by id) used or unused; one commit entry."""
+    """Mark segments (in an interval, or by id) used or unused; one commit entry
+    (with `note` saying why, when a duty rather than a person did it)."""
     if interval is None and segment_ids is None:
         raise ServiceError("give an interval or segment_ids")
     with transaction.atomic():
@@ -66,6 +68,7 @@ def segments_mark_used(
             kind=CommitKind.MARK_USED if used else CommitKind.MARK_UNUSED,
             added=ids if used else [],
             removed=[] if used else ids,
+            note=note,
         )
 
 

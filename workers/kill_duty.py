@@ -1,0 +1,88 @@
+"""The kill duty (Druid's KillUnusedSegments, `druid.coordinator.kill.*`): per
+dataSource, one kill task for its oldest eligible unused segments, submitted
+through the services and run by a worker like any kill task."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from metastore import retention_selectors, selectors, services
+from metastore.duties.kill import KillConfig, KillPlan, plan_kill
+from metastore.duties.periods import Period
+from metastore.intervals import format_ts
+from metastore.models import ACTIVE_STATUSES, Task, TaskType
+
+log = logging.getLogger(__name__)
+
+DUTY_CONTEXT_KEY = "strataDuty"
+
+
+def kill_config() -> KillConfig:
+    """The STRATA_KILL_* settings as Druid's kill configuration."""
+    return KillConfig(
+        on=settings.STRATA_KILL_ON,
+        duration_to_retain=Period.parse(settings.STRATA_KILL_DURATION_TO_RETAIN),
+        ignore_duration_to_retain=settings.STRATA_KILL_IGNORE_DURATION_TO_RETAIN,
+        buffer_period=Period.parse(settings.STRATA_KILL_BUFFER_PERIOD),
+        max_segments=settings.STRATA_KILL_MAX_SEGMENTS,
+    )
+
+
+def kill_plan(*, datasource: str, config: KillConfig, now: datetime) -> KillPlan | None:
+    horizon = retention_selectors.history_horizon(datasource=datasource, now=now)
+    # Unused since before the oldest retained commit: no retained as_of shows it.
+    history_starts = horizon.at if horizon.at is not None else now
+    retain_end = None if config.ignore_duration_to_retain else config.duration_to_retain.before(now)
+    return plan_kill(
+        config=config,
+        now=now,
+        unused=retention_selectors.unused_segments(datasource=datasource, ended_by=retain_end),
+        history_starts=history_starts,
+        locked=retention_selectors.locked_intervals(datasource=datasource),
+    )
+
+
+def kill_spec(datasource: str, plan: KillPlan) -> dict:
+    return {
+        "type": "kill",
+        "dataSource": datasource,
+        "interval": str(plan.interval),
+        "limit": plan.limit,
+        # Milliseconds, rounded down: never later than the planned cutoff.
+        "maxUsedStatusLastUpdatedTime": format_ts(plan.max_used_status_last_updated),
+        "context": {DUTY_CONTEXT_KEY: "kill"},
+    }
+
+
+def _duty_kill_running(datasource: str) -> bool:
+    return Task.objects.filter(
+        type=TaskType.KILL,
+        datasource=datasource,
+        status__in=ACTIVE_STATUSES,
+        spec__context__strataDuty="kill",
+    ).exists()
+
+
+def run_kill_duty(*, now: datetime | None = None, config: KillConfig | None = None) -> dict:
+    """Submit one kill task per dataSource with eligible unused segments (none
+    while the duty's previous kill task of that dataSource has not ended)."""
+    config = config or kill_config()
+    if not config.on:
+        return {}
+    now = now or timezone.now()
+    report: dict = {}
+    for name in selectors.datasource_names():
+        if _duty_kill_running(name):
+            report[name] = {"skipped": "a kill task of this duty is still running"}
+            continue
+        plan = kill_plan(datasource=name, config=config, now=now)
+        if plan is None:
+            continue
+        task = services.task_submit(spec=kill_spec(name, plan))
+        report[name] = {"task": task.id, "segments": len(plan.segment_ids)}
+        log.info("kill duty: %s kills up to %d segments of %s", task.id, plan.limit, name)
+    return report
