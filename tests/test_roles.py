@@ -17,7 +17,6 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import cache
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
@@ -45,8 +44,8 @@ def make_user(django_user_model, role: str):
 def client_for(user) -> APIClient:
     client = APIClient()
     if user is not None:
-        token = Token.objects.create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        _, key = services.api_token_issue(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
 
 

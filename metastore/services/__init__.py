@@ -65,6 +65,12 @@ from metastore.services.tasks import (
     task_submit,
     task_validate,
 )
+from metastore.services.tokens import (
+    TOKEN_PREFIX_CHARS,
+    api_token_issue,
+    api_token_revoke,
+    token_digest,
+)
 from metastore.services.workers import worker_heartbeat, worker_stopped
 
 __all__ = [
@@ -112,4 +118,8 @@ __all__ = [
     "segment_admin_update",
     "worker_heartbeat",
     "worker_stopped",
+    "TOKEN_PREFIX_CHARS",
+    "api_token_issue",
+    "api_token_revoke",
+    "token_digest",
 ]
