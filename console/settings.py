@@ -213,7 +213,7 @@ STORAGES = {
 }
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "console:tasks"
+LOGIN_REDIRECT_URL = "console:overview"
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from console import api, security, slot_views, views
+from console import api, overview_views, security, slot_views, views
 
 router = DefaultRouter()
 router.trailing_slash = "/?"  # SPEC §7 paths have no trailing slash; accept both
@@ -12,7 +12,8 @@ router.register("tasks", api.TaskViewSet, basename="task")
 router.register("datasources", api.DataSourceViewSet, basename="datasource")
 
 console_patterns = [
-    path("", views.tasks_page, name="tasks"),
+    path("", overview_views.overview, name="overview"),
+    path("tasks", views.tasks_page, name="tasks"),
     path("tasks/submit", views.task_submit, name="task-submit"),
     path("tasks/new", views.task_new, name="task-new"),
     path("tasks/<str:task_id>", views.task_page, name="task"),
@@ -41,6 +42,8 @@ urlpatterns = [
     path("", include("console.druid_read")),
     path("", include("console.query_api")),
     path("", include("console.query_views")),
+    path("", include("console.segment_views")),
+    path("", include("console.overview_views")),
     path("", include((console_patterns, "console"))),
 ]
 

@@ -87,16 +87,26 @@ def tasks_page(request):
     sort = request.GET.get("sort") or ""
     if sort.lstrip("-") not in console_selectors.TASK_SORTS:
         sort = ""
-    tasks = console_selectors.tasks_table(
-        status=status, type=ttype, datasource=datasource, sort=sort
-    )
-    page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    group = request.GET.get("group") or ""
+    if group not in console_selectors.TASK_GROUPS:
+        group = ""
     filters = {
         k: v for k, v in (("status", status), ("type", ttype), ("datasource", datasource)) if v
     }
-    query = urlencode({**filters, **({"sort": sort} if sort else {})})
-    context = {
-        "tasks": page.object_list,
+    query = urlencode(
+        {**filters, **({"sort": sort} if sort else {}), **({"group": group} if group else {})}
+    )
+    context = {"group": group, "groups": [], "group_by": console_selectors.TASK_GROUPS}
+    if group:
+        context["groups"] = _task_group_rows(group, filters)
+        page = None
+    else:
+        tasks = console_selectors.tasks_table(
+            status=status, type=ttype, datasource=datasource, sort=sort
+        )
+        page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    context |= {
+        "tasks": page.object_list if page else [],
         "page": page,
         "status": status,
         "type": ttype,
@@ -108,7 +118,28 @@ def tasks_page(request):
         "headers": _task_headers(filters, sort),
         "sort": sort,
     }
-    return _render(request, "console/tasks.html", "partials/task_table.html", context)
+    partial = "partials/task_groups.html" if group else "partials/task_table.html"
+    return _render(request, "console/tasks.html", partial, context)
+
+
+def _exact(column: str, value: str) -> str:
+    return f"={value}" if column == "datasource" else value
+
+
+def _task_group_rows(group: str, filters: dict) -> list[dict]:
+    """Each group with its counts per status and the link that lists its tasks."""
+    rows = []
+    for g in console_selectors.tasks_grouped(by=group, **filters):
+        rows.append(
+            {
+                "value": g.value,
+                "total": g.total,
+                "counts": [g.by_status.get(st, 0) for st in TaskStatus.values],
+                "newest": g.newest,
+                "href": "?" + urlencode({**filters, group: _exact(group, g.value)}),
+            }
+        )
+    return rows
 
 
 TEMPLATES = ("ingest", "append", "replace", "compact", "kill")

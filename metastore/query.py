@@ -490,12 +490,16 @@ def run_query(
     params: list | None = None,
     timeout_ms: int | None = None,
     druid_names: bool = False,
+    explain: bool = False,
+    query_id: str | None = None,
 ) -> QueryResult:
     """SQL over the visible rows of the dataSources it names and Druid's metadata
     tables, on DuckDB, within the time limit `timeout_ms` (Druid's context.timeout;
     None: STRATA_QUERY_TIMEOUT_MS) and the size and concurrency limits.
     `druid_names`: computed columns without an alias are named as Druid SQL names
-    them (`EXPR$<position>`), for Druid's SQL endpoint."""
+    them (`EXPR$<position>`), for Druid's SQL endpoint. `explain`: DuckDB's plan
+    (and the SQL Strata runs) instead of the rows. `query_id`: a name under which
+    `query_cancel` can interrupt it."""
     from django.conf import settings
 
     if as_of is not None and (
@@ -508,9 +512,60 @@ def run_query(
     try:
         bound = bind_query(con, sql, as_of=as_of, druid_names=druid_names)
         _register(con, bound.sources, bound.system, as_of=bound.as_of)
-        return _bounded(con, limit, lambda: _fetch(con, bound.sql, params))
+        text = f"EXPLAIN {bound.sql}" if explain else bound.sql
+        with _known_as(query_id, con):
+            result = _bounded(con, limit, lambda: _fetch(con, text, params))
+        if explain:  # the SQL Strata runs for it (the dataSources' views), then the plan
+            result.rows = [["strata_sql", bound.sql], *result.rows]
+        return result
     finally:
         con.close()
+
+
+# --- cancel by id: the console's workbench names its queries ---------------------------------
+
+_by_id: dict[str, object] = {}  # query id -> the connection it runs on, in this process
+_canceled: set[str] = set()
+
+
+class QueryCanceled(QueryError):
+    """The query was canceled by its user (query_cancel)."""
+
+    error_class = "org.apache.druid.query.QueryInterruptedException"
+
+
+@contextlib.contextmanager
+def _known_as(query_id: str | None, con):
+    if query_id is None:
+        yield
+        return
+    with _running_lock:
+        _by_id[query_id] = con
+    try:
+        yield
+    except QueryError:
+        with _running_lock:
+            canceled = query_id in _canceled
+        if canceled:
+            raise QueryCanceled("the query was canceled") from None
+        raise
+    finally:
+        with _running_lock:
+            _by_id.pop(query_id, None)
+            _canceled.discard(query_id)
+
+
+def query_cancel(query_id: str) -> bool:
+    """Interrupt the query run as `query_id` in this process (`run_query(query_id=)`):
+    whether it was running here."""
+    with _running_lock:
+        con = _by_id.get(query_id)
+        if con is not None:
+            _canceled.add(query_id)
+    if con is None:
+        return False
+    con.interrupt()
+    return True
 
 
 # --- results -----------------------------------------------------------------------------

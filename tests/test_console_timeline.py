@@ -264,14 +264,16 @@ def test_task_page_shows_who_blocks_and_stops_polling_once_ended(logged_in, stat
 
 def test_tasks_list_filters_and_pages(logged_in, states):
     n = Task.objects.count()
-    html = logged_in.get("/?status=success").content.decode()
+    html = logged_in.get("/tasks?status=success").content.decode()
     rows = re.findall(r'<tr data-task="([^"]+)">', html)
     assert rows and set(rows) == set(
         Task.objects.filter(status=TaskStatus.SUCCESS).values_list("id", flat=True)[:50]
     )
-    html = logged_in.get("/?status=RUNNING&type=index_parallel&datasource=states").content.decode()
+    html = logged_in.get(
+        "/tasks?status=RUNNING&type=index_parallel&datasource=states"
+    ).content.decode()
     assert re.findall(r'<tr data-task="([^"]+)">', html) == [states.running]
-    assert f"({n} tasks)" in logged_in.get("/").content.decode()
+    assert f"({n} tasks)" in logged_in.get("/tasks").content.decode()
 
 
 def test_submit_form_prefills_templates_and_shows_errors_at_the_field(logged_in, states):
