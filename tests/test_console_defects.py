@@ -41,6 +41,7 @@ def test_a_multi_line_query_runs_from_the_query_page(console_page, history):  # 
 
     page.fill("textarea[name=sql]", MULTI_LINE)
     page.click("#query-form button[type=submit]")
+    expect(page.locator("#query-running")).to_be_hidden()  # the result is swapped in
     expect(page.locator("#query-table")).to_have_count(1)
     cells = page.locator("#query-table tbody tr").first.locator("td").all_inner_texts()
     assert cells == ["2024-01-01T00:00:00.000Z", "2"]
