@@ -451,6 +451,8 @@ def _timeline_context(
     extent = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
     if window is None:
         window = extent or Interval.parse("2000-01-01/2000-01-02")
+    granularity = timeline_svg.segment_granularity(state)
+    window = timeline_svg.snap_window(window, granularity)
     locks = [x for x in all_locks if x.start < window.end and x.end > window.start]
     pendings = [x for x in all_pendings if x.start < window.end and x.end > window.start]
     try:
@@ -540,10 +542,11 @@ def _timeline_context(
                     "by": [],
                 }
             )
-    counts = state.counts
+    counts = timeline_svg.window_counts(state, window)  # the badges follow the window
     return {
         "name": name,
         "window": window,
+        "granularity": granularity,
         "extent": extent,
         "as_of": as_of,
         "show_unused": show_unused,
@@ -574,6 +577,11 @@ def datasource_page(request, name: str):
     if as_of is not None and as_of >= last_seq:
         as_of = None
     context = _timeline_context(request, name, as_of=as_of, window=window)
+    if window is not None and context["window"] != window and not request.htmx:
+        # A dragged window, snapped to the segment granularity: the URL says so too.
+        params = request.GET.copy()
+        params["interval"] = str(context["window"])
+        return redirect(f"{request.path}?{params.urlencode()}")
     commits = Paginator(selectors.commits_for(datasource=name), COMMITS_PER_PAGE).get_page(
         request.GET.get("page")
     )

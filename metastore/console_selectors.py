@@ -72,6 +72,21 @@ def visibility_counts(
     """Counts of the used segments of `state` (of the chunks overlapping `interval`,
     if given). Rows and bytes per chunk come from the state's per-chunk sums; only
     chunks whose segments differ in visibility are read segment by segment."""
+    if interval is None:
+        # The whole dataSource's counts are kept with the state (one per commit): a
+        # dataSource whose chunks mix visible and overshadowed segments would
+        # otherwise read every segment's rows again on every page.
+        cached = getattr(state, "_strata_visibility_counts", None)
+        if cached is None:
+            cached = _visibility_counts(datasource=datasource, state=state, interval=None)
+            state._strata_visibility_counts = cached
+        return cached
+    return _visibility_counts(datasource=datasource, state=state, interval=interval)
+
+
+def _visibility_counts(
+    *, datasource: str, state: TimelineState, interval: Interval | None
+) -> VisibilityCounts:
     counts = VisibilityCounts()
     chunks = state.chunks if interval is None else state.chunks_overlapping(interval)
     per_chunk = selectors.state_rows(datasource=datasource, state=state, interval=interval)
