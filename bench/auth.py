@@ -60,12 +60,13 @@ def setup_django(url: str, data_dir: Path) -> str:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
     from django.core.management import call_command
-    from rest_framework.authtoken.models import Token
+
+    from metastore.services import api_token_issue
 
     call_command("migrate", verbosity=0)
     user = get_user_model().objects.create_user("bench", password=PASSWORD)
     user.groups.add(Group.objects.get(name="operator"))
-    return Token.objects.create(user=user).key
+    return api_token_issue(user=user)[1]
 
 
 def _answers(url: str) -> bool:

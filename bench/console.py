@@ -3,9 +3,11 @@ segments (100 roots, a compaction generation of 50 overwriting them, 10 appends)
 = 58,400 segments. Times the server-side render of the dataSource page (whole
 year, one mark per chunk) and of its interval view (one day: every segment),
 their HTML size, and `timeline_for` cold, warm, and after one new commit (applied
-to the cached timeline) against a full rebuild measured in the same run. Not a test.
+to the cached timeline) against a full rebuild measured in the same run. Then,
+with --tasks tasks added, every console list and the overview (issue 25). Not a test.
 
-    python bench/console.py [--scale 1] [--runs 5]
+    python bench/console.py [--scale 1] [--runs 5] [--tasks 100000]
+    (--scale 10: 584,000 segments)
     (DATABASE_URL defaults to a fresh strata_bench_console; the database is recreated)
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -32,6 +35,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=int, default=1, help="years of 365 chunks")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tasks", type=int, default=100_000, help="tasks for the lists")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/strata_bench_console")
     name, admin = url.rsplit("/", 1)[1], url.rsplit("/", 1)[0] + "/postgres"
@@ -197,6 +201,100 @@ def main() -> None:
         f"ratios to the cold timeline read from the rows: page render / it = "
         f"{statistics.median(times) / statistics.median(rows_cold):.2f}"
     )
+    _lists(client, args, count)
+
+
+def _tasks(n: int) -> None:
+    """`n` ended tasks over 20 dataSources (5% FAILED), and 50 RUNNING, WAITING and
+    PENDING: the tasks lists' and the overview's shape."""
+    from datetime import UTC, datetime
+
+    from metastore.models import Task, TaskStatus
+
+    t0 = time.perf_counter()
+    base = datetime(2024, 1, 1, tzinfo=UTC)
+    statuses = [TaskStatus.SUCCESS] * 19 + [TaskStatus.FAILED]
+    batch = []
+    for i in range(n):
+        status = (
+            statuses[i % 20]
+            if i < n - 150
+            else (TaskStatus.RUNNING, TaskStatus.WAITING, TaskStatus.PENDING)[i % 3]
+        )
+        created = base + timedelta(seconds=30 * i)
+        batch.append(
+            Task(
+                id=f"index_parallel_ds{i % 20}_{i:08d}",
+                type=("index_parallel", "compact", "kill")[i % 3],
+                datasource=f"wikipedia_ds{i % 20}",
+                spec={"type": "index_parallel"},
+                status=status,
+                priority=50,
+                group_id=f"g{i}",
+                created_at=created,
+                started_at=created,
+                ended_at=created + timedelta(seconds=60)
+                if status in (TaskStatus.SUCCESS, TaskStatus.FAILED)
+                else None,
+                error="input file is gone" if status == TaskStatus.FAILED else "",
+            )
+        )
+        if len(batch) >= 10_000:
+            Task.objects.bulk_create(batch)
+            batch = []
+    Task.objects.bulk_create(batch)
+    # The ended ones ended now: the overview counts the last day's.
+    Task.objects.filter(status__in=(TaskStatus.SUCCESS, TaskStatus.FAILED)).update(
+        ended_at=datetime.now(UTC)
+    )
+    print(f"inserted {n:,} tasks in {time.perf_counter() - t0:.1f} s")
+
+
+def _lists(client, args, segments: int) -> None:
+    """Server time of every console list and the overview (issue 25): warm, the
+    median of `runs` renders in this process (the timeline states are cached per
+    commit, as in a web process that has served the page once)."""
+    _tasks(args.tasks)
+    pages = [
+        ("overview (home page)", "/"),
+        ("services", "/services"),
+        ("dataSources", "/datasources"),
+        ("tasks (newest first)", "/tasks"),
+        ("tasks filtered ?datasource=ds1", "/tasks?datasource=ds1"),
+        ("tasks sorted by priority", "/tasks?sort=-priority"),
+        ("tasks grouped by dataSource", "/tasks?group=datasource"),
+        ("tasks grouped by status", "/tasks?group=status"),
+        ("segments (newest first)", "/segments"),
+        ("segments sorted by size", "/segments?sort=size"),
+        ("segments ?state=overshadowed", "/segments?state=overshadowed"),
+        ("segments ?state=visible&sort=-size", "/segments?state=visible&sort=-size"),
+        (
+            "segments ?datasource=bench&interval=one day",
+            "/segments?datasource=bench&interval=2024-07-01/2024-07-02",
+        ),
+        ("segments ?version=2024-06", "/segments?version=2024-06"),
+    ]
+    client.get("/segments?state=visible")  # the states, once per process
+    print(f"console lists at {segments:,} segments and {args.tasks:,} tasks (server time, warm):")
+    for label, path in pages:
+        times = []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            response = client.get(path)
+            times.append(time.perf_counter() - t)
+            assert response.status_code == 200, (path, response.status_code)
+        print(f"  {label}: {_ms(times)}  [goal <= 100 ms at 584,000 segments]")
+    # deep in the segments list: the cursor of page 200 costs what page 1 does
+    html = client.get("/segments?limit=500").content.decode()
+    for _ in range(20):
+        found = re.search(r'href="\?([^"]+)" id="segments-next"', html)
+        html = client.get("/segments?" + found[1].replace("&amp;", "&")).content.decode()
+    times = []
+    for _ in range(args.runs):
+        t = time.perf_counter()
+        client.get("/segments?" + found[1].replace("&amp;", "&"))
+        times.append(time.perf_counter() - t)
+    print(f"  segments, page 21 of 500 by cursor: {_ms(times)}")
 
 
 if __name__ == "__main__":

@@ -139,18 +139,26 @@ def _role_annotations(user_ref: str) -> dict:
 
 
 class StrataTokenAuthentication(TokenAuthentication):
-    """DRF's token authentication, reading the user's role in the same query."""
+    """DRF's `Authorization: Token <key>` header, checked against the digest
+    Strata stores (`metastore.models.ApiToken`: the key itself is never kept),
+    reading the user's role in the same query. An expired token is refused."""
 
     def authenticate_credentials(self, key):
-        model = self.get_model()
+        from django.utils import timezone
+
+        from metastore.models import ApiToken
+        from metastore.services import token_digest
+
         token = (
-            model.objects.select_related("user")
+            ApiToken.objects.select_related("user")
             .annotate(**_role_annotations("user_id"))
-            .filter(key=key)
+            .filter(digest=token_digest(key))
             .first()
         )
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
+        if token.expires_at is not None and token.expires_at <= timezone.now():
+            raise exceptions.AuthenticationFailed("Token expired.")
         user = token.user
         if not user.is_active:
             raise exceptions.AuthenticationFailed("User inactive or deleted.")

@@ -5,12 +5,13 @@ zoom script read them); the number of shapes is bounded whatever the size."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from datetime import datetime, timedelta
 
 from django.urls import reverse
 from django.utils.html import escape
 
-from metastore.intervals import Interval, format_ts
+from metastore.intervals import Granularity, Interval, format_ts
 from metastore.selectors import TimelineState
 
 MAX_BUCKETS = 1000
@@ -79,6 +80,72 @@ def _svg(body: list[str], height: float, window: Interval, kind: str, extra: str
         f'data-window-start="{format_ts(window.start)}" data-window-end="{format_ts(window.end)}" '
         f'data-left="{LEFT}" data-width="{WIDTH}" {extra}>' + DEFS + "".join(body) + "</svg>"
     )
+
+
+# --- windows snap to the segment granularity; badges count the window ----------------------
+
+_SNAP = tuple(
+    Granularity.from_name(n)
+    for n in (
+        "SECOND",
+        "MINUTE",
+        "FIVE_MINUTE",
+        "FIFTEEN_MINUTE",
+        "THIRTY_MINUTE",
+        "HOUR",
+        "SIX_HOUR",
+        "DAY",
+        "WEEK",
+        "MONTH",
+        "QUARTER",
+        "YEAR",
+    )
+)
+GRANULARITY_SAMPLE = 256  # chunks looked at, evenly spread
+
+
+def segment_granularity(state: TimelineState) -> Granularity | None:
+    """The dataSource's segment granularity as its chunks show it: the granularity
+    whose single bucket most (sampled) chunks are, the finer one on a tie; None
+    when no chunk is one bucket of any (or there are none)."""
+    chunks = state.chunks
+    votes: Counter = Counter()
+    for c in chunks[:: max(1, len(chunks) // GRANULARITY_SAMPLE)]:
+        for g in _SNAP:
+            if g.truncate(c.interval.start) == c.interval.start and g.next(c.interval.start) == (
+                c.interval.end
+            ):
+                votes[g] += 1
+                break
+    if not votes:
+        return None
+    most = max(votes.values())
+    return next(g for g in _SNAP if votes.get(g) == most)
+
+
+def snap_window(window: Interval, granularity: Granularity | None) -> Interval:
+    """`window` widened to whole buckets of `granularity` (unchanged without one)."""
+    if granularity is None:
+        return window
+    start = granularity.truncate(window.start)
+    end = granularity.truncate(window.end)
+    if end < window.end:
+        end = granularity.next(window.end)
+    if end <= start:
+        end = granularity.next(start)
+    return Interval(start, end)
+
+
+def window_counts(state: TimelineState, window: Interval) -> dict[str, int]:
+    """Segments by visibility in the chunks overlapping `window` (the badges)."""
+    extent = state.extent
+    if extent is None or (window.start <= extent.start and extent.end <= window.end):
+        return dict(state.counts)
+    counts = dict.fromkeys(("visible", "partial", "overshadowed", "incomplete"), 0)
+    for c in state.chunks_overlapping(window):
+        for r in c.segments:
+            counts[state.status.get(r.id, "overshadowed")] += 1
+    return counts
 
 
 # --- overview ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from console import (
     api,
     compaction_api,
     compaction_views,
+    overview_views,
     rules_views,
     security,
     slot_views,
@@ -20,7 +21,8 @@ router.register("tasks", api.TaskViewSet, basename="task")
 router.register("datasources", api.DataSourceViewSet, basename="datasource")
 
 console_patterns = [
-    path("", views.tasks_page, name="tasks"),
+    path("", overview_views.overview, name="overview"),
+    path("tasks", views.tasks_page, name="tasks"),
     path("tasks/submit", views.task_submit, name="task-submit"),
     path("tasks/new", views.task_new, name="task-new"),
     path("tasks/<str:task_id>", views.task_page, name="task"),
@@ -54,6 +56,8 @@ urlpatterns = [
     path("", include("console.druid_read")),
     path("", include("console.query_api")),
     path("", include("console.query_views")),
+    path("", include("console.segment_views")),
+    path("", include("console.overview_views")),
     path("", include((console_patterns, "console"))),
 ]
 

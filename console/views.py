@@ -87,16 +87,26 @@ def tasks_page(request):
     sort = request.GET.get("sort") or ""
     if sort.lstrip("-") not in console_selectors.TASK_SORTS:
         sort = ""
-    tasks = console_selectors.tasks_table(
-        status=status, type=ttype, datasource=datasource, sort=sort
-    )
-    page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    group = request.GET.get("group") or ""
+    if group not in console_selectors.TASK_GROUPS:
+        group = ""
     filters = {
         k: v for k, v in (("status", status), ("type", ttype), ("datasource", datasource)) if v
     }
-    query = urlencode({**filters, **({"sort": sort} if sort else {})})
-    context = {
-        "tasks": page.object_list,
+    query = urlencode(
+        {**filters, **({"sort": sort} if sort else {}), **({"group": group} if group else {})}
+    )
+    context = {"group": group, "groups": [], "group_by": console_selectors.TASK_GROUPS}
+    if group:
+        context["groups"] = _task_group_rows(group, filters)
+        page = None
+    else:
+        tasks = console_selectors.tasks_table(
+            status=status, type=ttype, datasource=datasource, sort=sort
+        )
+        page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+    context |= {
+        "tasks": page.object_list if page else [],
         "page": page,
         "status": status,
         "type": ttype,
@@ -108,7 +118,28 @@ def tasks_page(request):
         "headers": _task_headers(filters, sort),
         "sort": sort,
     }
-    return _render(request, "console/tasks.html", "partials/task_table.html", context)
+    partial = "partials/task_groups.html" if group else "partials/task_table.html"
+    return _render(request, "console/tasks.html", partial, context)
+
+
+def _exact(column: str, value: str) -> str:
+    return f"={value}" if column == "datasource" else value
+
+
+def _task_group_rows(group: str, filters: dict) -> list[dict]:
+    """Each group with its counts per status and the link that lists its tasks."""
+    rows = []
+    for g in console_selectors.tasks_grouped(by=group, **filters):
+        rows.append(
+            {
+                "value": g.value,
+                "total": g.total,
+                "counts": [g.by_status.get(st, 0) for st in TaskStatus.values],
+                "newest": g.newest,
+                "href": "?" + urlencode({**filters, group: _exact(group, g.value)}),
+            }
+        )
+    return rows
 
 
 TEMPLATES = ("ingest", "append", "replace", "compact", "kill")
@@ -420,6 +451,8 @@ def _timeline_context(
     extent = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
     if window is None:
         window = extent or Interval.parse("2000-01-01/2000-01-02")
+    granularity = timeline_svg.segment_granularity(state)
+    window = timeline_svg.snap_window(window, granularity)
     locks = [x for x in all_locks if x.start < window.end and x.end > window.start]
     pendings = [x for x in all_pendings if x.start < window.end and x.end > window.start]
     try:
@@ -509,10 +542,11 @@ def _timeline_context(
                     "by": [],
                 }
             )
-    counts = state.counts
+    counts = timeline_svg.window_counts(state, window)  # the badges follow the window
     return {
         "name": name,
         "window": window,
+        "granularity": granularity,
         "extent": extent,
         "as_of": as_of,
         "show_unused": show_unused,
@@ -547,6 +581,11 @@ def datasource_page(request, name: str):
         messages.error(request, refusal)
         as_of = None
     context = _timeline_context(request, name, as_of=as_of, window=window)
+    if window is not None and context["window"] != window and not request.htmx:
+        # A dragged window, snapped to the segment granularity: the URL says so too.
+        params = request.GET.copy()
+        params["interval"] = str(context["window"])
+        return redirect(f"{request.path}?{params.urlencode()}")
     commits = Paginator(selectors.commits_for(datasource=name), COMMITS_PER_PAGE).get_page(
         request.GET.get("page")
     )

@@ -1,17 +1,17 @@
 """The Django admin. Everything is read-only except what goes through services:
-segment used flag / location / shard spec edits, mark used/unused, task cancel."""
+segment used flag / location / shard spec edits, mark used/unused, task cancel,
+API tokens (issued, rotated, revoked through services; only their digest is kept)."""
 
 from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.template.response import TemplateResponse
-from rest_framework.authtoken.admin import TokenAdmin
-from rest_framework.authtoken.models import TokenProxy
 
 from metastore import services
 from metastore.compaction_state import validate_compaction_config
 from metastore.druid.errors import SpecError
 from metastore.models import (
+    ApiToken,
     CommitLogEntry,
     CompactionConfig,
     CompactionConfigAudit,
@@ -163,42 +163,82 @@ class RetentionRulesAuditAdmin(ReadOnlyAdmin):
     list_filter = ["key"]
 
 
-# --- API tokens: a key is a password; the admin shows only its first characters ------------
-
-TOKEN_PREFIX_CHARS = 8
+# --- API tokens: stored as digests; a key is shown once, when issued -------------------------
 
 
-def token_prefix(key: str) -> str:
-    """What the admin shows of a key: enough to tell tokens apart, too little to use."""
-    return f"{key[:TOKEN_PREFIX_CHARS]}…"
+class ApiTokenForm(forms.ModelForm):
+    class Meta:
+        model = ApiToken
+        fields = ["user", "expires_at"]
 
 
-# DRF's Token.__str__ is the key itself, and the admin prints an object's str in the
-# change form's title and breadcrumbs, the delete and history pages and the admin
-# log. TokenProxy exists only for the admin, so its str becomes the prefix there.
-TokenProxy.__str__ = lambda self: f"{token_prefix(self.key)} ({self.user})"
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Issue (add: shows the key once), rotate (an action: new keys, shown once),
+    revoke (delete) and expire tokens. Only the prefix and the owner are listed:
+    the key itself is nowhere to show."""
 
-admin.site.unregister(TokenProxy)
+    form = ApiTokenForm
+    list_display = ["key_prefix", "user", "created_at", "expires_at"]
+    search_fields = ["user__username", "prefix"]
+    actions = ["rotate"]
 
+    def get_fields(self, request, obj=None):
+        return (
+            ["user", "expires_at"]
+            if obj is None
+            else ["user", "prefix", "created_at", "expires_at"]
+        )
 
-@admin.register(TokenProxy)
-class ApiTokenAdmin(TokenAdmin):
-    list_display = ("key_prefix", "user", "created")
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else ["user", "prefix", "created_at"]
 
-    @admin.display(description="key", ordering="key")
+    @admin.display(description="key", ordering="prefix")
     def key_prefix(self, obj) -> str:
-        return token_prefix(obj.key)
+        return f"{obj.prefix}…"
 
-    def response_add(self, request, obj, post_url_continue=None):
+    def save_model(self, request, obj, form, change):
+        if change:  # only the expiry can change
+            obj.save(update_fields=["expires_at"])
+            return
+        token, key = services.api_token_issue(
+            user=form.cleaned_data["user"], expires_at=form.cleaned_data.get("expires_at")
+        )
+        obj.pk, obj.digest, obj.prefix, obj.created_at = (
+            token.pk,
+            token.digest,
+            token.prefix,
+            token.created_at,
+        )
+        request._strata_new_keys = [(token.user, key)]
+
+    def delete_model(self, request, obj):
+        services.api_token_revoke(user=obj.user)
+
+    def delete_queryset(self, request, queryset):
+        for token in queryset.select_related("user"):
+            services.api_token_revoke(user=token.user)
+
+    def _show_keys(self, request, keys):
         # Shown once, in this response only: never stored in a message or a cookie.
         context = {
             **self.admin_site.each_context(request),
-            "title": "API token created",
-            "token_key": obj.key,
-            "token_user": obj.user,
+            "title": "API token created" if len(keys) == 1 else "API tokens rotated",
+            "new_keys": keys,
             "opts": self.opts,
         }
         return TemplateResponse(request, "admin/token_created.html", context)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        return self._show_keys(request, request._strata_new_keys)
+
+    @admin.action(description="Rotate selected tokens (new keys, shown once)")
+    def rotate(self, request, queryset):
+        keys = []
+        for token in queryset.select_related("user"):
+            new, key = services.api_token_issue(user=token.user, expires_at=token.expires_at)
+            keys.append((new.user, key))
+        return self._show_keys(request, keys)
 
 
 # --- auto-compaction configs: edited through the services, validated as Druid does ---------

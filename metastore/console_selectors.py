@@ -72,6 +72,21 @@ def visibility_counts(
     """Counts of the used segments of `state` (of the chunks overlapping `interval`,
     if given). Rows and bytes per chunk come from the state's per-chunk sums; only
     chunks whose segments differ in visibility are read segment by segment."""
+    if interval is None:
+        # The whole dataSource's counts are kept with the state (one per commit): a
+        # dataSource whose chunks mix visible and overshadowed segments would
+        # otherwise read every segment's rows again on every page.
+        cached = getattr(state, "_strata_visibility_counts", None)
+        if cached is None:
+            cached = _visibility_counts(datasource=datasource, state=state, interval=None)
+            state._strata_visibility_counts = cached
+        return cached
+    return _visibility_counts(datasource=datasource, state=state, interval=interval)
+
+
+def _visibility_counts(
+    *, datasource: str, state: TimelineState, interval: Interval | None
+) -> VisibilityCounts:
     counts = VisibilityCounts()
     chunks = state.chunks if interval is None else state.chunks_overlapping(interval)
     per_chunk = selectors.state_rows(datasource=datasource, state=state, interval=interval)
@@ -233,14 +248,16 @@ def tasks_table(
     sort: str | None = None,
 ):
     """Tasks for the console's table: `datasource` matches any part of the name,
-    whatever its case; `sort` is a column of TASK_SORTS, '-' first for descending
+    whatever its case ("=name": that name exactly); `sort` is a column of TASK_SORTS, '-' first for descending
     (newest first by default). Ties break on id, so pages never overlap."""
     qs = Task.objects.defer("spec", "report")
     if status:
         qs = qs.filter(status=status)
     if type:
         qs = qs.filter(type=type)
-    if datasource:
+    if datasource and datasource.startswith("="):  # Druid's console: "=name", that name only
+        qs = qs.filter(datasource=datasource[1:])
+    elif datasource:
         qs = qs.filter(datasource__icontains=datasource)
     descending = bool(sort) and sort.startswith("-")
     fields = TASK_SORTS.get((sort or "").lstrip("-"))
@@ -248,3 +265,43 @@ def tasks_table(
         return qs.order_by("-created_at", "-id")
     first, *rest = fields
     return qs.order_by(f"-{first}" if descending else first, *rest, "id")
+
+
+TASK_GROUPS = ("type", "datasource", "status")
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """One row of the tasks list grouped by a column, as Druid's console groups it."""
+
+    value: str
+    total: int
+    by_status: dict[str, int]  # status -> tasks
+    newest: datetime | None
+
+
+def tasks_grouped(
+    *,
+    by: str,
+    status: str | None = None,
+    type: str | None = None,
+    datasource: str | None = None,
+) -> list[TaskGroup]:
+    """The tasks that `tasks_table` would list, counted per value of `by` (one of
+    TASK_GROUPS) and status, busiest group first. One query."""
+    if by not in TASK_GROUPS:
+        raise ValueError(f"group by one of {', '.join(TASK_GROUPS)}")
+    qs = tasks_table(status=status, type=type, datasource=datasource).order_by()
+    groups: dict[str, dict] = {}
+    for value, st, n, newest in qs.values_list(by, "status").annotate(
+        n=Count("id"), newest=Max("created_at")
+    ):
+        g = groups.setdefault(value, {"by_status": {}, "newest": None})
+        g["by_status"][st] = n
+        if g["newest"] is None or (newest is not None and newest > g["newest"]):
+            g["newest"] = newest
+    out = [
+        TaskGroup(v, sum(g["by_status"].values()), g["by_status"], g["newest"])
+        for v, g in groups.items()
+    ]
+    return sorted(out, key=lambda g: (-g.total, g.value))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from metastore import compaction_state, locking
 from metastore.allocation_rules import EPOCH_VERSION
@@ -172,7 +173,12 @@ class Segment(models.Model):
                 name="segment_identity",
             )
         ]
-        indexes = [models.Index(fields=["datasource", "used", "start", "end"])]
+        indexes = [
+            models.Index(fields=["datasource", "used", "start", "end"]),
+            # The console's Segments view pages every dataSource newest first by
+            # keyset (start, id): one index walk per page, at any depth.
+            models.Index(fields=["start", "id"], name="segment_start_id"),
+        ]
 
     def __str__(self) -> str:
         return self.id
@@ -472,3 +478,25 @@ class RetentionRulesAudit(models.Model):
 
     def __str__(self) -> str:
         return f"rules of {self.key} at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ApiToken(models.Model):
+    """A user's API token, kept only as the SHA-256 digest of its key: the key is
+    shown once, when issued (`metastore.services.api_token_issue`), and a stolen
+    database gives no usable token. Keys are 160 random bits, so one fast hash is
+    enough (as django-rest-knox and GitHub do); `prefix` tells tokens apart."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_token"
+    )
+    digest = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=8)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["user_id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"

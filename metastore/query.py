@@ -549,6 +549,8 @@ def run_query(
     timeout_ms: int | None = None,
     druid_names: bool = False,
     druid_sql: bool = False,
+    explain: bool = False,
+    query_id: str | None = None,
 ) -> QueryResult:
     """SQL over the visible rows of the dataSources it names and Druid's metadata
     tables, on DuckDB, within the time limit `timeout_ms` (Druid's context.timeout;
@@ -556,7 +558,9 @@ def run_query(
     `druid_names`: computed columns without an alias are named as Druid SQL names
     them (`EXPR$<position>`), for Druid's SQL endpoint. `druid_sql`: the query is
     Druid SQL -- Druid's syntax, functions and names, `EXPLAIN PLAN FOR` answered
-    as Druid answers it (metastore.sql_druid); otherwise the engine's dialect."""
+    as Druid answers it (metastore.sql_druid); otherwise the engine's dialect. `explain`: DuckDB's
+    plan (and the SQL Strata runs) instead of the rows. `query_id`: a name under which
+    `query_cancel` can interrupt it."""
     from django.conf import settings
 
     if as_of is not None and (
@@ -564,17 +568,22 @@ def run_query(
     ):
         raise QueryError("as_of must be a commit sequence number", field="as_of")
     limit = timeout_for(timeout_ms)
-    explain = False
+    druid_explain = False
     if druid_sql:
-        explain, sql = _druid_text(sql)
+        druid_explain, sql = _druid_text(sql)
     con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
     try:
         check_read_only(sql)
         bound = bind_query(con, sql, as_of=as_of, druid_names=druid_names, druid_sql=druid_sql)
         _register(con, bound.sources, bound.system, as_of=bound.as_of)
-        if explain:
+        if druid_explain:
             return _bounded(con, limit, lambda: explain_plan(con, bound))
-        return _bounded(con, limit, lambda: _fetch(con, bound.sql, params))
+        text = f"EXPLAIN {bound.sql}" if explain else bound.sql
+        with _known_as(query_id, con):
+            result = _bounded(con, limit, lambda: _fetch(con, text, params))
+        if explain:  # the SQL Strata runs for it (the dataSources' views), then the plan
+            result.rows = [["strata_sql", bound.sql], *result.rows]
+        return result
     except QueryError as exc:
         if druid_sql and not hasattr(exc, "druid_error"):
             exc.message = sql_druid.engine_message(exc.message)
@@ -642,6 +651,52 @@ def explain_plan(con, bound: BoundQuery) -> QueryResult:
     return QueryResult(
         columns=["PLAN", "RESOURCES", "ATTRIBUTES"], rows=[row], types=["string"] * 3
     )
+
+
+# --- cancel by id: the console's workbench names its queries ---------------------------------
+
+_by_id: dict[str, object] = {}  # query id -> the connection it runs on, in this process
+_canceled: set[str] = set()
+
+
+class QueryCanceled(QueryError):
+    """The query was canceled by its user (query_cancel)."""
+
+    error_class = "org.apache.druid.query.QueryInterruptedException"
+
+
+@contextlib.contextmanager
+def _known_as(query_id: str | None, con):
+    if query_id is None:
+        yield
+        return
+    with _running_lock:
+        _by_id[query_id] = con
+    try:
+        yield
+    except QueryError:
+        with _running_lock:
+            canceled = query_id in _canceled
+        if canceled:
+            raise QueryCanceled("the query was canceled") from None
+        raise
+    finally:
+        with _running_lock:
+            _by_id.pop(query_id, None)
+            _canceled.discard(query_id)
+
+
+def query_cancel(query_id: str) -> bool:
+    """Interrupt the query run as `query_id` in this process (`run_query(query_id=)`):
+    whether it was running here."""
+    with _running_lock:
+        con = _by_id.get(query_id)
+        if con is not None:
+            _canceled.add(query_id)
+    if con is None:
+        return False
+    con.interrupt()
+    return True
 
 
 # --- results -----------------------------------------------------------------------------

@@ -30,13 +30,18 @@ def roles_ensure(**_kwargs) -> None:
             codename=codename, content_type=content_type, defaults={"name": name}
         )
     model_view = list(
-        Permission.objects.filter(content_type__app_label="metastore", codename__startswith="view_")
+        Permission.objects.filter(
+            content_type__app_label="metastore", codename__startswith="view_"
+        ).exclude(codename="view_apitoken")
     )
     for i, role in enumerate(ROLES):
         group, _ = Group.objects.get_or_create(name=role)
         wanted = [perms[r] for r in ROLES[: i + 1]] + model_view
         if role == ADMIN:
             wanted += list(
-                Permission.objects.filter(content_type__app_label__in=("auth", "authtoken"))
+                Permission.objects.filter(content_type__app_label="auth")
+                | Permission.objects.filter(
+                    content_type__app_label="metastore", codename__endswith="_apitoken"
+                )
             )
         group.permissions.add(*wanted)

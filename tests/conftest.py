@@ -432,14 +432,15 @@ def user(django_user_model):
 @pytest.fixture
 def api_client(user):
     """A DRF APIClient authenticated with alice's token (`client.user`, `client.token`)."""
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
-    token = Token.objects.create(user=user)
+    from metastore.services import api_token_issue
+
+    _, key = api_token_issue(user=user)
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     client.user = user
-    client.token = token.key
+    client.token = key
     return client
 
 

@@ -54,10 +54,10 @@ def generated_client(live_server, tmp_path, monkeypatch):
 def test_a_generated_client_submits_polls_lists_and_cancels_a_task(
     generated_client, live_server, user, inline_spec, monkeypatch
 ):
-    from rest_framework.authtoken.models import Token
+    from metastore.services import api_token_issue
 
     monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-    token = Token.objects.create(user=user).key
+    token = api_token_issue(user=user)[1]
     api = importlib.import_module("strata_client.api.api")
     models = importlib.import_module("strata_client.models")
     submit = importlib.import_module(f"{api.__name__}.api_v1_tasks_create")

@@ -151,9 +151,9 @@ def _config(token: str, seeded: Seeded) -> str:
 
 @pytest.fixture
 def operator_token(user) -> str:
-    from rest_framework.authtoken.models import Token
+    from metastore.services import api_token_issue
 
-    return Token.objects.create(user=user).key
+    return api_token_issue(user=user)[1]
 
 
 @pytest.fixture

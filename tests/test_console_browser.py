@@ -55,7 +55,7 @@ def test_tasks_page_follows_a_task_to_success_without_reloading(
     holder = claimed_task("clicks")
     services.lock_acquire(task=holder, interval=Interval.parse("2024-06-01/2024-06-02"))
 
-    page.goto(page.console_url("/"))
+    page.goto(page.console_url("/tasks"))
     expect(page.locator("h1")).to_have_text("Tasks")
     page.evaluate("window.__strataMarker = 'still the same document'")
     navigations = []

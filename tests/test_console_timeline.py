@@ -121,7 +121,9 @@ def test_zoomed_window_draws_only_its_segments(logged_in, states):
     assert 'data-window-start="2024-03-02T00:00:00.000Z"' in html
     # extreme windows draw, within bounds
     for window in ("0001-01-01/9999-01-01", "2024-03-02T00:00:00.000Z/2024-03-02T00:00:00.001Z"):
-        html = logged_in.get(f"/datasources/{DS}?interval={window}&buckets=5000").content.decode()
+        html = logged_in.get(
+            f"/datasources/{DS}?interval={window}&buckets=5000", follow=True
+        ).content.decode()
         assert len(buckets(html)) <= 1000 and "svg" in html
     # a bad interval is reported, not a 500
     bad = logged_in.get(f"/datasources/{DS}?interval=nope", follow=True)
@@ -264,14 +266,16 @@ def test_task_page_shows_who_blocks_and_stops_polling_once_ended(logged_in, stat
 
 def test_tasks_list_filters_and_pages(logged_in, states):
     n = Task.objects.count()
-    html = logged_in.get("/?status=success").content.decode()
+    html = logged_in.get("/tasks?status=success").content.decode()
     rows = re.findall(r'<tr data-task="([^"]+)">', html)
     assert rows and set(rows) == set(
         Task.objects.filter(status=TaskStatus.SUCCESS).values_list("id", flat=True)[:50]
     )
-    html = logged_in.get("/?status=RUNNING&type=index_parallel&datasource=states").content.decode()
+    html = logged_in.get(
+        "/tasks?status=RUNNING&type=index_parallel&datasource=states"
+    ).content.decode()
     assert re.findall(r'<tr data-task="([^"]+)">', html) == [states.running]
-    assert f"({n} tasks)" in logged_in.get("/").content.decode()
+    assert f"({n} tasks)" in logged_in.get("/tasks").content.decode()
 
 
 def test_submit_form_prefills_templates_and_shows_errors_at_the_field(logged_in, states):

@@ -640,8 +640,9 @@ def test_a_body_that_is_not_json_and_an_unknown_datasource(wiki, api_client):
 
 def test_native_queries_need_authentication_and_a_viewer_may_query(wiki, client, django_user_model):
     from django.contrib.auth.models import Group
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
+
+    from metastore.services import api_token_issue
 
     body = {"queryType": "timeBoundary", "dataSource": "wiki"}
     response = client.post("/druid/v2", body, content_type="application/json")
@@ -652,7 +653,7 @@ def test_native_queries_need_authentication_and_a_viewer_may_query(wiki, client,
         if role:
             reader.groups.add(Group.objects.get(name=role))
         api = APIClient()
-        api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=reader).key}")
+        api.credentials(HTTP_AUTHORIZATION=f"Token {api_token_issue(user=reader)[1]}")
         response = api.post("/druid/v2", body, format="json")
         assert response.status_code == (200 if allowed else 403), response.content
 

@@ -16,7 +16,7 @@ DAILY = "SELECT TIME_FLOOR(__time, 'PT6H') AS t, SUM(added) AS added, COUNT(*) A
 def test_the_page_shows_a_table_and_a_chart_of_a_time_series(client, user, history):  # noqa: F811
     client.force_login(user)
 
-    page = client.get("/query", {"sql": DAILY}).content.decode()
+    page = client.get("/query", {"sql": DAILY, "chart": "1"}).content.decode()
 
     assert '<table id="query-table">' in page
     for cell in ("2024-01-01T00:00:00.000Z", "<td>384</td>", "2024-01-01T18:00:00.000Z"):
@@ -62,6 +62,16 @@ def test_chart_points_follow_time_and_value():
     assert xs == sorted(xs) and xs[0] == chart.pad and xs[-1] == chart.plot_right
     assert ys[0] == chart.plot_bottom  # the lowest value (0) on the axis
     assert ys[1] == chart.plot_top  # the highest (10) at the top
+
+
+def test_each_series_has_its_own_scale():
+    chart = time_series_chart(
+        ["t", "big", "small"],
+        [["2024-01-01T00:00:00.000Z", 0, 0.0], ["2024-01-02T00:00:00.000Z", 1_000_000, 0.5]],
+    )
+    big, small = chart.series
+    top = [float(p.split(",")[1]) for p in (big.points.split()[1], small.points.split()[1])]
+    assert top == [chart.plot_top, chart.plot_top]  # each series' highest at the top
     assert time_series_chart(["t"], [["x"], ["y"]]) is None
     assert time_series_chart(["a", "b"], [["x", 1], ["y", 2]]) is None
 
@@ -72,6 +82,7 @@ def test_the_query_page_in_a_browser(console_page, history):  # noqa: F811
     page = console_page
     page.goto(page.console_url("/query"))
     page.fill("textarea[name=sql]", DAILY)
+    page.check("input[name=chart]")  # charts only on request
     page.click("#query-form button[type=submit]")
     page.wait_for_selector("#query-table, #query-error")
     assert page.locator("#query-error").count() == 0, page.locator("#query-error").inner_text()

@@ -17,7 +17,6 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.cache import cache
 from django.core.management import call_command
-from rest_framework.authtoken.models import Token
 from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory, force_authenticate
 from rest_framework.views import APIView
@@ -45,8 +44,8 @@ def make_user(django_user_model, role: str):
 def client_for(user) -> APIClient:
     client = APIClient()
     if user is not None:
-        token = Token.objects.create(user=user)
-        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        _, key = services.api_token_issue(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
 
 
@@ -310,7 +309,16 @@ def test_console_per_role(role, world, inline_spec, client, django_user_model):
     user = make_user(django_user_model, role)
     client.force_login(user)
     running = world["running"]
-    pages = ["/", f"/tasks/{running.id}", "/locks", "/datasources", "/datasources/wiki"]
+    pages = [
+        "/",
+        "/tasks",
+        "/segments",
+        "/services",
+        f"/tasks/{running.id}",
+        "/locks",
+        "/datasources",
+        "/datasources/wiki",
+    ]
     for page in pages:
         response = client.get(page)
         assert response.status_code == (403 if role == "norole" else 200), (
@@ -318,7 +326,7 @@ def test_console_per_role(role, world, inline_spec, client, django_user_model):
             response.status_code,
         )
 
-    tasks_page = client.get("/").content.decode()
+    tasks_page = client.get("/tasks").content.decode()
     task_page = client.get(f"/tasks/{running.id}").content.decode()
     can_operate = RANK[role] >= 2
     assert ("/tasks/new" in tasks_page) == can_operate  # the submit form's link

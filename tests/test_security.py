@@ -113,7 +113,7 @@ def test_console_500_shows_no_traceback(user, monkeypatch):
         raise RuntimeError("secret internals: password=hunter2")
 
     monkeypatch.setattr(console_selectors, "tasks_table", broken)  # what the tasks page reads
-    response = client.get("/")
+    response = client.get("/tasks")
     assert response.status_code == 500
     body = response.content.decode()
     assert "hunter2" not in body and "Traceback" not in body

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from metastore import selectors, services
 from metastore.intervals import Interval
+from metastore.last_runs import last_run_mark
 from metastore.models import Task, TaskStatus
 from metastore.services.tasks import RUN_TASK
 
@@ -250,6 +251,7 @@ class _Reaper:
         while not self.stop.wait(settings.STRATA_REAPER_SECONDS):
             try:
                 task_reaper()
+                last_run_mark("reaper", redis_url=settings.REDIS_URL)  # beat is alive
             except Exception:  # the database or broker is away: the next round retries
                 log.exception("task reaper round failed")
                 connection.close()
@@ -396,6 +398,7 @@ def intermediary_janitor() -> list[str]:
     timeout = max(settings.STRATA_HEARTBEAT_TIMEOUT, 5 * settings.STRATA_HEARTBEAT_SECONDS)
     _, removed = reap_dead_tasks(older_than=timezone.now() - timedelta(seconds=timeout))
     _remove_unpublished_files(ended_before=timezone.now() - timedelta(seconds=expiry))
+    last_run_mark("janitor", redis_url=settings.REDIS_URL)
     root = settings.STRATA_INTERMEDIARY_DIR
     if not root.exists():
         return removed

@@ -83,6 +83,12 @@ from metastore.services.tasks import (
     task_submit,
     task_validate,
 )
+from metastore.services.tokens import (
+    TOKEN_PREFIX_CHARS,
+    api_token_issue,
+    api_token_revoke,
+    token_digest,
+)
 from metastore.services.workers import worker_heartbeat, worker_stopped
 
 __all__ = [
@@ -144,4 +150,8 @@ __all__ = [
     "retention_apply",
     "history_apply",
     "RetentionRun",
+    "TOKEN_PREFIX_CHARS",
+    "api_token_issue",
+    "api_token_revoke",
+    "token_digest",
 ]

@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
+from metastore import services
 from metastore.roles import ADMIN, ROLES, roles_ensure
 
 
@@ -75,7 +75,5 @@ class Command(BaseCommand):
         if generate_password:
             self.stdout.write(f"password: {password}  (shown once)")
         if token:
-            with transaction.atomic():
-                Token.objects.filter(user=user).delete()
-                key = Token.objects.create(user=user).key
+            key = services.api_token_issue(user=user)[1]
             self.stdout.write(f"API token: {key}")

@@ -2,8 +2,8 @@
 
 If no superuser exists, `admin` is created with the password in
 STRATA_ADMIN_PASSWORD, or a generated one that is printed this once (it is not
-stored anywhere in clear). The superuser's DRF token is created when missing
-and printed when created. Auth models are written through Django's own
+stored anywhere in clear). The superuser's API token is created when missing
+and printed when created (only its digest is stored). Auth models are written through Django's own
 managers, the one place Strata writes outside `metastore.services`.
 """
 
@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
-from rest_framework.authtoken.models import Token
+
+from metastore import services
+from metastore.models import ApiToken
 
 ADMIN_USERNAME = "admin"
 
@@ -49,12 +51,14 @@ def admin_ensure() -> EnsuredAdmin:
             user = users.objects.create_superuser(
                 username=ADMIN_USERNAME, email="", password=password
             )
-        token, created = Token.objects.get_or_create(user=user)
+        key = None
+        if not ApiToken.objects.filter(user=user).exists():
+            key = services.api_token_issue(user=user)[1]
     return EnsuredAdmin(
         username=user.get_username(),
         password=password,
         password_generated=generated,
-        token=token.key if created else None,
+        token=key,
     )
 
 

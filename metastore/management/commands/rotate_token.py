@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
-from rest_framework.authtoken.models import Token
+
+from metastore import services
 
 
 def token_rotate(*, username: str, revoke: bool = False) -> str | None:
@@ -17,9 +17,10 @@ def token_rotate(*, username: str, revoke: bool = False) -> str | None:
     user = users.objects.filter(**{users.USERNAME_FIELD: username}).first()
     if user is None:
         raise CommandError(f"no user {username!r}")
-    with transaction.atomic():
-        Token.objects.filter(user=user).delete()
-        return None if revoke else Token.objects.create(user=user).key
+    if revoke:
+        services.api_token_revoke(user=user)
+        return None
+    return services.api_token_issue(user=user)[1]
 
 
 class Command(BaseCommand):

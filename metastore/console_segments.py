@@ -1,0 +1,223 @@
+"""The console's Segments view: every segment of every dataSource, filtered,
+sorted and paged by keyset (a cursor is the sort key of the last row shown, so a
+page costs the same at row 50 and at row 500,000 and keeps its place while
+segments are added).
+
+A segment's state is what the timeline makes of it (`metastore.console_selectors`):
+visible, partial, overshadowed, incomplete (used, in a chunk missing core
+partitions); or unused. `tombstone` filters the used tombstones. The timeline
+states come from the per-commit cache (`selectors.timeline_state`), so only the
+page's rows are read from the database when no state is asked for; when one is,
+the few ids in a rare state are looked up by key, and a common state is kept by
+reading rows in order and skipping the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Q
+
+from metastore import selectors
+from metastore.intervals import Interval, format_ts, parse_ts
+from metastore.models import DataSource, Segment
+
+TIMELINE_STATES = ("visible", "partial", "overshadowed", "incomplete")
+STATES = (*TIMELINE_STATES, "unused", "tombstone")
+# What the URL says -> the column (keyset order: then the id).
+SORTS = {
+    "start": "start",
+    "end": "end",
+    "datasource": "datasource__name",
+    "version": "version",
+    "partition": "partition",
+    "size": "size_bytes",
+    "rows": "num_rows",
+}
+DEFAULT_SORT = "-start"  # as Druid's Segments view: newest first
+# A rare state's ids up to this many are looked up by key; more, rows are skipped.
+BY_KEY_MAX = 20_000
+SCAN_BATCH = 500
+
+
+@dataclass(frozen=True)
+class SegmentFilters:
+    datasource: str = ""  # any part of the name, any case; "=name" for that name only
+    interval: Interval | None = None  # overlapping it
+    version: str = ""  # a prefix of the version
+    state: str = ""  # one of STATES
+    shard_type: str = ""  # shard_spec.type: numbered, hashed, range, single, tombstone, ...
+
+
+@dataclass(frozen=True)
+class SegmentRow:
+    id: str
+    datasource: str
+    interval: Interval
+    version: str
+    partition: int
+    shard_type: str
+    size: int
+    rows: int
+    state: str
+    tombstone: bool
+
+
+@dataclass(frozen=True)
+class SegmentPage:
+    rows: list[SegmentRow]
+    next_after: list | None  # the cursor of the next page, or None at the end
+    matching: int | None  # how many match, when a timeline state was asked for
+
+
+_FIELDS = ("id", "datasource__name", "start", "end", "version", "partition")
+_FIELDS += ("shard_spec", "size_bytes", "num_rows", "used", "tombstone")
+
+
+def _base(filters: SegmentFilters):
+    qs = Segment.objects.all()
+    if filters.datasource:
+        ids = _named(DataSource.objects.all(), filters.datasource).values("id")
+        qs = qs.filter(datasource_id__in=ids)
+    if filters.interval is not None:
+        qs = qs.filter(start__lt=filters.interval.end, end__gt=filters.interval.start)
+    if filters.version:
+        qs = qs.filter(version__startswith=filters.version)
+    if filters.shard_type:
+        qs = qs.filter(shard_spec__type=filters.shard_type)
+    if filters.state == "unused":
+        qs = qs.filter(used=False)
+    elif filters.state == "tombstone":
+        qs = qs.filter(used=True, tombstone=True)
+    elif filters.state:
+        qs = qs.filter(used=True)
+    return qs
+
+
+def _named(qs, text: str):
+    """dataSources whose name contains `text` (any case), or is it exactly ("=name"),
+    as Druid's console filters."""
+    if text.startswith("="):
+        return qs.filter(name=text[1:])
+    return qs.filter(name__icontains=text)
+
+
+def _states(names) -> dict[str, dict[str, str]]:
+    """dataSource -> (segment id -> timeline state), from the per-commit cache."""
+    return {n: selectors.timeline_state(datasource=n).status for n in sorted(set(names))}
+
+
+def _in_state(filters: SegmentFilters) -> list[str]:
+    """The ids of the used segments in the timeline state asked for, of the
+    dataSources the filter names."""
+    names = DataSource.objects.filter(segments__used=True)
+    if filters.datasource:
+        names = _named(names, filters.datasource)
+    names = names.distinct().values_list("name", flat=True)
+    return [
+        sid
+        for status in _states(names).values()
+        for sid, st in status.items()
+        if st == filters.state
+    ]
+
+
+def _ordered(qs, sort: str, after: list | None):
+    column = SORTS[sort.lstrip("-")]
+    descending = sort.startswith("-")
+    if after is not None:
+        value, last_id = after
+        beyond = "lt" if descending else "gt"
+        qs = qs.filter(
+            Q(**{f"{column}__{beyond}": value}) | Q(**{column: value, f"id__{beyond}": last_id})
+        )
+    order = (f"-{column}", "-id") if descending else (column, "id")
+    return qs.order_by(*order)
+
+
+def _cursor_of(row: dict, sort: str) -> list:
+    value = row[SORTS[sort.lstrip("-")]]
+    return [format_ts(value) if isinstance(value, datetime) else value, row["id"]]
+
+
+def cursor_value(sort: str, value):
+    """A cursor's sort value back in its column's type (a ValueError if it is not)."""
+    column = SORTS[sort.lstrip("-")]
+    if column in ("start", "end"):
+        return parse_ts(str(value))
+    if column in ("partition", "size_bytes", "num_rows"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("not an integer")
+        return value
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    return value
+
+
+def segments_page(
+    *,
+    filters: SegmentFilters,
+    sort: str = DEFAULT_SORT,
+    after: list | None = None,
+    limit: int = 50,
+) -> SegmentPage:
+    """One page of segments matching `filters` in `sort` order (a key of SORTS,
+    '-' first for descending), after the cursor `after` ([sort value, id])."""
+    qs = _base(filters)
+    keep = None
+    matching = None
+    if filters.state in TIMELINE_STATES:
+        ids = _in_state(filters)
+        matching = len(ids)
+        if len(ids) <= BY_KEY_MAX:
+            qs = qs.filter(id__in=ids)
+        else:
+            keep = set(ids)
+    if keep is None:
+        found = list(_ordered(qs, sort, after).values(*_FIELDS)[: limit + 1])
+    else:
+        found = _scan(qs, sort, after, limit + 1, keep)
+    more = len(found) > limit
+    found = found[:limit]
+    status = _states(r["datasource__name"] for r in found if r["used"])
+    rows = [_row(r, status) for r in found]
+    next_after = _cursor_of(found[-1], sort) if more and found else None
+    return SegmentPage(rows, next_after, matching)
+
+
+def _scan(qs, sort: str, after: list | None, wanted: int, keep: set[str]) -> list[dict]:
+    """Rows in order from `after` whose id is in `keep`, until `wanted` are found
+    or the rows run out, read SCAN_BATCH at a time."""
+    found: list[dict] = []
+    column = SORTS[sort.lstrip("-")]
+    while len(found) < wanted:
+        batch = list(_ordered(qs, sort, after).values(*_FIELDS)[:SCAN_BATCH])
+        found += [r for r in batch if r["id"] in keep]
+        if len(batch) < SCAN_BATCH:
+            break
+        after = [batch[-1][column], batch[-1]["id"]]
+    return found
+
+
+def _row(r: dict, status: dict[str, dict[str, str]]) -> SegmentRow:
+    state = "unused"
+    if r["used"]:
+        state = status.get(r["datasource__name"], {}).get(r["id"], "overshadowed")
+    shard = r["shard_spec"] if isinstance(r["shard_spec"], dict) else {}
+    return SegmentRow(
+        id=r["id"],
+        datasource=r["datasource__name"],
+        interval=Interval(r["start"], r["end"]),
+        version=r["version"],
+        partition=r["partition"],
+        shard_type=str(shard.get("type") or ("tombstone" if r["tombstone"] else "")),
+        size=r["size_bytes"],
+        rows=r["num_rows"],
+        state=state,
+        tombstone=r["tombstone"],
+    )
+
+
+# Druid's shard spec types Strata writes (and a dataSource imported from Druid may have).
+SHARD_TYPES = ("numbered", "linear", "hashed", "range", "single", "tombstone")
