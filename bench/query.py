@@ -256,7 +256,8 @@ def bench_user() -> dict[str, str]:
 
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
-    from rest_framework.authtoken.models import Token
+
+    from metastore.services import api_token_issue
 
     password = secrets.token_urlsafe(16)
     get_user_model().objects.filter(username="bench").delete()  # from a --reuse'd run
@@ -264,7 +265,7 @@ def bench_user() -> dict[str, str]:
     user.groups.add(Group.objects.get(name="viewer"))
     basic = base64.b64encode(f"bench:{password}".encode()).decode()
     return {
-        "token": f"Token {Token.objects.create(user=user).key}",
+        "token": f"Token {api_token_issue(user=user)[1]}",
         "basic": f"Basic {basic}",
     }
 

@@ -144,13 +144,14 @@ def test_history_takes_interval_or_count_not_both(api_client):
 
 def test_a_viewer_reads_rules_but_may_not_change_them(django_user_model):
     from django.contrib.auth.models import Group
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
+
+    from metastore.services import api_token_issue
 
     viewer = django_user_model.objects.create_user("vic", password="pw-12345-xyz")
     viewer.groups.add(Group.objects.get(name="viewer"))
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=viewer).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_issue(user=viewer)[1]}")
     assert client.get(RULES).status_code == 200
     refused = post(client, "wiki", [{"type": "dropForever"}])
     assert refused.status_code == 403 and "operator" in refused.json()["error"]
