@@ -789,6 +789,10 @@ _refuse(
 
 # --- operators: Druid's implicit casts ---------------------------------------------------
 
+# Division as Calcite types it: a long by a long is a long (truncated), anything
+# else a double -- what the engine's `//` does (its `/` always gives a double).
+RULES["/"] = Rule(name="/", kind="operator", arity=(2, 2), sql="($a0 // $a1)", internal=True)
+
 # LIKE on a number compares its text (Druid casts both sides to VARCHAR).
 for _op in ("~~", "!~~", "~~*", "!~~*"):
     RULES[_op] = Rule(

@@ -149,11 +149,13 @@ def _array_type_edits(tokens: list[_Token]) -> list[tuple[int, int, str]]:
     return edits
 
 
-_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+PLAN\s+(?:(?:WITH|WITHOUT)\s+IMPLEMENTATION\s+)?FOR\s", re.I)
+_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+PLAN\s+(?:(?:WITH|WITHOUT)\s+IMPLEMENTATION\s+)?FOR\s+", re.I)
 
 
 def split_explain(sql: str) -> tuple[bool, str]:
     """(whether the query asks `EXPLAIN PLAN FOR`, the query it explains)."""
+    if "EXPLAIN" not in sql.upper():
+        return False, sql
     tokens = _tokens(sql)
     words = [t.word for t in tokens[:6]]
     if words[:1] != ["EXPLAIN"]:

@@ -26,11 +26,6 @@ MACROS = [
 ]
 
 
-def macro_names() -> list[str]:
-    """The names of the functions Strata defines for queries (Druid's time functions)."""
-    return [macro.split()[2].split("(")[0] for macro in MACROS]
-
-
 # Druid's multi-value strings: stored as the value itself, or as the JSON text of a
 # list of values (see workers.jobs.parsing); a list column reads as one too.
 DRUID_MACROS = [
@@ -53,3 +48,9 @@ DRUID_MACROS = [
     "lambda acc, p: acc * 256 + p) END",
 ]
 MACROS = MACROS + DRUID_MACROS
+
+
+def macro_names() -> list[str]:
+    """The names of the functions Strata defines for queries (Druid's time functions,
+    and the helpers metastore.sql_druid_rules translates Druid's functions into)."""
+    return [macro.split()[2].split("(")[0] for macro in MACROS]

@@ -99,6 +99,12 @@ SCALAR = [
         "1000 B",
         ROW1,
     ),
+    # division, typed as in Druid: a long by a long is a long
+    ("/ (division)", "7 / 2", 3, ROW1),
+    ("/ (division)", "-7 / 2", -3, ROW1),
+    ("/ (division)", "7.0 / 2", 3.5, ROW1),
+    ("/ (division)", "val / 2", 0.75, ROW1),
+    ("/ (division)", "cnt / 2", 0, ROW1),
     # strings
     ("CONCAT", "CONCAT('x', dim, 'z')", "xaz", ROW1),
     ("CONCAT", "CONCAT('x', dim, 'z')", None, "WHERE cnt = 3"),
