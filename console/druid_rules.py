@@ -24,9 +24,9 @@ from console import druid_schema as ds_schema
 from console.druid import DruidView, druid_flag, druid_ts
 from console.druid_schema import druid_responses
 from metastore import retention_selectors, services
+from metastore.druid.errors import SpecError
 from metastore.duties.retention import DEFAULT_KEY, RULE_TYPES, RuleError, rules_json
 from metastore.intervals import Interval
-from metastore.specs import SpecError
 
 AUDIT_WINDOW = timedelta(weeks=1)
 MAX_COUNT = 10_000
