@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ EXAMPLE = 'SELECT TIME_FLOOR(__time, \'P1D\') AS "day",\n  COUNT(*) AS "rows"\nF
 # sends CRLF). NUL and the other control characters are refused, as everywhere.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 SHOWN_ROWS = 1000
+log = logging.getLogger(__name__)
 WIDTH, HEIGHT, PAD = 900, 260, 48
 COLORS = ("#3d74e0", "#e0793d", "#2f9e5b", "#a23de0")
 
@@ -259,7 +261,12 @@ def query_schema(request):
     Druid SQL types (INFORMATION_SCHEMA.COLUMNS' source), loaded after the page."""
     from metastore.sql_catalog import datasource_columns
 
-    return render(request, "partials/query_schema.html", {"tables": datasource_columns()})
+    try:
+        tables, problem = datasource_columns(), None
+    except Exception as exc:  # a segment file gone or unreadable: said, not a 500
+        log.warning("schema tree: %s", exc)
+        tables, problem = {}, f"the columns could not be read: {exc.__class__.__name__}: {exc}"
+    return render(request, "partials/query_schema.html", {"tables": tables, "problem": problem})
 
 
 urlpatterns = [

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from metastore import selectors
 from metastore.intervals import Interval, format_ts, parse_ts
@@ -111,10 +111,11 @@ def _states(names) -> dict[str, dict[str, str]]:
 def _in_state(filters: SegmentFilters) -> list[str]:
     """The ids of the used segments in the timeline state asked for, of the
     dataSources the filter names."""
-    names = DataSource.objects.filter(segments__used=True)
+    used = Segment.objects.filter(datasource=OuterRef("pk"), used=True)
+    names = DataSource.objects.filter(Exists(used))  # one index probe per dataSource
     if filters.datasource:
         names = _named(names, filters.datasource)
-    names = names.distinct().values_list("name", flat=True)
+    names = names.values_list("name", flat=True)
     return [
         sid
         for status in _states(names).values()

@@ -98,9 +98,31 @@ def _visibility_counts(
             counts.of(states.pop()).add(len(c.segments), rows, size)
         else:
             mixed.update({r.id: state.status.get(r.id, "overshadowed") for r in c.segments})
-    for sid, (rows, size, _) in selectors.segment_facts(ids=mixed).items():
-        counts.of(mixed[sid]).add(1, rows, size)
+    if len(mixed) <= MIXED_BY_ID_MAX:
+        facts = {
+            sid: (rows, size) for sid, (rows, size, _) in selectors.segment_facts(ids=mixed).items()
+        }
+    else:  # most chunks mixed (compacted with appends): one pass over the used rows
+        facts = _used_facts(datasource, interval)
+        missing = [sid for sid in mixed if sid not in facts]  # unused since (a past state)
+        for sid, (rows, size, _) in selectors.segment_facts(ids=missing).items():
+            facts[sid] = (rows, size)
+    for sid, state_of in mixed.items():
+        if sid in facts:
+            counts.of(state_of).add(1, *facts[sid])
     return counts
+
+
+# Above this many segments in mixed chunks, their rows and bytes are read in one
+# sequential pass over the dataSource's used segments rather than by id.
+MIXED_BY_ID_MAX = 5_000
+
+
+def _used_facts(datasource: str, interval: Interval | None) -> dict[str, tuple[int, int]]:
+    qs = Segment.objects.filter(datasource__name=datasource, used=True)
+    if interval is not None:
+        qs = qs.filter(start__lt=interval.end, end__gt=interval.start)
+    return {sid: (rows, size) for sid, rows, size in qs.values_list("id", "num_rows", "size_bytes")}
 
 
 @dataclass(frozen=True)

@@ -281,3 +281,15 @@ def test_tasks_grouped_in_the_browser(console_page, cluster):
     page.click("tr[data-group=wiki] a")
     expect(page.locator("tr[data-task]")).to_have_count(2)
     assert not page.problems
+
+
+@pytest.mark.e2e
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["/tasks", "/tasks?group=status", "/datasources/wiki", "/query"])
+def test_pages_at_a_narrow_width_do_not_scroll_sideways(console_page, cluster, path):
+    page = console_page
+    page.set_viewport_size({"width": 760, "height": 900})
+    page.goto(page.console_url(path))
+    page.wait_for_load_state("networkidle")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 760
+    assert not page.problems

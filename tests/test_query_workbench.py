@@ -186,3 +186,12 @@ def test_the_workbench_in_the_browser(console_page, history):
     assert page.locator("textarea[name=sql]").input_value() == "SELECT page FROM wiki"
     page.screenshot(path=ARTIFACTS / "query_workbench.png", full_page=True)
     assert not [p for p in page.problems if "/query" not in p or "HTTP 5" in p]
+
+
+def test_the_schema_tree_says_when_a_file_cannot_be_read(logged_in, publish):
+    publish("lost", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})  # no file behind it
+
+    response = logged_in.get("/query/schema")
+
+    assert response.status_code == 200
+    assert 'id="schema-problem"' in response.content.decode()
