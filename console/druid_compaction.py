@@ -14,7 +14,7 @@ Strata's `intervals`: every interval with its status and typed reason.
 
 from __future__ import annotations
 
-from django.http import Http404
+from django.http import Http404, QueryDict
 from django.urls import re_path
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
@@ -191,9 +191,10 @@ class CompactionCluster(DruidView):
         request={"application/json": _OBJECT}, responses=druid_responses({200: None}, 400)
     )
     def post(self, request):
-        data = request.data if isinstance(request.data, dict) else None
-        if data is None:
-            raise SpecError("(body)", "give a JSON object")
+        data = request.data
+        empty = request.META.get("CONTENT_LENGTH") in (None, "", "0")
+        if empty or not isinstance(data, dict) or isinstance(data, QueryDict):
+            raise SpecError("(body)", "give the cluster compaction config as a JSON object")
         if data.get("useSupervisors") or data.get("engine") not in (None, "native"):
             raise SpecError("engine", "compaction runs as Strata's duty on the native engine")
         ratio, most = data.get("compactionTaskSlotRatio"), data.get("maxCompactionTaskSlots")

@@ -174,6 +174,8 @@ def seeded(user, inline_spec, no_queue) -> Seeded:
     from metastore.models import Task
 
     states = console_states.build(inline_spec, user=user)
+    # Auto-compaction on for it: its config endpoints answer with a config, not 404.
+    services.compaction_config_set(data={"dataSource": console_states.DS})
     return Seeded(
         datasource=console_states.DS,
         segment_ids=sorted({sid for ids in states.ids.values() for sid in ids}),
