@@ -9,6 +9,8 @@ Phases (each client works on its own ten days of one shared dataSource, so
 every decision still serializes on that dataSource's row):
 - floor: one trivial transaction (BEGIN; SELECT 1; COMMIT): the baseline.
 - lock: acquire an EXCLUSIVE time-chunk lock on a day, release it.
+- handoff: every client acquires (waiting) and releases the same day: a release
+  must wake the next waiter (LISTEN/NOTIFY on PostgreSQL, else polling).
 - alloc: hold an EXCLUSIVE lock on the ten days; allocate one appended segment
   per call, each under a new sequence name.
 - alloc_batch: the same, fifty chunk allocations per `segments_allocate_many`.
@@ -88,6 +90,12 @@ def main() -> int:
             count += 1
         elif phase == "lock":
             lock = services.lock_try_acquire(task=task, interval=day(first + i % 10))
+            services.lock_release(lock_id=lock.id)
+            count += 1
+        elif phase == "handoff":
+            # Every client wants the same day: each acquire waits for the others'
+            # releases (first come, first served), the path of a waiting task.
+            lock = services.lock_acquire(task=task, interval=day(950))
             services.lock_release(lock_id=lock.id)
             count += 1
         elif phase == "alloc":

@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PHASES = ["floor", "lock", "alloc", "alloc_batch", "lifecycle", "contended"]
+PHASES = ["floor", "lock", "handoff", "alloc", "alloc_batch", "lifecycle", "contended"]
 UNITS = {
     "floor": "trivial transactions",
     "lock": "acquire+release",
+    "handoff": "acquire+release of one day by every client (waiting)",
     "alloc": "allocations",
     "alloc_batch": "allocations (batches of 50)",
     "lifecycle": "task lifecycles (create, claim, lock, allocate, end)",

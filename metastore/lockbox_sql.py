@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -201,7 +202,8 @@ def _locked(
 def _lock_task(task_id: str) -> Query:
     return Query(
         "SELECT id, group_id, priority, status, cancel_requested, waiting_since, "
-        "waiting_request IS NOT NULL FROM metastore_task WHERE id = %s" + _for_update(),
+        "waiting_request IS NOT NULL, waiting_on, waiting_request FROM metastore_task "
+        "WHERE id = %s" + _for_update(),
         [task_id],
     )
 
@@ -245,6 +247,8 @@ class TaskState:
     cancel_requested: bool
     waiting_since: datetime | None
     has_waiting_request: bool
+    waiting_on: list | None = None
+    waiting_request: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -289,7 +293,9 @@ def decision_reads(
     task = None
     if task_rows:
         r = task_rows[0]
-        task = TaskState(r[0], r[1], r[2], r[3], bool(r[4]), _py_dt(r[5]), bool(r[6]))
+        task = TaskState(
+            r[0], r[1], r[2], r[3], bool(r[4]), _py_dt(r[5]), bool(r[6]), _json(r[7]), _json(r[8])
+        )
     return DecisionReads(
         datasource=ds,
         task=task,
@@ -307,12 +313,16 @@ def grant_writes(
     new_locks: Sequence[dict] = (),
     resume_task: str | None = None,
     commit: bool = False,
+    notify: str | None = None,
 ) -> list[TaskLock]:
     """Carry out a granted decision in one round trip: revoke the victims' locks,
     record the dataSource's new last version, insert the locks (`new_locks`: the
     TaskLock fields but id) and clear the task's waiting state; with `commit`,
-    the transaction's last writes (see `run`)."""
+    the transaction's last writes (see `run`); with `notify` (a dataSource),
+    wake its waiters (a waiter granted leaves the queue others wait behind)."""
     queries = []
+    if notify is not None and connection.vendor == "postgresql":
+        queries.append(Query("SELECT pg_notify(%s, %s)", [RELEASE_CHANNEL, notify]))
     if revoke:
         queries.append(
             Query(
@@ -361,7 +371,73 @@ def datasource_for_update(name: str) -> DataSource | None:
 
 
 def lock_delete(lock_id: int) -> int:
-    return run(Query("DELETE FROM metastore_tasklock WHERE id = %s", [lock_id]))[0]
+    """Delete one lock and wake the dataSource's waiters (`wait_for_release`)."""
+    deleted = Query("DELETE FROM metastore_tasklock WHERE id = %s RETURNING datasource", [lock_id])
+    if connection.vendor != "postgresql":
+        return run(Query("DELETE FROM metastore_tasklock WHERE id = %s", [lock_id]))[0]
+    rows = run(
+        Query(
+            f"WITH gone AS ({deleted.sql}) SELECT pg_notify(%s, datasource) FROM gone",
+            [*deleted.params, RELEASE_CHANNEL],
+        )
+    )[0]
+    return len(rows)
+
+
+# --- waking waiters ---------------------------------------------------------------
+
+# PostgreSQL channel on which a dataSource's name is sent whenever its locks or its
+# queue change in a way that may let a waiting task through: a lock is released,
+# a waiter is granted or gives up. NOTIFY is delivered when the sender commits.
+RELEASE_CHANNEL = "strata_lock_release"
+
+
+def notify_release(datasource: str) -> None:
+    """Wake the waiters on `datasource` once the current transaction commits."""
+    if connection.vendor == "postgresql":
+        run(Query("SELECT pg_notify(%s, %s)", [RELEASE_CHANNEL, datasource]))
+
+
+def listen() -> bool:
+    """Subscribe this connection to lock releases (PostgreSQL, outside a
+    transaction): True if it now listens. Notifications arriving from then on
+    are kept by the driver until read, so a release after the caller's next
+    decision is never missed. A waiter listens only while it waits (`unlisten`):
+    the driver keeps every notification it has not read."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return False  # a LISTEN in a transaction would only start at its commit
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute(f"LISTEN {RELEASE_CHANNEL}")
+    connection.connection._strata_listening = True
+    return True
+
+
+def unlisten() -> None:
+    """Stop listening (`listen`) and drop the notifications not read."""
+    raw = connection.connection
+    if raw is None or not getattr(raw, "_strata_listening", False):
+        return
+    raw._strata_listening = False
+    with connection.cursor() as cursor:
+        cursor.execute(f"UNLISTEN {RELEASE_CHANNEL}")
+    for _ in raw.notifies(timeout=0):
+        pass
+
+
+def wait_for_release(datasource: str, timeout_s: float) -> None:
+    """Block until a release on `datasource` is notified or `timeout_s` passes
+    (then the caller decides again anyway: the fallback for a missed wake-up).
+    Elsewhere than PostgreSQL (SQLite), sleep `timeout_s`: polling."""
+    raw = connection.connection if connection.vendor == "postgresql" else None
+    if raw is None or not getattr(raw, "_strata_listening", False):
+        time.sleep(timeout_s)
+        return
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        for note in raw.notifies(timeout=left, stop_after=1):
+            if note.payload == datasource:
+                return
 
 
 # --- allocation -------------------------------------------------------------------

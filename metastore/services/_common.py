@@ -23,7 +23,10 @@ from metastore.models import (
 
 log = logging.getLogger(__name__)
 
-LOCK_POLL_SECONDS = 0.2
+LOCK_POLL_SECONDS = 0.2  # how often a waiter decides again without LISTEN/NOTIFY (SQLite)
+# With LISTEN/NOTIFY a waiter is woken by releases; it still decides again this
+# often in case a wake-up was missed.
+LOCK_WAKE_FALLBACK_SECONDS = 1.0
 
 
 class ServiceError(Exception):

@@ -18,6 +18,7 @@ from metastore.models import (
 )
 from metastore.services._common import (
     LOCK_POLL_SECONDS,
+    LOCK_WAKE_FALLBACK_SECONDS,
     Blocker,
     LockRevoked,
     LockTimeout,
@@ -112,18 +113,32 @@ def _acquire(
             else 300_000
         )
     deadline = time.monotonic() + timeout_ms / 1000.0
-    while True:
-        result = lock_decide(task_id=task.id, requests=requests)
-        if result.granted:
-            return list(result.held)
-        if time.monotonic() >= deadline:
-            _clear_waiting(task.id)
-            what = ", ".join(str(r.interval) for r in requests)
-            raise LockTimeout(
-                f"timed out after {timeout_ms} ms waiting for a {requests[0].type} lock on "
-                f"{what}; blocked by {result.blocked_by()}"
-            )
-        time.sleep(LOCK_POLL_SECONDS)
+    listening = False
+    try:
+        while True:
+            result = lock_decide(task_id=task.id, requests=requests)
+            if result.granted:
+                return list(result.held)
+            now = time.monotonic()
+            if now >= deadline:
+                _clear_waiting(task.id)
+                what = ", ".join(str(r.interval) for r in requests)
+                raise LockTimeout(
+                    f"timed out after {timeout_ms} ms waiting for a {requests[0].type} lock "
+                    f"on {what}; blocked by {result.blocked_by()}"
+                )
+            # Woken by a release or a move of the queue (PostgreSQL LISTEN/NOTIFY),
+            # deciding again at least every LOCK_WAKE_FALLBACK_SECONDS in case a
+            # wake-up was missed; elsewhere (SQLite) polling every LOCK_POLL_SECONDS.
+            if not listening:
+                listening = lockbox_sql.listen()
+                if listening:
+                    continue  # decide again: any release from now on is notified
+            fallback = LOCK_WAKE_FALLBACK_SECONDS if listening else LOCK_POLL_SECONDS
+            lockbox_sql.wait_for_release(requests[0].datasource, min(fallback, deadline - now))
+    finally:
+        if listening:
+            lockbox_sql.unlisten()
 
 
 def locks_try_acquire(
@@ -205,12 +220,22 @@ def _blocker_of(spec: locking.LockSpec, held: list, queued: list) -> Blocker:
 
 
 def _wait(task_id: str, task, requests: list[locking.LockSpec], blockers) -> None:
+    """Record the task WAITING on `blockers`, queued with its request; a task
+    already waiting on the same is not written again (a waiter decides again on
+    every wake-up, and most find nothing changed)."""
     waiting = lock_request_json(requests[0])
     if len(requests) > 1:  # one request on several intervals, queued on each
         waiting["intervals"] = [str(r.interval) for r in requests]
+    waiting_on = [b.as_json() for b in blockers]
+    if (
+        task.status == TaskStatus.WAITING
+        and task.waiting_on == waiting_on
+        and task.waiting_request == waiting
+    ):
+        return
     Task.objects.filter(id=task_id).update(
         status=TaskStatus.WAITING,
-        waiting_on=[b.as_json() for b in blockers],
+        waiting_on=waiting_on,
         waiting_request=waiting,
         waiting_since=task.waiting_since or timezone.now(),
     )
@@ -232,16 +257,17 @@ def _grant(task, requests, decision: locking.BoxDecision, held, reads, commit) -
     new_version = None
     if any(lk["granularity"] != locking.SEGMENT for lk in new_locks):
         new_version = (reads.datasource.id, reads.datasource.last_version)
+    resume = task.status == TaskStatus.WAITING or task.has_waiting_request
     granted = iter(
         lockbox_sql.grant_writes(
             revoke=[v.id for v in victims],
             revoked_by=task.id,
             datasource_version=new_version,
             new_locks=new_locks,
-            resume_task=(
-                task.id if task.status == TaskStatus.WAITING or task.has_waiting_request else None
-            ),
+            resume_task=task.id if resume else None,
             commit=commit,
+            # A waiter granted leaves the queue; a revoked lock blocks nobody now.
+            notify=reads.datasource.name if resume or victims else None,
         )
     )
     locks = tuple(
@@ -293,9 +319,15 @@ def _queued_before(
 
 
 def _clear_waiting(task_id: str) -> None:
-    Task.objects.filter(id=task_id, status=TaskStatus.WAITING).update(
-        status=TaskStatus.RUNNING, waiting_on=[], waiting_request=None, waiting_since=None
-    )
+    """A waiter gives up (timed out): it leaves the queue others may wait behind."""
+    with transaction.atomic():
+        task = Task.objects.filter(id=task_id, status=TaskStatus.WAITING)
+        datasource = task.values_list("datasource", flat=True).first()
+        task.update(
+            status=TaskStatus.RUNNING, waiting_on=[], waiting_request=None, waiting_since=None
+        )
+        if datasource is not None:
+            lockbox_sql.notify_release(datasource)
 
 
 def lock_release(*, lock_id: int) -> None:
@@ -303,5 +335,10 @@ def lock_release(*, lock_id: int) -> None:
 
 
 def locks_release_all(*, task_id: str) -> int:
-    deleted, _ = TaskLock.objects.filter(task_id=task_id).delete()
+    with transaction.atomic():
+        locks = TaskLock.objects.filter(task_id=task_id)
+        datasources = set(locks.values_list("datasource", flat=True))
+        deleted, _ = locks.delete()
+        for datasource in datasources:
+            lockbox_sql.notify_release(datasource)
     return deleted

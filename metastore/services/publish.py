@@ -138,6 +138,7 @@ def segments_publish(
             note=note,
         )
         TaskLock.objects.filter(task=task).delete()
+        lockbox_sql.notify_release(ds.name)
         return entry
 
 

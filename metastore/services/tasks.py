@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from metastore import locking
+from metastore import lockbox_sql, locking
 from metastore.druid.errors import SpecError
 from metastore.druid.ingestion import drop_existing_chunks
 from metastore.druid.names import validate_task_id
@@ -213,7 +213,9 @@ def task_finish(*, task_id: str, status: str, error: str = "", report: dict | No
         task = Task.objects.select_for_update().get(id=task_id)
         if status == TaskStatus.SUCCESS and task.status not in FINAL_STATUSES:
             _refuse_success_without_publish(task)
-        TaskLock.objects.filter(task=task).delete()
+        released = TaskLock.objects.filter(task=task).delete()[0]
+        if released or task.status == TaskStatus.WAITING:  # its locks, or its place in a queue
+            lockbox_sql.notify_release(task.datasource)
         if task.status not in FINAL_STATUSES:
             task.status = status
             task.error = error
