@@ -230,6 +230,7 @@ def test_task_detail(api_client, inline_spec):
         "heartbeat_at": None,
         "worker": "",
         "cancel_requested": False,
+        "stopping": "",
     }
     assert task.submitted_by.get_username() == "alice"
 

@@ -206,17 +206,9 @@ def nested_max(depth: int) -> str:
     return expression
 
 
-def test_shutdown_while_catalyst_plans_for_minutes_kills_the_task_within_10_s(
-    slot_worker, api_client, strata_dirs
-):
-    """A transform whose plan takes Catalyst minutes to analyze and optimize.
-    No Spark job runs meanwhile, so no job-group cancel can stop it: the task's
-    process is killed."""
-    wait_for_slots(slot_worker)
-    base = big_csv(strata_dirs, "small.csv", 50)
-    before = deep_files(strata_dirs)
-    spec = local_spec(
-        "iso_plan",
+def planner_spec(datasource: str, base: Path) -> dict:
+    return local_spec(
+        datasource,
         base,
         "small.csv",
         data_schema={
@@ -228,6 +220,18 @@ def test_shutdown_while_catalyst_plans_for_minutes_kills_the_task_within_10_s(
             "dimensionsSpec": {"dimensions": ["key", {"type": "long", "name": "big"}]},
         },
     )
+
+
+def test_shutdown_while_catalyst_plans_for_minutes_kills_the_task_within_10_s(
+    slot_worker, api_client, strata_dirs
+):
+    """A transform whose plan takes Catalyst minutes to analyze and optimize.
+    No Spark job runs meanwhile, so no job-group cancel can stop it: the task's
+    process is killed."""
+    wait_for_slots(slot_worker)
+    base = big_csv(strata_dirs, "small.csv", 50)
+    before = deep_files(strata_dirs)
+    spec = planner_spec("iso_plan", base)
     task_id = submit(spec)
     wait_for_phase(task_id, ("phase 1",))
     time.sleep(15)  # well into the planner
@@ -286,6 +290,32 @@ def test_shutdown_while_reading_or_shuffling_stops_within_10_s(
     assert_stopped_in_time(task, asked, ended)
     assert_stopped_clean(task, strata_dirs, before)
     wait_for_slots(slot_worker)  # a killed slot process is replaced
+
+
+def test_preemption_while_catalyst_plans_fails_the_task_within_10_s(
+    slot_worker, claimed_task, strata_dirs
+):
+    """A higher-priority task takes the lock of a task stuck in the planner: the
+    victim ends FAILED naming its preemptor within 10 s of the revocation."""
+    wait_for_slots(slot_worker)
+    base = big_csv(strata_dirs, "small.csv", 50)
+    spec = planner_spec("iso_preempt", base)
+    spec["context"] = {"priority": 10}
+    task_id = submit(spec)
+    wait_for_phase(task_id, ("phase 1",))
+    time.sleep(5)  # in the planner (the plan takes minutes)
+
+    preemptor = claimed_task("iso_preempt", context={"priority": 90})
+    revoked = time.monotonic()
+    services.lock_acquire(task=preemptor, interval=Interval.parse("2024-01-01/2024-01-08"))
+    task, ended = wait_ended(task_id, slot_worker)
+    services.task_finish(task_id=preemptor.id, status=TaskStatus.CANCELED, error="test done")
+
+    assert task.status == TaskStatus.FAILED
+    assert task.error.startswith("preempted:") and preemptor.id in task.error, task.error
+    assert ended - revoked < STOP_LIMIT_S, task.report.get("stop")
+    assert task.report["stop"]["killed"]
+    assert not TaskLock.objects.filter(task_id=task_id).exists()
 
 
 def _blocked_in_publish(slot_worker, strata_dirs, datasource: str) -> tuple[str, Gate, set]:

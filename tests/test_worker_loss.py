@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import REPO, _database_url, _stop_process_group
 from django.utils import timezone
@@ -225,13 +226,19 @@ def test_a_worker_that_comes_back_to_a_failed_task_stops_and_publishes_nothing(
     )
     pid = int(seen.worker.rsplit(":", 1)[1])
 
-    os.kill(pid, signal.SIGSTOP)  # frozen: no heartbeat, as if unreachable
+    # Frozen: no heartbeat, as if unreachable -- the pool process and the slot
+    # process running the task (workers.slots) with its driver.
+    pool_process = psutil.Process(pid)
+    frozen = [pool_process, *pool_process.children(recursive=True)]
+    for proc in frozen:
+        proc.suspend()
     try:
         time.sleep(2)
         reaped, _ = reap_dead_tasks(older_than=timezone.now())  # as the reaper would, later
         assert reaped == [task.id]
     finally:
-        os.kill(pid, signal.SIGCONT)  # it comes back
+        for proc in frozen:
+            proc.resume()  # it comes back
 
     wait_until(lambda: not runs_on(worker, task.id), PHASE_TIMEOUT_S, "the runner to return")
     failed = Task.objects.get(id=task.id)
