@@ -5,7 +5,7 @@ through the services and run by a worker like any kill task."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.utils import timezone
@@ -13,7 +13,6 @@ from django.utils import timezone
 from metastore import retention_selectors, selectors, services
 from metastore.duties.kill import KillConfig, KillPlan, plan_kill
 from metastore.duties.periods import Period
-from metastore.intervals import format_ts
 from metastore.models import ACTIVE_STATUSES, Task, TaskType
 
 log = logging.getLogger(__name__)
@@ -52,8 +51,10 @@ def kill_spec(datasource: str, plan: KillPlan) -> dict:
         "dataSource": datasource,
         "interval": str(plan.interval),
         "limit": plan.limit,
-        # Milliseconds, rounded down: never later than the planned cutoff.
-        "maxUsedStatusLastUpdatedTime": format_ts(plan.max_used_status_last_updated),
+        # To the microsecond: the planned cutoff itself. Rounded down to Druid's
+        # milliseconds it could fall before the segments it planned (marked in the
+        # same millisecond), and the task would kill none of them.
+        "maxUsedStatusLastUpdatedTime": _iso_micros(plan.max_used_status_last_updated),
         "context": {DUTY_CONTEXT_KEY: "kill"},
     }
 
@@ -86,3 +87,8 @@ def run_kill_duty(*, now: datetime | None = None, config: KillConfig | None = No
         report[name] = {"task": task.id, "segments": len(plan.segment_ids)}
         log.info("kill duty: %s kills up to %d segments of %s", task.id, plan.limit, name)
     return report
+
+
+def _iso_micros(instant) -> str:
+    """`instant` as ISO-8601 UTC with microseconds (the kill spec's parser reads them)."""
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
