@@ -31,9 +31,20 @@ def _author(request) -> dict:
 
 
 class ConfigList(APIView):
-    @extend_schema(responses=responses({200: {"type": "array", "items": _OBJECT}}))
+    @extend_schema(
+        responses=responses(
+            {
+                200: {
+                    "type": "object",
+                    "properties": {"configs": {"type": "array", "items": _OBJECT}},
+                    "required": ["configs"],
+                }
+            }
+        )
+    )
     def get(self, request):
-        return Response([reads.config_json(c) for c in reads.compaction_configs()])
+        """Every dataSource's config, in one object (a list is at most one per dataSource)."""
+        return Response({"configs": [reads.config_json(c) for c in reads.compaction_configs()]})
 
     @extend_schema(
         request={"application/json": _OBJECT}, responses=responses({201: _OBJECT}, 400, 415)

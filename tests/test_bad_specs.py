@@ -167,6 +167,24 @@ def test_base_dir_escaping_the_root_with_dotdot(api_client, local_spec):
     )
 
 
+@pytest.mark.parametrize(
+    ("source", "field", "says"),
+    [
+        # Found by the contract test once files were found at run time: a filter
+        # that is not a string was accepted when there was no baseDir.
+        ({"files": ["a.csv"], "filter": {}}, "spec.ioConfig.inputSource.filter", "glob"),
+        ({"files": [], "filter": "*.csv"}, "spec.ioConfig.inputSource", "baseDir"),
+        ({"files": []}, "spec.ioConfig.inputSource", "baseDir"),
+    ],
+)
+def test_a_local_source_naming_no_input_is_refused_at_submit(
+    api_client, local_spec, source, field, says
+):
+    spec, _, _ = local_spec
+    spec["spec"]["ioConfig"]["inputSource"] = {"type": "local", **source}
+    assert_refused(post_spec(api_client, spec), field, says)
+
+
 def test_files_with_dotdot_traversal(api_client, local_spec):
     spec, base, secret = local_spec
     spec["spec"]["ioConfig"]["inputSource"] = {

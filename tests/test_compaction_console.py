@@ -25,7 +25,7 @@ def test_rest_api_serves_and_validates_the_same_configs(api_client):
         format="json",
     )
     assert r.status_code == 201 and r.json()["skipOffsetFromLatest"] == "PT6H"
-    assert api_client.get("/api/v1/compaction/configs").json()[0]["dataSource"] == "wiki"
+    assert api_client.get("/api/v1/compaction/configs").json()["configs"][0]["dataSource"] == "wiki"
     druid = api_client.get("/druid/coordinator/v1/config/compaction/wiki").json()
     assert druid == api_client.get("/api/v1/compaction/configs/wiki").json()
     audit = CompactionConfigAudit.objects.get()

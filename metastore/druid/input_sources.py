@@ -133,6 +133,8 @@ def _check_inside_roots(name: str, path: str, roots: Sequence[Any]) -> None:
 def _local_source(src: dict, path: str, fmt: dict, input_roots: Sequence[Any]) -> InputSpec:
     allow(src, path, INPUT_SOURCE_FIELDS["local"])
     base_dir, pattern = src.get("baseDir"), src.get("filter")
+    if pattern is not None and not isinstance(pattern, str):
+        raise SpecError(f"{path}.filter", "must be a glob pattern string")
     if base_dir is not None:
         if not isinstance(base_dir, str) or not base_dir:
             raise SpecError(f"{path}.baseDir", "must be a directory path")
@@ -151,7 +153,7 @@ def _local_source(src: dict, path: str, fmt: dict, input_roots: Sequence[Any]) -
             check_path_text(name, f"{path}.files[{i}]")
             _check_inside_roots(name, f"{path}.files[{i}]", input_roots)
         listed = tuple(listed)
-    if base_dir is None and listed is None:
+    if base_dir is None and not listed:
         raise SpecError(path, "a local input source needs baseDir (with filter) or files")
     return InputSpec(
         type="local",
