@@ -242,8 +242,11 @@ class TaskLock(models.Model):
 
 
 class PendingSegment(models.Model):
-    """A segment identity handed out by allocation. Kept after publish (and after
-    kill) so partition numbers of a chunk are never reused."""
+    """A segment identity handed out by allocation. When a task ends, the published
+    allocations of ended tasks in its chunks are pruned to each chunk's highest
+    root and non-root partition number (`services.pending_segments_prune`): those
+    are what keeps a chunk's partition numbers from ever being reused, after a
+    kill too. Unpublished allocations stay until the janitor has their files."""
 
     datasource = models.CharField(max_length=255)
     start = models.DateTimeField()
