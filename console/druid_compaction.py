@@ -93,7 +93,11 @@ class CompactionConfigDetail(DruidView):
     def get(self, request, datasource):
         return Response(reads.config_json(_config_or_404(datasource)))
 
-    @extend_schema(parameters=[PATH_DATASOURCE], responses=druid_responses({200: None}, 404))
+    @extend_schema(
+        operation_id="druid_coordinator_v1_config_compaction_datasource_destroy",
+        parameters=[PATH_DATASOURCE],
+        responses=druid_responses({200: None}, 404),
+    )
     def delete(self, request, datasource):
         if not services.compaction_config_delete(datasource=datasource, **_audit(request)):
             raise Http404(f"dataSource {datasource} has no compaction config")

@@ -229,8 +229,12 @@ def test_schemathesis_finds_no_failure_over_the_whole_schema(
     print(f"schemathesis took {took:.1f} s")
     assert "Operations:" in output, output[-4000:]
     assert run.returncode == 0, f"schemathesis reported failures:\n{output[-20000:]}"
-    # The seeded dataSource is what the per-dataSource operations find.
-    assert "Missing test data" not in output, output[-4000:]
+    # The seeded dataSource is what the per-dataSource operations find. Deleting
+    # its compaction config succeeds once; every later request gets the 404 Druid
+    # documents, which schemathesis reports as missing test data.
+    missing = re.search(r"Missing test data:[^\n]*\n\s*\n(.*?)\n\s*\n", output, re.S)
+    listed = {line.strip(" -") for line in missing.group(1).splitlines()} if missing else set()
+    assert listed <= {"DELETE /druid/coordinator/v1/config/compaction/{datasource}"}, output[-4000:]
 
 
 def test_a_spec_whose_input_source_type_is_an_object_is_a_400(api_client, inline_spec):
