@@ -587,11 +587,11 @@ def test_time_boundary_doc_example_and_bound(wiki, api_client):
                     "type": "selector",
                     "dimension": "page",
                     "value": "a",
-                    "extractionFn": {"type": "upper"},
+                    "extractionFn": {"type": "javascript", "function": "function(s) { return s }"},
                 }
             },
             "Unsupported operation",
-            "filter.extractionFn",
+            "filter.extractionFn.type",
         ),
         ({"granularity": "fortnight"}, "Unknown exception", "granularity"),
         ({"intervals": ["yesterday"]}, "Unknown exception", "intervals[0]"),
@@ -804,6 +804,62 @@ def test_doubles_read_as_longs_truncate_as_java_does(wiki, api_client):
 # topN with a quotient by zero gave the same results too when checked this way.)
 ON_BOTH_ENGINES = [
     GROUP_BY,
+    {  # extraction functions, each a Druid expression emitted for the engine
+        "queryType": "groupBy",
+        "dataSource": "wiki",
+        "granularity": "all",
+        "intervals": INTERVAL,
+        "dimensions": [
+            {
+                "type": "extraction",
+                "dimension": "__time",
+                "outputName": "hour",
+                "extractionFn": {
+                    "type": "timeFormat",
+                    "format": "yyyy-MM-dd HH",
+                    "timeZone": "America/New_York",
+                },
+            },
+            {
+                "type": "extraction",
+                "dimension": "page",
+                "outputName": "p",
+                "extractionFn": {
+                    "type": "cascade",
+                    "extractionFns": [
+                        {"type": "regex", "expr": "(\\w+)"},
+                        {"type": "substring", "index": 0, "length": 2},
+                        {"type": "upper"},
+                    ],
+                },
+            },
+            {
+                "type": "extraction",
+                "dimension": "added",
+                "outputName": "b",
+                "extractionFn": {"type": "bucket", "size": 10, "offset": 5},
+            },
+            {
+                "type": "lookup",
+                "dimension": "user",
+                "outputName": "u",
+                "replaceMissingValueWith": "x",
+                "lookup": {"type": "map", "map": {"": "anon", "alice": "A"}},
+            },
+            {
+                "type": "listFiltered",
+                "delegate": "page",
+                "values": ["Main", "Help"],
+            },
+        ],
+        "filter": {
+            "type": "selector",
+            "dimension": "user",
+            "value": "5",
+            "extractionFn": {"type": "strlen"},
+        },
+        "aggregations": [{"type": "count", "name": "n"}],
+    },
     {
         "queryType": "timeseries",
         "dataSource": "wiki",

@@ -29,6 +29,9 @@ from metastore.druid.expressions import parse as parse_expression
 from metastore.druid.expressions.duckdb_sql import to_duckdb
 from metastore.druid.expressions.emit import emit
 from metastore.druid.expressions.spark_sql import SPARK
+from metastore.druid.extraction import INPUT, DimensionSpec, ExtractionError, extraction_expression
+from metastore.druid.extraction import dimension_spec as parse_dimension_spec
+from metastore.druid.granularity import NAMED_PERIODS
 from metastore.intervals import MAX_TS, MIN_TS, Interval, parse_ts
 
 __all__ = [
@@ -319,22 +322,6 @@ def _truth(col: Col) -> str:
 
 # --- granularities -----------------------------------------------------------------------
 
-_SIMPLE = {
-    "second": "PT1S",
-    "minute": "PT1M",
-    "five_minute": "PT5M",
-    "ten_minute": "PT10M",
-    "fifteen_minute": "PT15M",
-    "thirty_minute": "PT30M",
-    "hour": "PT1H",
-    "six_hour": "PT6H",
-    "eight_hour": "PT8H",
-    "day": "P1D",
-    "week": "P1W",
-    "month": "P1M",
-    "quarter": "P3M",
-    "year": "P1Y",
-}
 _PERIOD = re.compile(
     r"^P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$"
 )
@@ -493,11 +480,12 @@ def parse_granularity(spec, field: str = "granularity") -> Granularity:
         name = spec.lower()
         if name in ("all", "none"):
             return Granularity(name)
-        if name not in _SIMPLE:
+        if name not in NAMED_PERIODS:
             raise NativeQueryError(
-                field, f"unknown granularity {spec!r}; one of all, none, " + ", ".join(_SIMPLE)
+                field,
+                f"unknown granularity {spec!r}; one of all, none, " + ", ".join(NAMED_PERIODS),
             )
-        return _period_granularity(_SIMPLE[name], None, None, field)
+        return _period_granularity(NAMED_PERIODS[name], None, None, field)
     spec = _obj(spec, field)
     kind = _type_of(spec, field)
     if kind in ("all", "none"):
@@ -604,13 +592,37 @@ def _numeric_kind(col: Col) -> bool:
 
 
 def _filter_column(spec: dict, field: str, cols: _Columns) -> Col:
-    if spec.get("extractionFn") is not None:
-        raise _unsupported(f"{field}.extractionFn", "extraction functions are not supported")
     key = "column" if "column" in spec else "dimension"
-    col = cols.get(_str(spec.get(key), f"{field}.{key}"))
+    name = _str(spec.get(key), f"{field}.{key}")
+    col = cols.get(name)
     if col.kind in ("sketch", "pair", "other"):
         raise _unsupported(f"{field}.{key}", f"filtering a {col.kind} column")
-    return col
+    fn = spec.get("extractionFn")
+    if fn is None:
+        return col
+    path = f"{field}.extractionFn"
+    kind = "time" if name == "__time" and name not in cols.virtual else col.kind
+    return _extracted(col, lambda x, k: extraction_expression(fn, path, x, k), kind, path)
+
+
+class _Input(_Columns):
+    """What an extraction function's expression sees: its input, `__in`."""
+
+    def __init__(self, col: Col) -> None:
+        super().__init__({})
+        self.col = col
+
+    def get(self, name: str) -> Col:
+        return self.col if name == INPUT else _NULL
+
+
+def _extracted(col: Col, transform, kind: str, field: str) -> Col:
+    """`col` through an extraction function or filtered dimension spec (a string)."""
+    try:
+        text = transform(INPUT, kind)
+    except ExtractionError as exc:
+        raise NativeQueryError(exc.field, exc.message, unsupported=exc.unsupported) from None
+    return Col(_expression(text, _Input(col), field).sql, "string")
 
 
 def _equals_value(col: Col, value) -> str:
@@ -839,21 +851,21 @@ def compile_filter(spec, cols: _Columns, field: str = "filter") -> str:
     return _FILTERS[kind](spec, field, cols)
 
 
+def full_dimension_spec(spec, field: str) -> DimensionSpec:
+    """A DimensionSpec (`metastore.druid.extraction`), its refusals in Druid's shape."""
+    try:
+        return parse_dimension_spec(spec, field)
+    except ExtractionError as exc:
+        raise NativeQueryError(exc.field, exc.message, unsupported=exc.unsupported) from None
+
+
 def dimension_spec(spec, field: str) -> tuple[str, str, str]:
-    """(input column, output name, output kind) of a DimensionSpec."""
-    if isinstance(spec, str) and spec:
-        return spec, spec, "string"
-    spec = _obj(spec, field)
-    if spec.get("type", "default") != "default":
-        raise _unsupported(f"{field}.type", f"dimension spec {spec.get('type')!r} (only default)")
-    _only(spec, field, {"type", "dimension", "outputName", "outputType"})
-    name = _str(spec.get("dimension"), f"{field}.dimension")
-    out = spec.get("outputName") or name
-    otype = str(spec.get("outputType") or "STRING").upper()
-    kinds = {"STRING": "string", "LONG": "long", "DOUBLE": "double", "FLOAT": "float"}
-    if otype not in kinds:
-        raise _unsupported(f"{field}.outputType", f"{otype} (STRING, LONG, DOUBLE, FLOAT)")
-    return name, _str(out, f"{field}.outputName"), kinds[otype]
+    """(input column, output name, output kind) of a DimensionSpec that reads a
+    column as is, where a transformed one is not supported."""
+    dim = full_dimension_spec(spec, field)
+    if dim.transform is not None:
+        raise _unsupported(f"{field}.type", "only default dimension specs here")
+    return dim.dimension, dim.output_name, dim.output_type
 
 
 # --- aggregators -------------------------------------------------------------------------
@@ -1278,11 +1290,15 @@ def _comma(items: list[tuple[str, str]]) -> str:
 
 def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
     """(output name, SQL, kind) of a dimension: strings unless an outputType says otherwise."""
-    name, out, kind = dimension_spec(spec, field)
-    col = q.cols.get(name)
+    dim = full_dimension_spec(spec, field)
+    col = q.cols.get(dim.dimension)
     if col.kind in ("sketch", "pair", "other"):
         raise _unsupported(field, f"grouping on a {col.kind} column")
-    return out, _cast(col, "double" if kind == "float" else kind), kind
+    if dim.transform is not None:
+        is_time = dim.dimension == "__time" and dim.dimension not in q.cols.virtual
+        col = _extracted(col, dim.transform, "time" if is_time else col.kind, field)
+    kind = dim.output_type
+    return dim.output_name, _cast(col, "double" if kind == "float" else kind), kind
 
 
 def _grouped_bucket(q: _Query, gran: Granularity) -> tuple[str, str]:
