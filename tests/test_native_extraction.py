@@ -311,3 +311,78 @@ def test_the_translation_is_pure_and_composes():
     with pytest.raises(ExtractionError) as refused:
         dimension_spec({"type": "default", "dimension": ""}, "d")
     assert refused.value.field == "d.dimension"
+
+
+# --- nested-field virtual columns --------------------------------------------------------
+
+
+@pytest.fixture
+def nested(db, inline_spec):
+    import json
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from tests.test_native_queries import publish_tables
+
+    docs = [
+        {"country": "FR", "phones": [{"number": "1"}, {"number": "2"}], "zip": 75001},
+        {"country": "FR", "phones": [{"number": "3"}], "zip": 69001},
+        {"country": "US", "phones": [], "zip": 10001},
+    ]
+    table = pa.table(
+        {
+            "__time": pa.array(
+                [datetime(2024, 1, 1, h, tzinfo=UTC) for h in range(3)],
+                type=pa.timestamp("us", tz="UTC"),
+            ),
+            "shipTo": pa.array([json.dumps(d) for d in docs], type=pa.string()),
+        }
+    )
+    publish_tables(inline_spec, "orders", {"2024-01-01/2024-01-02": [table]})
+
+
+def test_nested_field_virtual_columns_read_json_paths(nested, api_client):
+    body = {
+        "queryType": "groupBy",
+        "dataSource": "orders",
+        "granularity": "all",
+        "intervals": ["2024-01-01/2024-01-02"],
+        "virtualColumns": [
+            {
+                "type": "nested-field",
+                "columnName": "shipTo",
+                "outputName": "v0",
+                "path": "$.country",
+            },
+            {
+                "type": "nested-field",
+                "columnName": "shipTo",
+                "outputName": "v1",
+                "pathParts": [
+                    {"type": "field", "field": "phones"},
+                    {"type": "arrayElement", "index": 1},
+                    {"type": "field", "field": "number"},
+                ],
+            },
+            {
+                "type": "nested-field",
+                "columnName": "shipTo",
+                "outputName": "zip",
+                "path": ".zip",
+                "useJqSyntax": True,
+                "expectedType": "LONG",
+            },
+        ],
+        "dimensions": ["v0", "v1"],
+        "filter": {"type": "range", "column": "zip", "matchValueType": "LONG", "lower": 50000},
+        "aggregations": [
+            {"type": "count", "name": "n"},
+            {"type": "longSum", "name": "z", "fieldName": "zip"},
+        ],
+    }
+    rows = [r["event"] for r in native(api_client, body)]
+    assert rows == [
+        {"v0": "FR", "v1": None, "n": 1, "z": 69001},
+        {"v0": "FR", "v1": "2", "n": 1, "z": 75001},
+    ]

@@ -1356,13 +1356,61 @@ def _datasource(spec) -> str:
     return _str(spec, "dataSource")
 
 
+def _json_path(spec: dict, field: str) -> str:
+    """A nested-field column's JSONPath, from `path` (JSONPath, or jq with
+    `useJqSyntax`) or `pathParts`."""
+    if spec.get("pathParts") is not None:
+        path = "$"
+        for i, part in enumerate(_list(spec["pathParts"], f"{field}.pathParts")):
+            part = _obj(part, f"{field}.pathParts[{i}]")
+            if part.get("type") == "field":
+                path += "." + _str(part.get("field"), f"{field}.pathParts[{i}].field")
+            elif part.get("type") == "arrayElement":
+                path += f"[{_int(part.get('index'), f'{field}.pathParts[{i}].index')}]"
+            else:
+                raise NativeQueryError(
+                    f"{field}.pathParts[{i}].type", "must be field or arrayElement"
+                )
+        return path
+    path = _str(spec.get("path"), f"{field}.path")
+    if _bool(spec.get("useJqSyntax"), f"{field}.useJqSyntax"):
+        return "$" + (path if path.startswith(("[", ".")) else "." + path)
+    return path
+
+
+def _nested_field(spec: dict, field: str) -> tuple[str, str, str | None]:
+    """(name, Druid expression, output type) of a `nested-field` virtual column."""
+    allowed = {"type", "columnName", "outputName", "expectedType", "path", "pathParts"}
+    _only(spec, field, allowed | {"processFromRaw", "useJqSyntax", "useStringValueOfNullLiteral"})
+    column = _str(spec.get("columnName"), f"{field}.columnName")
+    name = _str(spec.get("outputName"), f"{field}.outputName")
+    path = _json_path(spec, field).replace("\\", "\\\\").replace("'", "\\'")
+    ref = '"' + column.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    expected = str(spec.get("expectedType") or "STRING").upper().replace(" ", "")
+    if expected.startswith("COMPLEX"):
+        return name, f"json_query({ref}, '{path}')", None
+    if expected in ("LONG", "DOUBLE", "FLOAT", "STRING"):
+        return name, f"json_value({ref}, '{path}', '{expected}')", expected
+    if expected in ("ARRAY<LONG>", "ARRAY<DOUBLE>", "ARRAY<STRING>"):
+        return name, f"json_value({ref}, '{path}', '{expected}')", None
+    raise _unsupported(
+        f"{field}.expectedType", f"{expected} (STRING, LONG, DOUBLE, ARRAY, COMPLEX<json>)"
+    )
+
+
 def _virtual_columns(specs) -> dict[str, tuple]:
     out = {}
     for i, spec in enumerate(_list(specs or [], "virtualColumns")):
         path = f"virtualColumns[{i}]"
         spec = _obj(spec, path)
+        if spec.get("type") == "nested-field":
+            name, expression, otype = _nested_field(spec, path)
+            out[name] = (expression, otype, path)
+            continue
         if spec.get("type") != "expression":
-            raise _unsupported(f"{path}.type", f"{spec.get('type')!r} (only expression)")
+            raise _unsupported(
+                f"{path}.type", f"{spec.get('type')!r} (only expression and nested-field)"
+            )
         _only(spec, path, {"type", "name", "expression", "outputType"})
         otype = spec.get("outputType")
         otype = str(otype).upper() if otype else None
