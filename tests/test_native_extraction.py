@@ -386,3 +386,35 @@ def test_nested_field_virtual_columns_read_json_paths(nested, api_client):
         {"v0": "FR", "v1": None, "n": 1, "z": 69001},
         {"v0": "FR", "v1": "2", "n": 1, "z": 75001},
     ]
+
+
+# --- subtotalsSpec ---------------------------------------------------------------------------
+
+
+def test_subtotals_concatenate_each_grouping_with_the_others_null(wiki_rows, api_client):
+    body = {
+        "queryType": "groupBy",
+        "dataSource": "wiki",
+        "granularity": "all",
+        "intervals": INTERVAL,
+        "dimensions": ["page", {"type": "default", "dimension": "user", "outputName": "who"}],
+        "aggregations": [{"type": "longSum", "name": "added", "fieldName": "added"}],
+        "subtotalsSpec": [["page", "who"], ["page"], []],
+        "limitSpec": {
+            "type": "default",
+            "limit": 2,
+            "columns": [{"dimension": "added", "direction": "descending"}],
+        },
+    }
+    rows = [r["event"] for r in native(api_client, body)]
+    assert rows == [
+        # the limit applies to each subtotal
+        {"page": "Main", "who": "carol", "added": 100},
+        {"page": "Talk", "who": None, "added": 20},
+        {"page": "Main", "who": None, "added": 107},
+        {"page": "Talk", "who": None, "added": 20},
+        {"page": None, "who": None, "added": 134},
+    ]
+    body["subtotalsSpec"] = [["nosuch"]]
+    refused = native(api_client, body, status=400)
+    assert refused["errorMessage"].startswith("subtotalsSpec[0]")

@@ -587,7 +587,7 @@ def test_time_boundary_doc_example_and_bound(wiki, api_client):
             "aggregations[0].type",
         ),
         (
-            {"aggregations": [{"type": "hyperUnique", "name": "u", "fieldName": "user"}]},
+            {"aggregations": [{"type": "javascript", "name": "u", "fieldNames": ["user"]}]},
             "Unsupported operation",
             "aggregations[0].type",
         ),
@@ -814,6 +814,7 @@ def test_doubles_read_as_longs_truncate_as_java_does(wiki, api_client):
 # topN with a quotient by zero gave the same results too when checked this way.)
 ON_BOTH_ENGINES = [
     GROUP_BY,
+    {**GROUP_BY, "subtotalsSpec": [[], ["page"], ["page", "who"]]},
     {  # extraction functions, each a Druid expression emitted for the engine
         "queryType": "groupBy",
         "dataSource": "wiki",

@@ -1689,14 +1689,59 @@ def _limit_order(
     return ["__bucket ASC"] + terms + tail, limit, offset
 
 
+def _subtotals(spec, names: list[str]) -> list[list[str]] | None:
+    """subtotalsSpec: sets of the dimensions' output names, each in their order."""
+    if spec is None:
+        return None
+    sets = []
+    for i, names_i in enumerate(_list(spec, "subtotalsSpec")):
+        chosen = [
+            _str(n, f"subtotalsSpec[{i}][{j}]")
+            for j, n in enumerate(_list(names_i, f"subtotalsSpec[{i}]"))
+        ]
+        unknown = [n for n in chosen if n not in names]
+        if unknown:
+            raise NativeQueryError(
+                f"subtotalsSpec[{i}]", f"{unknown[0]!r} is not an outputName of `dimensions`"
+            )
+        sets.append(chosen)
+    if not sets:
+        raise NativeQueryError("subtotalsSpec", "give at least one set of dimensions")
+    return sets
+
+
+def _grouped_sql(q: _Query, bucket: str, span: str, dims, aggs, subtotals) -> str:
+    """The grouping SELECT; with subtotals, one per set (`__sub` its index), the
+    dimensions outside the set null, as Druid returns them."""
+    agg_items = [(a.name, a.sql) for a in aggs]
+    if subtotals is None:
+        items = [(n, s) for n, s, _ in dims] + agg_items
+        group_by = ", ".join(str(i) for i in range(1, len(dims) + 2))
+        return (
+            f"SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
+            f"WHERE {q.where} GROUP BY {group_by}"
+        )
+    parts = []
+    for i, chosen in enumerate(subtotals):
+        types = {"string": _text(), "long": "BIGINT"}
+        items = [
+            (n, s if n in chosen else f"CAST(NULL AS {types.get(k, 'DOUBLE')})") for n, s, k in dims
+        ]
+        keys = ["__bucket"] + [_q(n) for n in chosen]
+        parts.append(
+            f"SELECT {i} AS __sub, {bucket} AS __bucket{_comma(items + agg_items)} "
+            f"FROM __base{span} WHERE {q.where} GROUP BY {', '.join(keys)}"
+        )
+    return " UNION ALL ".join(parts)
+
+
 def _groupby(q: _Query) -> Plan:
-    if q.body.get("subtotalsSpec") is not None:
-        raise _unsupported("subtotalsSpec", "subtotals are not supported")
     gran = parse_granularity(q.body.get("granularity"))
     dims = [
         _dimension_sql(q, d, f"dimensions[{i}]")
         for i, d in enumerate(_list(q.body.get("dimensions") or [], "dimensions"))
     ]
+    subtotals = _subtotals(q.body.get("subtotalsSpec"), [n for n, _, _ in dims])
     aggs = _aggregators(q)
     known = {
         **{n: Col(_q(n), k) for n, _, k in dims},
@@ -1709,7 +1754,6 @@ def _groupby(q: _Query) -> Plan:
         bucket, span = f"CAST({stamp} AS BIGINT)", ""
     else:
         bucket, span = _grouped_bucket(q, gran)
-    items = [(n, s) for n, s, _ in dims] + [(a.name, a.sql) for a in aggs]
     outputs = [(n, _q(n)) for n, _, _ in dims] + [(a.name, a.out()) for a in aggs]
     outputs += [(n, c.sql) for n, c in posts]
     kinds = (
@@ -1720,16 +1764,26 @@ def _groupby(q: _Query) -> Plan:
     order, limit, offset = _limit_order(
         q, q.body.get("limitSpec"), kinds, [n for n, _, _ in dims], gran
     )
-    group_by = ", ".join(str(i) for i in range(1, len(dims) + 2))
+    order_sql = ", ".join(order) or "__bucket"
+    sub = "" if subtotals is None else "__sub, "
+    selected = f"__bucket{_comma([(n, _q(n)) for n, _ in outputs])}"
     sql = (
-        f"WITH {_base(q)}, __grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
-        f"WHERE {q.where} GROUP BY {group_by}), "
-        f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped) "
-        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM __post WHERE {having} "
-        f"ORDER BY {', '.join(order) or '__bucket'}"
-        + (f" LIMIT {limit}" if limit is not None else "")
-        + (f" OFFSET {offset}" if offset else "")
+        f"WITH {_base(q)}, __grouped AS ({_grouped_sql(q, bucket, span, dims, aggs, subtotals)}), "
+        f"__post AS (SELECT {sub}__bucket{_comma(outputs)} FROM __grouped) "
     )
+    if subtotals is None:
+        sql += (
+            f"SELECT {selected} FROM __post WHERE {having} ORDER BY {order_sql}"
+            + (f" LIMIT {limit}" if limit is not None else "")
+            + (f" OFFSET {offset}" if offset else "")
+        )
+    else:  # the limitSpec applies to each subtotal's rows
+        last = "" if limit is None else f" AND __n <= {(offset or 0) + limit}"
+        sql += (
+            f"SELECT {selected} FROM (SELECT *, row_number() OVER (PARTITION BY __sub "
+            f"ORDER BY {order_sql}) AS __n FROM __post WHERE {having}) "
+            f"WHERE __n > {offset or 0}{last} ORDER BY __sub, __n"
+        )
     return Plan(
         "groupBy",
         q.datasource,
