@@ -16,6 +16,9 @@ with stored ones: a column holds either values or sketches).
 
 from __future__ import annotations
 
+import contextlib
+import re
+
 import datasketches as ds
 
 HLL_LG_K = 12
@@ -178,6 +181,46 @@ def kll_summary(blob: bytes | None) -> str | None:
 # --- the DuckDB functions -------------------------------------------------------------------
 
 
+# --- any column, for SQL ----------------------------------------------------------------------
+# Druid SQL's sketch functions take a column of values or of sketches. The SQL
+# passes `list(CAST(x AS VARCHAR))` and `typeof(x)`: DuckDB writes a BLOB as text
+# with every byte outside printable ASCII, and the quotes and backslash, as \xHH.
+
+_ESCAPE = re.compile(r"\\x([0-9A-Fa-f]{2})")
+
+
+def blob_from_text(text: str) -> bytes:
+    """The bytes of a BLOB from DuckDB's text of it."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text).encode("latin-1")
+
+
+def _blobs(texts, column_type) -> list[bytes] | None:
+    if column_type != "BLOB":
+        return None
+    return [blob_from_text(t) for t in _present(texts)]
+
+
+def hll_of(texts: list[str] | None, column_type: str | None, lg_k: int) -> bytes:
+    blobs = _blobs(texts, column_type)
+    return hll_build(texts, lg_k) if blobs is None else hll_union(blobs, lg_k)
+
+
+def theta_of(texts: list[str] | None, column_type: str | None, lg_k: int) -> bytes:
+    blobs = _blobs(texts, column_type)
+    return theta_build(texts, lg_k) if blobs is None else theta_union(blobs, lg_k)
+
+
+def kll_of(texts: list[str] | None, column_type: str | None, k: int) -> bytes:
+    blobs = _blobs(texts, column_type)
+    if blobs is not None:
+        return kll_merge(blobs, k)
+    numbers = []
+    for text in _present(texts):
+        with contextlib.suppress(ValueError):  # Druid skips what is not a number
+            numbers.append(float(text))
+    return kll_build(numbers, k)
+
+
 # name -> (function, argument types, result type); `[T]` is a list of T.
 SIGNATURES = {
     "strata_hll_union": (hll_union, ["[BLOB]", "INTEGER"], "BLOB"),
@@ -197,10 +240,21 @@ SIGNATURES = {
     "strata_kll_cdf": (kll_cdf, ["BLOB", "[DOUBLE]"], "[DOUBLE]"),
     "strata_kll_histogram": (kll_histogram, ["BLOB", "[DOUBLE]"], "[DOUBLE]"),
     "strata_kll_summary": (kll_summary, ["BLOB"], "VARCHAR"),
+    "strata_hll_of": (hll_of, ["[VARCHAR]", "VARCHAR", "INTEGER"], "BLOB"),
+    "strata_theta_of": (theta_of, ["[VARCHAR]", "VARCHAR", "INTEGER"], "BLOB"),
+    "strata_kll_of": (kll_of, ["[VARCHAR]", "VARCHAR", "INTEGER"], "BLOB"),
 }
 FUNCTION_NAMES = frozenset(SIGNATURES)
 # Functions whose value for a null argument is not null (an estimate of nothing is 0).
-_NULL_AWARE = {"strata_hll_estimate", "strata_theta_estimate", "strata_kll_n", "strata_hll_bounds"}
+_NULL_AWARE = {
+    "strata_hll_estimate",
+    "strata_theta_estimate",
+    "strata_kll_n",
+    "strata_hll_bounds",
+    "strata_hll_of",
+    "strata_theta_of",
+    "strata_kll_of",
+}
 
 
 def register(connection) -> None:

@@ -61,8 +61,7 @@ def _table(rows) -> pa.Table:
     )
 
 
-@pytest.fixture
-def sk(db, inline_spec):
+def publish_sk(inline_spec) -> None:
     publish_tables(
         inline_spec,
         "sk",
@@ -71,6 +70,11 @@ def sk(db, inline_spec):
             "2024-01-02/2024-01-03": [_table(ROWS[2:])],
         },
     )
+
+
+@pytest.fixture
+def sk(db, inline_spec):
+    publish_sk(inline_spec)
 
 
 def _day(day: str) -> dict:
