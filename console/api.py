@@ -24,11 +24,12 @@ from console.pagination import (
     TaskCursorPagination,
 )
 from console.security import MAX_LIST_ITEMS, JSONRefused, PayloadTooLarge, parse_natural
-from metastore import retention_selectors, selectors, services
+from metastore import selectors, services
 from metastore.druid.errors import SpecError
 from metastore.druid.tasks import TASK_TYPES
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, DataSource, Task, TaskLock, TaskStatus
+from metastore.selectors import retention as retention_selectors
 
 log = logging.getLogger(__name__)
 
@@ -367,7 +368,7 @@ class TaskViewSet(viewsets.ViewSet):
 
     @extend_schema(parameters=[_TASK_ID], responses=responses({200: TaskDetailOutput}, 404))
     def retrieve(self, request, pk=None):
-        task = Task.objects.filter(id=pk).first()
+        task = selectors.task_get(task_id=pk)
         if task is None:
             raise Http404(f"no task {pk}")
         return Response(TaskDetailOutput(task).data)
@@ -388,7 +389,7 @@ class TaskViewSet(viewsets.ViewSet):
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        task = Task.objects.filter(id=pk).first()
+        task = selectors.task_get(task_id=pk)
         if task is None:
             raise Http404(f"no task {pk}")
         if not task.is_active:
@@ -520,7 +521,7 @@ class DataSourceViewSet(viewsets.ViewSet):
     lookup_field = "name"
 
     def _get(self, name: str) -> DataSource:
-        ds = DataSource.objects.filter(name=name).first()
+        ds = selectors.datasource_get(name=name)
         if ds is None:
             raise Http404(f"no dataSource {name}")
         return ds
