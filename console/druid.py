@@ -612,7 +612,7 @@ class MetadataDataSources(DruidView):
         created = selectors.datasources_created(names=names)
         out = []
         for name in names:
-            segs = selectors.segments_for(datasource=name).select_related("datasource")
+            segs = selectors.segments_for(datasource=name, with_datasource=True)
             out.append(
                 {
                     "name": name,
@@ -643,7 +643,7 @@ class MetadataDataSourceSegments(DruidView):
     def get(self, request, datasource):
         if not selectors.datasource_exists(name=datasource):
             raise Http404(f"no dataSource {datasource}")
-        segs = selectors.segments_for(datasource=datasource).select_related("datasource")
+        segs = selectors.segments_for(datasource=datasource, with_datasource=True)
         if druid_flag(request, "full"):
             return Response([segment_json(s) for s in segs])
         return Response([s.id for s in segs])
@@ -678,7 +678,7 @@ class MetadataSegments(DruidView):
         with_status = druid_flag(request, "includeOvershadowedStatus")
         out = []
         for name in names:
-            segs = selectors.segments_for(datasource=name).select_related("datasource")
+            segs = selectors.segments_for(datasource=name, with_datasource=True)
             if not with_status:
                 out.extend(segment_json(s) for s in segs)
                 continue

@@ -503,6 +503,20 @@ def _int_param(request, name: str, default: int) -> int:
         return default
 
 
+def _window_facts(name: str, chunks, n_segments: int, window: Interval, show_unused: bool):
+    """The unused segments shown in `window` (if asked for) and the rows, bytes and
+    origin of its segments when few enough are drawn one by one."""
+    unused = []
+    if show_unused:
+        unused = selectors.unused_segments_in(
+            datasource=name, interval=window, limit=timeline_svg.MAX_SEGMENT_MARKS
+        )
+    details = {}
+    if n_segments + len(unused) <= timeline_svg.MAX_SEGMENT_MARKS:
+        details = selectors.segment_facts(ids=[r.id for c in chunks for r in c.segments])
+    return unused, details
+
+
 def _timeline_context(
     request, name: str, *, as_of: int | None, window: Interval | None, highlight=None
 ) -> dict:
@@ -528,14 +542,7 @@ def _timeline_context(
     )
     chunks = state.chunks_overlapping(window)
     n_segments = sum(len(c.segments) for c in chunks)
-    unused = []
-    if show_unused:
-        unused = selectors.unused_segments_in(
-            datasource=name, interval=window, limit=timeline_svg.MAX_SEGMENT_MARKS
-        )
-    details = {}
-    if n_segments + len(unused) <= timeline_svg.MAX_SEGMENT_MARKS:
-        details = selectors.segment_facts(ids=[r.id for c in chunks for r in c.segments])
+    unused, details = _window_facts(name, chunks, n_segments, window, show_unused)
     interval_svg, info = timeline_svg.interval_view(
         datasource=name,
         state=state,

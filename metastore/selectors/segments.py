@@ -27,8 +27,13 @@ def segments_for(
     datasource: str,
     interval: Interval | None = None,
     used: bool | None = True,
+    with_datasource: bool = False,
 ) -> QuerySet[Segment]:
+    """A dataSource's segments (used ones by default) overlapping `interval`, in
+    time order; `with_datasource` reads each one's DataSource row with it."""
     qs = Segment.objects.filter(datasource__name=datasource)
+    if with_datasource:
+        qs = qs.select_related("datasource")
     if used is not None:
         qs = qs.filter(used=used)
     if interval is not None:
