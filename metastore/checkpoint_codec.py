@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from metastore.intervals import Interval
-from metastore.timeline import SegmentRef
+from metastore.timeline import SegmentRef, collector_paused
 
 __all__ = ["decode_refs", "encode_refs"]
 
@@ -109,7 +109,11 @@ def _columns(data: bytes):
 
 def decode_refs(data: bytes) -> list[SegmentRef]:
     """The SegmentRefs that ``encode_refs`` stored in ``data``; ValueError if it is not a checkpoint."""
-    header, ids, cols, tombstones = _columns(data)
+    with collector_paused():  # hundreds of thousands of objects, no cycles (as a build)
+        return _decoded(*_columns(data))
+
+
+def _decoded(header, ids, cols, tombstones) -> list[SegmentRef]:
     n = len(ids)
     epoch = _EPOCH
     intervals = [

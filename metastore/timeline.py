@@ -898,8 +898,8 @@ _gc_resume = False  # whether the collector was on when the first of them paused
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a build allocates.
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a build (or a decode) allocates.
 
     A build makes a few long-lived objects per chunk and no garbage cycles,
     but the collector, triggered by every 700 allocations, walks the growing
@@ -1001,7 +1001,7 @@ class Timeline:
     @classmethod
     def build(cls, segments: Iterable[SegmentRef]) -> Timeline:
         """A timeline of ``segments``; raises ValueError on a repeated id or partition."""
-        with _collector_paused():
+        with collector_paused():
             return cls._build(segments)
 
     @classmethod
