@@ -97,8 +97,15 @@ def test_a_bad_parameter_is_a_400_naming_it(api_client, cluster, params, field):
     assert response.status_code == 400 and response.json()["field"] == field
 
 
-def test_a_forged_cursor_is_refused(api_client, cluster):
-    response = api_client.get(URL, {"cursor": "not-a-cursor"})
+@pytest.mark.parametrize(
+    ("sort", "after"),
+    [("size", "not-a-cursor"), ("size", [10**30, "x"]), ("start", ["9999999-01-01", "x"])],
+)
+def test_a_forged_cursor_is_refused(api_client, cluster, sort, after):
+    from console.segment_views import encode_cursor
+
+    cursor = after if isinstance(after, str) else encode_cursor(after)
+    response = api_client.get(URL, {"sort": sort, "cursor": cursor})
     assert response.status_code == 404 and response.json()["field"] == "cursor"
 
 
