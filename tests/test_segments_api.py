@@ -131,3 +131,17 @@ def test_the_size_and_rows_orders_walk_an_index(order, index):
         cursor.execute(f"EXPLAIN SELECT id FROM metastore_segment ORDER BY {order} LIMIT 51")
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert index in plan, plan
+
+
+def test_a_page_costs_a_bounded_number_of_queries(
+    api_client, cluster, publish, django_assert_max_num_queries
+):
+    """Once the dataSources' timeline states are cached (one per commit), a page is
+    the token, the rows, and one probe of the commit log per dataSource on it."""
+    more = {f"2024-03-{d:02d}/2024-03-{d + 1:02d}": 3 for d in range(1, 10)}
+    publish("more", "2024-03-01/2024-03-11", more)
+    params = {"limit": 40, "sort": "-rows"}
+    api_client.get(URL, params)  # builds the three timeline states
+    with django_assert_max_num_queries(2 + 3):
+        response = api_client.get(URL, params)
+    assert response.status_code == 200 and len(response.json()["results"]) == 37
