@@ -7,10 +7,7 @@ from dataclasses import dataclass
 from django.db.models import Max, Min, QuerySet
 
 from metastore.intervals import Interval
-from metastore.models import (
-    CommitLogEntry,
-    Segment,
-)
+from metastore.models import CommitLogEntry, Segment
 from metastore.selectors.states import TimelineState
 from metastore.selectors.visibility import SHOWN, Tally, visibility_counts
 

@@ -8,12 +8,7 @@ from datetime import datetime
 
 from django.db.models import Count, Max, Min, Q, Sum
 
-from metastore.models import (
-    ACTIVE_STATUSES,
-    DataSource,
-    Segment,
-    Task,
-)
+from metastore.models import ACTIVE_STATUSES, DataSource, Segment, Task
 from metastore.selectors.states import timeline_state
 from metastore.selectors.visibility import VisibilityCounts, visibility_counts
 

@@ -7,9 +7,7 @@ from collections.abc import Collection
 from django.db.models import QuerySet
 
 from metastore.intervals import Interval
-from metastore.models import (
-    TaskLock,
-)
+from metastore.models import TaskLock
 
 
 def locks_list(

@@ -11,13 +11,7 @@ from django.db import connection
 from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
 
 from metastore.intervals import Interval
-from metastore.models import (
-    FINAL_STATUSES,
-    CommitLogEntry,
-    PendingSegment,
-    Segment,
-    TaskStatus,
-)
+from metastore.models import FINAL_STATUSES, CommitLogEntry, PendingSegment, Segment, TaskStatus
 from metastore.selectors.states import timeline_state
 from metastore.selectors.timeline import timeline_for
 

@@ -12,9 +12,7 @@ from datetime import datetime, timedelta
 from django.db.models import Sum
 
 from metastore.intervals import Interval
-from metastore.models import (
-    Segment,
-)
+from metastore.models import Segment
 from metastore.selectors import _cache
 from metastore.selectors.timeline import timeline_for
 from metastore.timeline import SegmentRef, Timeline

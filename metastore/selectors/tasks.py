@@ -8,11 +8,7 @@ from datetime import datetime
 from django.db import connection
 from django.db.models import Count, Max, Q, QuerySet
 
-from metastore.models import (
-    ACTIVE_STATUSES,
-    Task,
-    TaskStatus,
-)
+from metastore.models import ACTIVE_STATUSES, Task, TaskStatus
 
 
 def tasks_list(

@@ -12,12 +12,7 @@ from django.db import DatabaseError, connection, transaction
 
 from metastore.checkpoint_codec import decode_refs, encode_refs
 from metastore.intervals import Interval
-from metastore.models import (
-    CommitKind,
-    CommitLogEntry,
-    Segment,
-    TimelineCheckpoint,
-)
+from metastore.models import CommitKind, CommitLogEntry, Segment, TimelineCheckpoint
 from metastore.selectors import _cache
 from metastore.timeline import SegmentRef, Timeline
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from metastore.intervals import Interval
-from metastore.models import (
-    Segment,
-)
+from metastore.models import Segment
 from metastore.selectors.segments import segment_facts
 from metastore.selectors.states import TimelineState, state_rows
 

@@ -6,11 +6,7 @@ from dataclasses import dataclass
 from dataclasses import field as dc_field
 from datetime import datetime, timedelta
 
-from metastore.models import (
-    Task,
-    TaskStatus,
-    Worker,
-)
+from metastore.models import Task, TaskStatus, Worker
 
 
 @dataclass(frozen=True)
