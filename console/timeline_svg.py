@@ -167,11 +167,11 @@ def overview(
     span_us = (window.end - window.start) // timedelta(microseconds=1)
     n = max(1, min(buckets, MAX_BUCKETS, span_us))
     step = (window.end - window.start) / n
-    segs, nrows, flags = _bucket_facts(state, window, rows, locks, pendings, n)
+    segs, nrows, flags = bucket_facts(state, window, rows, locks, pendings, n)
     return _draw_overview(window, step, segs, nrows, flags), n
 
 
-def _bucket_facts(state, window: Interval, rows, locks, pendings, n: int):
+def bucket_facts(state, window: Interval, rows, locks, pendings, n: int):
     """Per bucket of the window: segments, visible rows (a chunk's rows spread
     evenly over its time) and flags (overshadowed, tombstone, incomplete, locked,
     writing)."""

@@ -51,6 +51,14 @@ class Lock:
     version: str
     interval: Interval
 
+    @property
+    def start(self) -> datetime:
+        return self.interval.start
+
+    @property
+    def end(self) -> datetime:
+        return self.interval.end
+
 
 @dataclass
 class Pending:
@@ -198,3 +206,23 @@ def test_past_the_chunk_budget_nothing_is_laid_out(monkeypatch):
 def test_an_empty_window_has_no_marks_but_keeps_its_height(n_days):
     result = layout([seg("a", days(10, 11), "v1")], days(0, n_days))
     assert result.marks == () and result.lanes == () and result.height == TOP + 40
+
+
+def test_overview_buckets_count_segments_spread_rows_and_flag_what_lies_there():
+    from console.timeline_svg import bucket_facts
+
+    refs = [seg(f"a{p}", days(0, 1), "v1", p) for p in range(2)]
+    refs += [seg("b", days(1, 2), "v1"), seg("b2", days(1, 2), "v2")]
+    refs.append(seg("t", days(3, 4), "v1", tombstone=True))
+    state = state_of(Timeline.build(refs))
+    rows = {(c.interval.start, c.interval.end, c.version): (240, 1) for c in state.chunks}
+    locks = [Lock(1, "EXCLUSIVE", "t1", 50, False, "v3", days(2, 3))]
+    pendings = [Pending(2, "t2", "v3", 0, at(2, 12), at(3))]
+    # eight 12-hour buckets over four days
+    segs, nrows, flags = bucket_facts(state, days(0, 4), rows, locks, pendings, 8)
+    assert segs == [2, 2, 2, 2, 0, 0, 1, 1]
+    # a day's 240 rows, half in each of its buckets; day 1's v1 chunk is hidden by v2
+    assert nrows == [120, 120, 120, 120, 0, 0, 120, 120]
+    assert flags[2] == flags[3] == {"overshadowed"}
+    assert flags[4] == {"locked"} and flags[5] == {"locked", "writing"}
+    assert flags[6] == {"tombstone"} and flags[0] == set()
