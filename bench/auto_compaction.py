@@ -126,7 +126,7 @@ class Episodes:
     def observe(self, ds: str, statuses) -> None:
         from django.utils import timezone
 
-        from metastore import compaction_selectors as reads
+        from metastore.selectors import compaction as reads
 
         now = timezone.now()
         for st in statuses:

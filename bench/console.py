@@ -61,6 +61,7 @@ def main() -> None:
         Segment,
         TimelineCheckpoint,
     )
+    from metastore.selectors import timeline as timeline_reads
     from metastore.timeline import Timeline
 
     ds = DataSource.objects.create(name="bench")
@@ -106,7 +107,7 @@ def main() -> None:
     # timeline_for: a full rebuild from the segment rows (no checkpoint) is the baseline
     rows_cold = []
     for _ in range(args.runs):
-        selectors._timeline_cache.clear()
+        selectors.timeline_caches_clear()
         TimelineCheckpoint.objects.all().delete()
         t = time.perf_counter()
         selectors.timeline_for(datasource="bench")  # (also writes the checkpoint)
@@ -114,7 +115,7 @@ def main() -> None:
     # a fresh process now: the newest checkpoint, and the log after it (none here)
     cold = []
     for _ in range(args.runs):
-        selectors._timeline_cache.clear()
+        selectors.timeline_caches_clear()
         t = time.perf_counter()
         selectors.timeline_for(datasource="bench")
         cold.append(time.perf_counter() - t)
@@ -135,7 +136,7 @@ def main() -> None:
         t = time.perf_counter()
         timeline = selectors.timeline_for(datasource="bench")
         applied.append(time.perf_counter() - t)
-    rebuilt = Timeline.build(selectors._segment_refs("bench"))
+    rebuilt = Timeline.build(timeline_reads._segment_refs("bench"))
     assert {s.id for s in timeline.segments()} == {s.id for s in rebuilt.segments()}
     print(f"timeline_for cold from the rows, no checkpoint (the baseline): {_ms(rows_cold)}")
     print(
@@ -162,8 +163,7 @@ def main() -> None:
             f"/datasources/bench/segments/{Segment.make_id('bench', Interval.parse(day), version, 5)}",
         ),
     ]
-    selectors._timeline_cache.clear()
-    selectors._state_cache.clear()
+    selectors.timeline_caches_clear()
     t = time.perf_counter()
     response = client.get(pages[0][1])
     first_render = time.perf_counter() - t

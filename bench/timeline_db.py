@@ -89,6 +89,7 @@ def main() -> None:
         Segment,
         TimelineCheckpoint,
     )
+    from metastore.selectors import timeline as timeline_reads
     from metastore.timeline import Timeline
 
     ds = DataSource.objects.create(name="bench")
@@ -130,9 +131,9 @@ def main() -> None:
     # the rows path (no checkpoint): the baseline
     rows_read, refs = [], []
     for _ in range(args.runs if args.shape == "day" else 1):
-        elapsed, refs = timed(lambda: selectors._segment_refs("bench"))
+        elapsed, refs = timed(lambda: timeline_reads._segment_refs("bench"))
         rows_read.append(elapsed)
-    write, _ = timed(lambda: selectors._checkpoint_save("bench", seq, refs))
+    write, _ = timed(lambda: timeline_reads._checkpoint_save("bench", seq, refs))
     (checkpoint,) = TimelineCheckpoint.objects.filter(datasource="bench")
     size = len(bytes(checkpoint.refs))
     runs = args.runs if args.shape == "day" else 1
@@ -144,7 +145,7 @@ def main() -> None:
     # the checkpoint path: what a cold read does now
     cp_read = []
     for _ in range(args.runs):
-        elapsed, cp_refs = timed(lambda: selectors._refs_at("bench", seq, latest=True))
+        elapsed, cp_refs = timed(lambda: timeline_reads._refs_at("bench", seq, latest=True))
         cp_read.append(elapsed)
     assert set(cp_refs) == set(refs)
     print(f"{count:,} segments; checkpoint {size / 1024:.0f} KB, written in {write * 1000:.0f} ms")
@@ -159,7 +160,7 @@ def main() -> None:
         return
     cold, cpu = [], []
     for _ in range(runs):
-        selectors._timeline_cache.clear()
+        selectors.timeline_caches_clear()
         c = time.process_time()
         elapsed, timeline = timed(lambda: selectors.timeline_for(datasource="bench"))
         cpu.append(time.process_time() - c)

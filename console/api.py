@@ -15,20 +15,24 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from console import openapi
+from console import openapi, segment_views
 from console.openapi import responses
 from console.pagination import (
     CommitCursorPagination,
+    InvalidCursor,
     ListCursorPagination,
     LockCursorPagination,
     TaskCursorPagination,
+    page_size,
 )
 from console.security import MAX_LIST_ITEMS, JSONRefused, PayloadTooLarge, parse_natural
-from metastore import retention_selectors, selectors, services
+from metastore import selectors, services
 from metastore.druid.errors import SpecError
 from metastore.druid.tasks import TASK_TYPES
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, DataSource, Task, TaskLock, TaskStatus
+from metastore.selectors import retention as retention_selectors
+from metastore.selectors import segment_list
 
 log = logging.getLogger(__name__)
 
@@ -367,7 +371,7 @@ class TaskViewSet(viewsets.ViewSet):
 
     @extend_schema(parameters=[_TASK_ID], responses=responses({200: TaskDetailOutput}, 404))
     def retrieve(self, request, pk=None):
-        task = Task.objects.filter(id=pk).first()
+        task = selectors.task_get(task_id=pk)
         if task is None:
             raise Http404(f"no task {pk}")
         return Response(TaskDetailOutput(task).data)
@@ -388,7 +392,7 @@ class TaskViewSet(viewsets.ViewSet):
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        task = Task.objects.filter(id=pk).first()
+        task = selectors.task_get(task_id=pk)
         if task is None:
             raise Http404(f"no task {pk}")
         if not task.is_active:
@@ -414,6 +418,78 @@ class LockListView(APIView):
         paginator = LockCursorPagination()
         page = paginator.paginate_queryset(locks, request, view=self)
         return paginator.get_paginated_response(LockOutput(page, many=True).data)
+
+
+class SegmentRowOutput(serializers.Serializer):
+    """One segment of the Segments list: its state is what the timeline makes of it."""
+
+    id = serializers.CharField()
+    datasource = serializers.CharField()
+    interval = serializers.CharField(help_text="ISO-8601 start/end, UTC")
+    version = serializers.CharField()
+    partition = serializers.IntegerField()
+    shard_type = serializers.CharField()
+    size_bytes = serializers.IntegerField(source="size")
+    num_rows = serializers.IntegerField(source="rows")
+    state = serializers.ChoiceField(choices=segment_list.STATES[:-1])
+    tombstone = serializers.BooleanField()
+
+
+def _segment_list_params() -> list[OpenApiParameter]:
+    states = list(segment_list.STATES)
+    sorts = [*segment_list.SORTS, *(f"-{k}" for k in segment_list.SORTS)]
+    return [
+        OpenApiParameter(
+            "datasource",
+            openapi.TEXT,
+            description="a part of the dataSource's name, any case; '=name' for that name only",
+        ),
+        _INTERVAL,
+        OpenApiParameter("version", openapi.TEXT, description="a prefix of the version"),
+        OpenApiParameter("state", str, enum=states),
+        OpenApiParameter("shard", str, enum=list(segment_list.SHARD_TYPES)),
+        OpenApiParameter(
+            "sort",
+            str,
+            enum=sorts,
+            description=f"'-' first for descending (default {segment_list.DEFAULT_SORT})",
+        ),
+        *_PAGE_PARAMS,
+    ]
+
+
+class SegmentListView(APIView):
+    """Every segment of every dataSource (the console's Segments view), filtered,
+    sorted and paged by keyset: a page costs the same at any depth and keeps its
+    place while segments are added. Follow `next` until it is null."""
+
+    @extend_schema(
+        operation_id="api_v1_segments_list",
+        parameters=_segment_list_params(),
+        responses=responses({200: openapi.paginated(SegmentRowOutput)}, 400, 404),
+    )
+    def get(self, request):
+        get = request.query_params
+        try:
+            filters = segment_views.parse_filters(get)
+            sort = segment_views.parse_sort(get)
+        except segment_views.Refused as refused:
+            raise SpecError(refused.field, refused.message) from None
+        limit = page_size(request)
+        after = None
+        if get.get("cursor"):
+            try:
+                after = segment_views.decode_cursor(get["cursor"], sort)
+            except segment_views.Refused:
+                raise InvalidCursor() from None
+        page = segment_list.segments_page(filters=filters, sort=sort, after=after, limit=limit)
+        next_url = None
+        if page.next_after is not None:
+            query = get.copy()
+            query["cursor"] = segment_views.encode_cursor(page.next_after)
+            next_url = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+        results = SegmentRowOutput(page.rows, many=True).data
+        return Response({"next": next_url, "previous": None, "results": results})
 
 
 class SlotTaskOutput(serializers.Serializer):
@@ -520,7 +596,7 @@ class DataSourceViewSet(viewsets.ViewSet):
     lookup_field = "name"
 
     def _get(self, name: str) -> DataSource:
-        ds = DataSource.objects.filter(name=name).first()
+        ds = selectors.datasource_get(name=name)
         if ds is None:
             raise Http404(f"no dataSource {name}")
         return ds

@@ -17,11 +17,11 @@ from rest_framework.views import APIView
 
 from console.druid_compaction import interval_json
 from console.openapi import responses
-from metastore import compaction_selectors as reads
 from metastore import services
 from metastore.druid.errors import SpecError
 from metastore.duties import compaction_run
 from metastore.duties.compaction import snapshot
+from metastore.selectors import compaction as reads
 
 _OBJECT = {"type": "object"}
 

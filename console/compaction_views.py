@@ -8,9 +8,9 @@ import json
 from django.shortcuts import render
 
 from console.security import role_required
-from metastore import compaction_selectors as reads
 from metastore.duties import compaction_run
 from metastore.duties.compaction import snapshot
+from metastore.selectors import compaction as reads
 
 
 def _rows(datasource: str | None) -> tuple[list[dict], compaction_run.CompactionPlans]:

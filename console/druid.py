@@ -32,7 +32,7 @@ from console.security import MAX_LIST_ITEMS, StrataBasicAuthentication, parse_na
 from metastore import locking, selectors, services
 from metastore.druid.errors import SpecError
 from metastore.intervals import Interval, format_ts
-from metastore.models import DataSource, Segment, Task, TaskLock, TaskStatus
+from metastore.models import Segment, Task, TaskLock, TaskStatus
 
 # --- shapes --------------------------------------------------------------------------
 
@@ -231,7 +231,7 @@ class DruidView(APIView):
 
 
 def task_or_404(task_id: str) -> Task:
-    task = Task.objects.filter(id=task_id).first()
+    task = selectors.task_get(task_id=task_id)
     if task is None:
         raise Http404(f"Cannot find any task with id: [{task_id}]")
     return task
@@ -279,7 +279,7 @@ class TaskStatusView(DruidView):
         },
     )
     def get(self, request, task_id):
-        task = Task.objects.filter(id=task_id).first()
+        task = selectors.task_get(task_id=task_id)
         if task is None:
             return Response({"task": task_id, "status": None}, status=status.HTTP_404_NOT_FOUND)
         return Response({"task": task.id, "status": task_status_json(task)})
@@ -385,7 +385,7 @@ class TaskStatusBulk(DruidView):
     )
     def post(self, request):
         ids = _id_list(request.data, "(body)", "task ids")
-        tasks = Task.objects.defer("spec", "report").filter(id__in=ids)
+        tasks = selectors.tasks_with_ids(ids=ids)
         return Response(
             {
                 t.id: {
@@ -530,7 +530,7 @@ class MarkSegments(DruidView):
         responses=druid_responses({200: ds_schema.DruidChanged}, 400, 404, 413, 415),
     )
     def post(self, request, datasource):
-        if not DataSource.objects.filter(name=datasource).exists():
+        if not selectors.datasource_exists(name=datasource):
             raise Http404(f"no dataSource {datasource}")
         data = request.data
         if not isinstance(data, dict):
@@ -609,10 +609,10 @@ class MetadataDataSources(DruidView):
         names = [s.name for s in selectors.datasources_list() if s.segments]
         if not druid_flag(request, "full"):
             return Response(names)
-        created = dict(DataSource.objects.filter(name__in=names).values_list("name", "created_at"))
+        created = selectors.datasources_created(names=names)
         out = []
         for name in names:
-            segs = selectors.segments_for(datasource=name).select_related("datasource")
+            segs = selectors.segments_for(datasource=name, with_datasource=True)
             out.append(
                 {
                     "name": name,
@@ -641,9 +641,9 @@ class MetadataDataSourceSegments(DruidView):
         ),
     )
     def get(self, request, datasource):
-        if not DataSource.objects.filter(name=datasource).exists():
+        if not selectors.datasource_exists(name=datasource):
             raise Http404(f"no dataSource {datasource}")
-        segs = selectors.segments_for(datasource=datasource).select_related("datasource")
+        segs = selectors.segments_for(datasource=datasource, with_datasource=True)
         if druid_flag(request, "full"):
             return Response([segment_json(s) for s in segs])
         return Response([s.id for s in segs])
@@ -678,7 +678,7 @@ class MetadataSegments(DruidView):
         with_status = druid_flag(request, "includeOvershadowedStatus")
         out = []
         for name in names:
-            segs = selectors.segments_for(datasource=name).select_related("datasource")
+            segs = selectors.segments_for(datasource=name, with_datasource=True)
             if not with_status:
                 out.extend(segment_json(s) for s in segs)
                 continue

@@ -22,12 +22,12 @@ from rest_framework.response import Response
 from console.druid import DruidView
 from console.druid_schema import PATH_DATASOURCE, druid_responses
 from console.security import parse_natural
-from metastore import compaction_selectors as reads
 from metastore import services
 from metastore.druid.errors import SpecError
 from metastore.duties import compaction_run
 from metastore.duties.compaction import IntervalStatus, snapshot
 from metastore.intervals import Interval, format_ts
+from metastore.selectors import compaction as reads
 from metastore.services.compaction_config import cluster_json
 
 _OBJECT = {"type": "object"}

@@ -23,10 +23,11 @@ from rest_framework.response import Response
 from console import druid_schema as ds_schema
 from console.druid import DruidView, druid_flag, druid_ts
 from console.druid_schema import druid_responses
-from metastore import retention_selectors, services
+from metastore import services
 from metastore.druid.errors import SpecError
 from metastore.duties.retention import DEFAULT_KEY, RULE_TYPES, RuleError, rules_json
 from metastore.intervals import Interval
+from metastore.selectors import retention as retention_selectors
 
 AUDIT_WINDOW = timedelta(weeks=1)
 MAX_COUNT = 10_000

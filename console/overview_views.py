@@ -22,8 +22,9 @@ from django.urls import path, reverse
 from django.utils import timezone
 
 from console.security import role_required
-from metastore import console_overview, selectors
+from metastore import selectors
 from metastore.last_runs import last_runs
+from metastore.selectors import overview as glance
 
 ROUNDS = ("reaper", "janitor")
 JANITOR_EVERY_SECONDS = 60.0  # CELERY_BEAT_SCHEDULE's intermediary-janitor
@@ -117,7 +118,7 @@ def services_health(now: datetime | None = None) -> list[Service]:
     ok, detail = _timed(_ping_redis)
     out.append(Service("redis", "Redis (broker, throttle, last runs)", ok, detail, now))
     timeout = timedelta(seconds=float(settings.STRATA_HEARTBEAT_TIMEOUT))
-    for w in console_overview.workers_registered():
+    for w in glance.workers_registered():
         live = now - w.heartbeat_at <= timeout
         detail = f"{w.capacity} slots, heartbeat {_age(w.heartbeat_at, now)}"
         out.append(
@@ -140,9 +141,9 @@ def overview(request):
     runs, problem = _rounds(now)
     context = {
         "task_slots": selectors.task_slots(pending_limit=5),
-        "tasks": console_overview.task_counts(now=now),
-        "datasources": console_overview.datasources_glance(),
-        "locks": console_overview.locks_glance(),
+        "tasks": glance.task_counts(now=now),
+        "datasources": glance.datasources_glance(),
+        "locks": glance.locks_glance(),
         "rounds": _background(now, runs, problem),
         "now": now,
     }

@@ -16,8 +16,9 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 
 from console.security import role_required
-from metastore import console_selectors, retention_selectors, services
+from metastore import selectors, services
 from metastore.duties.retention import RuleError, parse_rules, rules_json
+from metastore.selectors import retention as retention_selectors
 from metastore.strict_json import JSONRefused, parse_json_text
 
 
@@ -47,7 +48,7 @@ def _parsed(text: str):
 
 @role_required()
 def rules_page(request, name: str):
-    if not console_selectors.datasource_known(name=name):
+    if not selectors.datasource_known(name=name):
         raise Http404(f"no dataSource {name}")
     if request.method != "POST":
         stored = retention_selectors.rules_stored(datasource=name) or []

@@ -1,4 +1,4 @@
-"""The Segments view: every segment of every dataSource (metastore.console_segments),
+"""The Segments view: every segment of every dataSource (metastore.selectors.segment_list),
 filtered by dataSource, interval, version, state and shard type, sorted by any
 column, paged by cursor. A filter that makes no sense is a 400 page naming it."""
 
@@ -13,8 +13,8 @@ from django.shortcuts import render
 from django.urls import path
 
 from console.security import parse_natural, role_required
-from metastore import console_segments as cs
 from metastore.intervals import Interval
+from metastore.selectors import segment_list as cs
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -49,17 +49,18 @@ def decode_cursor(text: str, sort: str) -> list:
         if not isinstance(last_id, str):
             raise ValueError("id")
         return [cs.cursor_value(sort, value), last_id]
-    except (ValueError, TypeError, UnicodeError, binascii.Error):
+    except (ValueError, TypeError, OverflowError, UnicodeError, binascii.Error):
         raise Refused("cursor", "invalid cursor; use the page's next link") from None
 
 
-def _filters(get) -> cs.SegmentFilters:
+def parse_filters(get) -> cs.SegmentFilters:
+    """The filters of a query string (the page's and the API's); Refused names a bad one."""
     interval = None
     text = (get.get("interval") or "").strip()
     if text:
         try:
             interval = Interval.parse(text)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, OverflowError):
             interval = None
         if interval is None or not interval.start < interval.end:
             raise Refused("interval", "an ISO-8601 start/end with start before end")
@@ -78,10 +79,15 @@ def _filters(get) -> cs.SegmentFilters:
     )
 
 
-def _sort_and_limit(get) -> tuple[str, int]:
+def parse_sort(get) -> str:
     sort = get.get("sort") or cs.DEFAULT_SORT
     if sort.lstrip("-") not in cs.SORTS:
         raise Refused("sort", f"one of {', '.join(cs.SORTS)}, '-' first for descending")
+    return sort
+
+
+def _sort_and_limit(get) -> tuple[str, int]:
+    sort = parse_sort(get)
     limit = PAGE_SIZE
     if get.get("limit"):
         limit = parse_natural(get.get("limit")) or 0
@@ -112,7 +118,7 @@ def segments_list(request):
     typed = {k: get.get(k, "") for k in ("datasource", "interval", "version", "state", "shard")}
     context = {"typed": typed, "states": cs.STATES, "shard_types": cs.SHARD_TYPES}
     try:
-        filters = _filters(get)
+        filters = parse_filters(get)
         sort, limit = _sort_and_limit(get)
         after = decode_cursor(get["cursor"], sort) if get.get("cursor") else None
     except Refused as refused:

@@ -11,37 +11,33 @@ from datetime import datetime, timedelta
 from django.urls import reverse
 from django.utils.html import escape
 
+from console.timeline_layout import (
+    LEFT,
+    MAX_BY,
+    ROW,
+    TOP,
+    WIDTH,
+    ChunkMark,
+    Lane,
+    LockMark,
+    PendingMark,
+    SegmentMark,
+    UnusedMark,
+    interval_layout,
+    x_of,
+)
+from console.timeline_layout import MAX_CHUNK_MARKS as MAX_CHUNK_MARKS
+from console.timeline_layout import MAX_SEGMENT_MARKS as MAX_SEGMENT_MARKS
 from metastore.intervals import Granularity, Interval, format_ts
-from metastore.selectors import TimelineState
+from metastore.selectors.states import TimelineState
 
 MAX_BUCKETS = 1000
-MAX_SEGMENT_MARKS = 600  # above this the interval view draws one mark per chunk
-MAX_CHUNK_MARKS = 1500  # above this it asks to zoom in
-LEFT = 170
-WIDTH = 1100
-ROW = 12
-LANE_GAP = 6
-MAX_BY = 5  # ids named in a mark's data-overshadowed-by (the count says how many)
 
 DEFS = """<defs>
 <pattern id="p-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#eceff4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#8a94a8" stroke-width="2"/></pattern>
 <pattern id="p-tomb" width="8" height="8" patternUnits="userSpaceOnUse"><rect width="8" height="8" fill="#fff"/><path d="M0 0L8 8M8 0L0 8" stroke="#555" stroke-width="1"/></pattern>
 <pattern id="p-unused" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="#fafafa"/><circle cx="3" cy="3" r="1" fill="#aaa"/></pattern>
 </defs>"""
-
-
-def _x(t: datetime, window: Interval) -> float:
-    span = (window.end - window.start).total_seconds()
-    if t <= window.start:
-        return LEFT
-    if t >= window.end:
-        return LEFT + WIDTH
-    return LEFT + (t - window.start).total_seconds() / span * WIDTH
-
-
-def _span(interval: Interval, window: Interval) -> tuple[float, float]:
-    x0, x1 = _x(interval.start, window), _x(interval.end, window)
-    return round(x0, 2), round(max(x1 - x0, 0.8), 2)
 
 
 def _ticks(window: Interval, y: float, height: float) -> list[str]:
@@ -64,7 +60,7 @@ def _ticks(window: Interval, y: float, height: float) -> list[str]:
     t = epoch + n * step
     fmt = "%Y-%m-%d" if step >= timedelta(days=1) else "%m-%d %H:%M"
     while t < window.end and len(out) < 24:
-        x = _x(t, window)
+        x = x_of(t, window)
         out.append(
             f'<line class="tick" x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + height}" stroke="#d5dae3"/>'
             f'<text x="{x + 2:.1f}" y="{y + 10}" font-size="10" fill="#7a8294">{t.strftime(fmt)}</text>'
@@ -171,6 +167,15 @@ def overview(
     span_us = (window.end - window.start) // timedelta(microseconds=1)
     n = max(1, min(buckets, MAX_BUCKETS, span_us))
     step = (window.end - window.start) / n
+    segs, nrows, flags = bucket_facts(state, window, rows, locks, pendings, n)
+    return _draw_overview(window, step, segs, nrows, flags), n
+
+
+def bucket_facts(state, window: Interval, rows, locks, pendings, n: int):
+    """Per bucket of the window: segments, visible rows (a chunk's rows spread
+    evenly over its time) and flags (overshadowed, tombstone, incomplete, locked,
+    writing)."""
+    step = (window.end - window.start) / n
     segs = [0] * n
     nrows = [0.0] * n
     flags: list[set[str]] = [set() for _ in range(n)]
@@ -209,7 +214,11 @@ def overview(
     for p in pendings:
         for i in index_range(p.start, p.end):
             flags[i].add("writing")
+    return segs, nrows, flags
 
+
+def _draw_overview(window: Interval, step, segs, nrows, flags) -> str:
+    n = len(segs)
     top = 22
     bar_h = 90
     peak = max(nrows) or 1
@@ -234,7 +243,7 @@ def overview(
             )
         i = j
     height = top + bar_h + 14 * len(FLAG_ROWS) + 8
-    return _svg(body, height, window, "overview", f'data-buckets="{n}"'), n
+    return _svg(body, height, window, "overview", f'data-buckets="{n}"')
 
 
 def _bucket_run(window, step, i, j, segs, nrows, flags, peak, top, bar_h, width) -> str:
@@ -285,24 +294,6 @@ def segment_hrefs(datasource: str):
     return href
 
 
-def _seg_title(ref, status, rows_of, by, vis, window) -> str:
-    r = rows_of.get(ref.id)
-    parts = [ref.id, f"status: {status}"]
-    if r is not None:
-        parts.append(f"{r[0]:,} rows, {r[1]:,} bytes")
-    if ref.tombstone:
-        parts.append("tombstone")
-    if by:
-        parts.append(
-            "overshadowed by "
-            + ", ".join(by[:3])
-            + (f" and {len(by) - 3} more" if len(by) > 3 else "")
-        )
-    if status == "partial":
-        parts.append("visible " + ", ".join(str(v) for v in vis))
-    return "\n".join(parts)
-
-
 def interval_view(
     *,
     datasource: str,
@@ -314,242 +305,158 @@ def interval_view(
     unused,
     highlight: dict[str, str] | None = None,
 ) -> tuple[str, dict]:
-    """One lane per version (newest on top). Returns the SVG and what it drew."""
-    timeline = state.timeline
-    chunks = state.chunks_overlapping(window)
-    total = sum(len(c.segments) for c in chunks) + len(unused)
-    mode = "segments" if total <= MAX_SEGMENT_MARKS else "chunks"
-    info = {"mode": mode, "segments": total, "chunks": len(chunks), "marks": 0}
-    if mode == "chunks" and len(chunks) > MAX_CHUNK_MARKS:
-        info["mode"] = "zoom"
-        return "", info
-    highlight = highlight or {}
-    segment_href = segment_hrefs(datasource)
-    # lanes: version -> rows needed
-    lanes: dict[str, int] = {}
-    for c in chunks:
-        need = len(c.segments) if mode == "segments" else 1
-        lanes[c.version] = max(lanes.get(c.version, 0), need)
-    extra: dict[tuple, int] = {}
-    if mode == "segments":
-        for seg in unused:
-            key = (seg.start, seg.end, seg.version)
-            extra[key] = extra.get(key, 0) + 1
-    for p in pendings:
-        key = (p.start, p.end, p.version)
-        extra[key] = extra.get(key, 0) + 1
-    for (s, e, v), k in extra.items():
-        base = max(
-            (
-                len(c.segments)
-                for c in chunks
-                if c.version == v and c.interval.start == s and c.interval.end == e
-            ),
-            default=0,
+    """One lane per version (newest on top), laid out by `timeline_layout`.
+    Returns the SVG and what it drew."""
+    layout = interval_layout(
+        state=state,
+        window=window,
+        details=details,
+        locks=locks,
+        pendings=pendings,
+        unused=unused,
+        highlight=highlight,
+    )
+    if layout.mode == "zoom":
+        return "", layout.info
+    href = segment_hrefs(datasource)
+    body = _ticks(window, 0, layout.height) + [_draw_lane(lane) for lane in layout.lanes]
+    body += [_DRAW[type(mark)](mark, href) for mark in layout.marks]
+    if layout.lock_rows:
+        body.append(f'<text x="4" y="{TOP + 10}" font-size="11">locks</text>')
+    extra = f'data-mode="{layout.mode}"'
+    return _svg(body, layout.height, window, "interval", extra), layout.info
+
+
+def _draw_lane(lane: Lane) -> str:
+    v = escape(lane.version)
+    return (
+        f'<g class="lane" data-version="{v}"><rect x="{LEFT}" y="{lane.y - 2}" width="{WIDTH}" '
+        f'height="{lane.rows * ROW + 4}" fill="#fbfcfe" stroke="#e3e6ec"/>'
+        f'<text x="4" y="{lane.y + 9}" font-size="9.5">v {v}</text></g>'
+    )
+
+
+def _draw_chunk(m: ChunkMark, href) -> str:
+    fill = "#3d74e0" if m.status == "visible" else "url(#p-hatch)"
+    stroke = (
+        'stroke="#c0392b" stroke-dasharray="3 2"'
+        if m.status == "incomplete"
+        else 'stroke="#1d2330" stroke-width="0.3"'
+    )
+    out = (
+        f'<g class="chunk" data-chunk="{m.interval}" data-version="{escape(m.version)}" '
+        f'data-segments="{m.segments}" data-status="{m.status}"><title>{escape(m.title)}</title>'
+        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="{ROW - 2}" fill="{fill}" {stroke}/>'
+    )
+    if m.shown_share and m.status != "visible":
+        out += (
+            f'<rect x="{m.x}" y="{m.y + (ROW - 2) * (1 - m.shown_share):.1f}" width="{m.w}" '
+            f'height="{(ROW - 2) * m.shown_share:.1f}" fill="#3d74e0"/>'
         )
-        if mode == "chunks":
-            base = 1 if base else 0
-        lanes[v] = max(lanes.get(v, 0), base + k)
-    versions = sorted(lanes, reverse=True)
-    top = 18
-    lock_rows = min(len(locks), 12)
-    lock_h = 14 * lock_rows + (6 if lock_rows else 0)
-    y = top + lock_h
-    lane_y: dict[str, float] = {}
-    body: list[str] = []
-    for v in versions:
-        lane_y[v] = y
-        h = lanes[v] * ROW
-        body.append(
-            f'<g class="lane" data-version="{escape(v)}"><rect x="{LEFT}" y="{y - 2}" width="{WIDTH}" '
-            f'height="{h + 4}" fill="#fbfcfe" stroke="#e3e6ec"/>'
-            f'<text x="4" y="{y + 9}" font-size="9.5">v {escape(v)}</text></g>'
+    return out + "</g>"
+
+
+def _segment_style(m: SegmentMark) -> tuple[str, str]:
+    """(fill, stroke) of a segment mark: what it is, then what is wrong with it."""
+    if "tombstone" in m.flags:
+        fill = "url(#p-tomb)"
+    elif m.status == "visible":
+        fill = "#3d74e0"
+    else:
+        fill = "url(#p-hatch)"
+    stroke = 'stroke="#1d2330" stroke-width="0.4"'
+    if "incomplete" in m.flags:
+        stroke = 'stroke="#c0392b" stroke-width="1.2" stroke-dasharray="3 2"'
+    elif "partial-aug" in m.flags:
+        stroke = 'stroke="#8e44ad" stroke-width="1.4" stroke-dasharray="1 1.5"'
+    if m.highlight:
+        stroke = 'stroke="#e67e22" stroke-width="2.2"'
+    return fill, stroke
+
+
+def _draw_segment(m: SegmentMark, href) -> str:
+    attrs = (
+        f'class="seg seg-{m.status}" data-segment-id="{escape(m.id)}" data-status="{m.status}" '
+        f'data-version="{escape(m.version)}" data-partition="{m.partition}" '
+        f'data-flags="{" ".join(m.flags)}" '
+        f'data-overshadowed-by="{escape(" ".join(m.overshadowed_by[:MAX_BY]))}" '
+        f'data-overshadowed-count="{len(m.overshadowed_by)}"'
+        + (f' data-commit="{m.highlight}"' if m.highlight else "")
+    )
+    fill, stroke = _segment_style(m)
+    parts = [
+        f'<g {attrs}><a href="{href(m.id)}"><title>{escape(m.title)}</title>'
+        f'<rect class="extent" x="{m.x}" y="{m.y}" width="{m.w}" height="{ROW - 2}" '
+        f'fill="{fill}" {stroke}/>'
+    ]
+    for iv, vx, vw in m.visible_parts:
+        parts.append(
+            f'<rect class="visible-part" data-interval="{iv}" x="{vx}" y="{m.y}" width="{vw}" '
+            f'height="{ROW - 2}" fill="#3d74e0"/>'
         )
-        y += h + LANE_GAP
-    height = max(y + 6, top + 40)
-    body = _ticks(window, 0, height) + body
-    used_rows: dict[tuple, int] = {}
-    marks = 0
-    for c in chunks:
-        key = (c.interval.start, c.interval.end, c.version)
-        ly = lane_y[c.version]
-        x, w = _span(c.interval, window)
-        if mode == "chunks":
-            used_rows[key] = 1
-            st = (
-                "incomplete"
-                if not c.complete
-                else "visible"
-                if c.n_visible == len(c.segments)
-                else "overshadowed"
-                if c.n_overshadowed == len(c.segments)
-                else "mixed"
-            )
-            fill = "#3d74e0" if st == "visible" else "url(#p-hatch)"
-            stroke = (
-                'stroke="#c0392b" stroke-dasharray="3 2"'
-                if st == "incomplete"
-                else 'stroke="#1d2330" stroke-width="0.3"'
-            )
-            title = (
-                f"{c.interval} v{c.version}: {len(c.segments)} segments — {c.n_visible} visible, "
-                f"{c.n_partial} partially overshadowed, {c.n_overshadowed} overshadowed"
-                f"{', ' + str(c.tombstones) + ' tombstones' if c.tombstones else ''}"
-                f"{'' if c.complete else ', incomplete'}"
-            )
-            body.append(
-                f'<g class="chunk" data-chunk="{c.interval}" data-version="{escape(c.version)}" '
-                f'data-segments="{len(c.segments)}" data-status="{st}"><title>{escape(title)}</title>'
-                f'<rect x="{x}" y="{ly}" width="{w}" height="{ROW - 2}" fill="{fill}" {stroke}/>'
-            )
-            if c.n_visible or c.n_partial:
-                share = (c.n_visible + c.n_partial) / len(c.segments)
-                if st != "visible":
-                    body.append(
-                        f'<rect x="{x}" y="{ly + (ROW - 2) * (1 - share):.1f}" width="{w}" '
-                        f'height="{(ROW - 2) * share:.1f}" fill="#3d74e0"/>'
-                    )
-            body.append("</g>")
-            marks += 1
-            continue
-        used_rows[key] = len(c.segments)
-        for row, ref in enumerate(c.segments):
-            status = state.status.get(ref.id, "overshadowed")
-            by = (
-                sorted(timeline.overshadowed_by(ref.id))
-                if status in ("partial", "overshadowed")
-                else []
-            )
-            vis = timeline.visible_intervals(ref.id) if status == "partial" else []
-            flags = []
-            if ref.tombstone:
-                flags.append("tombstone")
-            if ref.id in c.partial_aug:
-                flags.append("partial-aug")
-            if not c.complete:
-                flags.append("incomplete")
-            d = details.get(ref.id)
-            upgraded = bool(d and d[2])
-            if upgraded:
-                flags.append("upgraded")
-            ry = ly + row * ROW
-            title = _seg_title(ref, status, details, by, vis, window)
-            if upgraded:
-                title += f"\nupgraded from {d[2]}"
-            hl = highlight.get(ref.id, "")
-            attrs = (
-                f'class="seg seg-{status}" data-segment-id="{escape(ref.id)}" data-status="{status}" '
-                f'data-version="{escape(ref.version)}" data-partition="{ref.partition}" '
-                f'data-flags="{" ".join(flags)}" data-overshadowed-by="{escape(" ".join(by[:MAX_BY]))}" '
-                f'data-overshadowed-count="{len(by)}"' + (f' data-commit="{hl}"' if hl else "")
-            )
-            href = segment_href(ref.id)
-            if ref.tombstone:
-                base_fill = "url(#p-tomb)"
-            elif status == "visible":
-                base_fill = "#3d74e0"
-            else:
-                base_fill = "url(#p-hatch)"
-            stroke = 'stroke="#1d2330" stroke-width="0.4"'
-            if not c.complete:
-                stroke = 'stroke="#c0392b" stroke-width="1.2" stroke-dasharray="3 2"'
-            elif ref.id in c.partial_aug:
-                stroke = 'stroke="#8e44ad" stroke-width="1.4" stroke-dasharray="1 1.5"'
-            if hl:
-                stroke = 'stroke="#e67e22" stroke-width="2.2"'
-            parts = [
-                f'<g {attrs}><a href="{href}"><title>{escape(title)}</title>'
-                f'<rect class="extent" x="{x}" y="{ry}" width="{w}" height="{ROW - 2}" fill="{base_fill}" {stroke}/>'
-            ]
-            if status == "partial" and not ref.tombstone:
-                for iv in vis:
-                    vx, vw = _span(iv, window)
-                    parts.append(
-                        f'<rect class="visible-part" data-interval="{iv}" x="{vx}" y="{ry}" width="{vw}" '
-                        f'height="{ROW - 2}" fill="#3d74e0"/>'
-                    )
-            label = []
-            if ref.tombstone:
-                label.append("tombstone")
-            if ref.id in c.partial_aug:
-                label.append("partial AUG")
-            if not c.complete:
-                label.append("incomplete")
-            if upgraded:
-                label.append("↑ upgraded")
-            if label and w > 40:
-                parts.append(
-                    f'<text x="{x + 2}" y="{ry + ROW - 4}" font-size="8" fill="#1d2330" '
-                    f'paint-order="stroke" stroke="#fff" stroke-width="2">{" · ".join(label)}</text>'
-                )
-            parts.append("</a></g>")
-            body.append("".join(parts))
-            marks += 1
-    for seg in unused if mode == "segments" else ():
-        key = (seg.start, seg.end, seg.version)
-        if seg.version not in lane_y:
-            continue
-        row = used_rows.get(key, 0)
-        used_rows[key] = row + 1
-        ry = lane_y[seg.version] + row * ROW
-        x, w = _span(Interval(seg.start, seg.end), window)
-        href = segment_href(seg.id)
-        body.append(
-            f'<g class="seg seg-unused" data-segment-id="{escape(seg.id)}" data-status="unused" '
-            f'data-version="{escape(seg.version)}" data-partition="{seg.partition}" data-flags="unused'
-            f'{" tombstone" if seg.tombstone else ""}"><a href="{href}"><title>{escape(seg.id)}\nunused</title>'
-            f'<rect x="{x}" y="{ry}" width="{w}" height="{ROW - 2}" fill="url(#p-unused)" stroke="#aaa" stroke-width="0.6"/>'
-            + (
-                f'<text x="{x + 2}" y="{ry + ROW - 4}" font-size="8" fill="#777">unused</text>'
-                if w > 40
-                else ""
-            )
-            + "</a></g>"
+    if m.label and m.w > 40:
+        parts.append(
+            f'<text x="{m.x + 2}" y="{m.y + ROW - 4}" font-size="8" fill="#1d2330" '
+            f'paint-order="stroke" stroke="#fff" stroke-width="2">{" · ".join(m.label)}</text>'
         )
-        marks += 1
-    for p in pendings:
-        key = (p.start, p.end, p.version)
-        if p.version not in lane_y:
-            continue
-        row = used_rows.get(key, 0)
-        used_rows[key] = row + 1
-        ry = lane_y[p.version] + row * ROW
-        x, w = _span(Interval(p.start, p.end), window)
-        body.append(
-            f'<g class="pending" data-pending="{p.pk}" data-task="{escape(p.task_id or "")}" '
-            f'data-version="{escape(p.version)}" data-partition="{p.partition}">'
-            f"<title>{escape(f'being written by {p.task_id}: partition {p.partition} of {p.start}/{p.end} v{p.version}')}</title>"
-            f'<rect x="{x}" y="{ry}" width="{w}" height="{ROW - 2}" fill="none" stroke="#1b4aa6" '
-            f'stroke-width="1.2" stroke-dasharray="4 3"/></g>'
-        )
-        marks += 1
-    for i, lock in enumerate(locks[:lock_rows]):
-        x, w = _span(lock.interval, window)
-        ly = top + 14 * i
-        revoked = " revoked" if lock.revoked else ""
-        text = f"{lock.type} {lock.task_id} p{lock.priority}{revoked}"
-        style = (
-            'fill="#fbdada" stroke="#8a1c1c" stroke-dasharray="2 2"'
-            if lock.revoked
-            else 'fill="#f5c26b" stroke="#8a5a00"'
-        )
-        body.append(
-            f'<g class="lock" data-lock-id="{lock.pk}" data-lock-type="{lock.type}" '
-            f'data-holder="{escape(lock.task_id)}" data-priority="{lock.priority}" '
-            f'data-revoked="{"1" if lock.revoked else "0"}">'
-            f"<title>{escape(f'{lock.type} lock on {lock.interval} held by {lock.task_id} (priority {lock.priority}, version {lock.version}){revoked}')}</title>"
-            f'<rect x="{x}" y="{ly}" width="{w}" height="12" {style}/>'
-            f'<rect x="{x}" y="{ly}" width="{w}" height="{height - ly - 4:.0f}" fill="none" stroke="#8a5a00" '
-            f'stroke-width="0.8" stroke-dasharray="1 3" pointer-events="none"/>'
-            + (
-                f'<text x="{x + 2}" y="{ly + 9}" font-size="8">🔒 {escape(text)}</text>'
-                if w > 60
-                else ""
-            )
-            + "</g>"
-        )
-        marks += 1
-    if lock_rows:
-        body.append(f'<text x="4" y="{top + 10}" font-size="11">locks</text>')
-    info["marks"] = marks
-    return _svg(body, height, window, "interval", f'data-mode="{mode}"'), info
+    parts.append("</a></g>")
+    return "".join(parts)
+
+
+def _draw_unused(m: UnusedMark, href) -> str:
+    text = (
+        f'<text x="{m.x + 2}" y="{m.y + ROW - 4}" font-size="8" fill="#777">unused</text>'
+        if m.w > 40
+        else ""
+    )
+    return (
+        f'<g class="seg seg-unused" data-segment-id="{escape(m.id)}" data-status="unused" '
+        f'data-version="{escape(m.version)}" data-partition="{m.partition}" data-flags="unused'
+        f'{" tombstone" if m.tombstone else ""}"><a href="{href(m.id)}">'
+        f"<title>{escape(m.id)}\nunused</title>"
+        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="{ROW - 2}" fill="url(#p-unused)" '
+        f'stroke="#aaa" stroke-width="0.6"/>' + text + "</a></g>"
+    )
+
+
+def _draw_pending(m: PendingMark, href) -> str:
+    return (
+        f'<g class="pending" data-pending="{m.pk}" data-task="{escape(m.task_id)}" '
+        f'data-version="{escape(m.version)}" data-partition="{m.partition}">'
+        f"<title>{escape(m.title)}</title>"
+        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="{ROW - 2}" fill="none" stroke="#1b4aa6" '
+        f'stroke-width="1.2" stroke-dasharray="4 3"/></g>'
+    )
+
+
+def _draw_lock(m: LockMark, href) -> str:
+    style = (
+        'fill="#fbdada" stroke="#8a1c1c" stroke-dasharray="2 2"'
+        if m.revoked
+        else 'fill="#f5c26b" stroke="#8a5a00"'
+    )
+    text = (
+        f'<text x="{m.x + 2}" y="{m.y + 9}" font-size="8">🔒 {escape(m.text)}</text>'
+        if m.w > 60
+        else ""
+    )
+    return (
+        f'<g class="lock" data-lock-id="{m.pk}" data-lock-type="{m.type}" '
+        f'data-holder="{escape(m.holder)}" data-priority="{m.priority}" '
+        f'data-revoked="{"1" if m.revoked else "0"}">'
+        f"<title>{escape(m.title)}</title>"
+        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="12" {style}/>'
+        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="{m.guide_height:.0f}" fill="none" '
+        f'stroke="#8a5a00" stroke-width="0.8" stroke-dasharray="1 3" pointer-events="none"/>'
+        + text
+        + "</g>"
+    )
+
+
+_DRAW = {
+    ChunkMark: _draw_chunk,
+    SegmentMark: _draw_segment,
+    UnusedMark: _draw_unused,
+    PendingMark: _draw_pending,
+    LockMark: _draw_lock,
+}

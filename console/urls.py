@@ -46,6 +46,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/locks", api.LockListView.as_view(), name="api-locks"),
     path("api/v1/slots", api.SlotsView.as_view(), name="api-slots"),
+    path("api/v1/segments", api.SegmentListView.as_view(), name="api-segments"),
     path("api/v1/", include(compaction_api.urlpatterns)),
     path("api/v1/", include(router.urls)),
     path("", include("console.task_log_api")),

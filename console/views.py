@@ -9,9 +9,8 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Max, Min
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils.html import format_html
@@ -20,18 +19,16 @@ from django.views.decorators.http import require_POST
 from console import timeline_svg
 from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
 from console.templatetags.console_format import utc
-from metastore import console_selectors, retention_selectors, selectors, services, task_logs
+from metastore import selectors, services, task_logs
 from metastore.druid.errors import SpecError
 from metastore.intervals import Interval
 from metastore.models import (
-    ACTIVE_STATUSES,
-    CommitLogEntry,
-    DataSource,
     Segment,
     Task,
     TaskStatus,
     TaskType,
 )
+from metastore.selectors import retention as retention_selectors
 
 TASKS_PER_PAGE = 50
 COMMITS_PER_PAGE = 25
@@ -85,10 +82,10 @@ def tasks_page(request):
         ttype = None
     datasource = (request.GET.get("datasource") or "").strip()[:255] or None
     sort = request.GET.get("sort") or ""
-    if sort.lstrip("-") not in console_selectors.TASK_SORTS:
+    if sort.lstrip("-") not in selectors.TASK_SORTS:
         sort = ""
     group = request.GET.get("group") or ""
-    if group not in console_selectors.TASK_GROUPS:
+    if group not in selectors.TASK_GROUPS:
         group = ""
     filters = {
         k: v for k, v in (("status", status), ("type", ttype), ("datasource", datasource)) if v
@@ -96,14 +93,12 @@ def tasks_page(request):
     query = urlencode(
         {**filters, **({"sort": sort} if sort else {}), **({"group": group} if group else {})}
     )
-    context = {"group": group, "groups": [], "group_by": console_selectors.TASK_GROUPS}
+    context = {"group": group, "groups": [], "group_by": selectors.TASK_GROUPS}
     if group:
         context["groups"] = _task_group_rows(group, filters)
         page = None
     else:
-        tasks = console_selectors.tasks_table(
-            status=status, type=ttype, datasource=datasource, sort=sort
-        )
+        tasks = selectors.tasks_table(status=status, type=ttype, datasource=datasource, sort=sort)
         page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
     context |= {
         "tasks": page.object_list if page else [],
@@ -129,7 +124,7 @@ def _exact(column: str, value: str) -> str:
 def _task_group_rows(group: str, filters: dict) -> list[dict]:
     """Each group with its counts per status and the link that lists its tasks."""
     rows = []
-    for g in console_selectors.tasks_grouped(by=group, **filters):
+    for g in selectors.tasks_grouped(by=group, **filters):
         rows.append(
             {
                 "value": g.value,
@@ -224,7 +219,7 @@ def _submit_context(text: str, kind: str, datasource: str, interval: str, error=
         "error_message": getattr(error, "message", str(error) if error else ""),
         "error_line": line,
         "lines": list(enumerate(text.splitlines(), 1)) if error else [],
-        "datasources": list(DataSource.objects.values_list("name", flat=True)),
+        "datasources": selectors.datasource_names(),
     }
 
 
@@ -319,11 +314,13 @@ def _log_tail(task_id: str) -> dict | None:
 
 @role_required()
 def task_page(request, task_id: str):
-    task = get_object_or_404(Task.objects.select_related("submitted_by"), id=task_id)
+    task = selectors.task_get(task_id=task_id)
+    if task is None:
+        raise Http404(task_id)
     blockers = [b.get("task") for b in task.waiting_on or [] if b.get("task")]
     context = {
         "task": task,
-        "locks": list(task.locks.select_related("revoked_by")),
+        "locks": selectors.locks_of_task(task_id=task.id),
         "blocking": selectors.tasks_blocked_by(task_id=task.id),
         "blockers": blockers,
         "phases": _phase_rows(task),
@@ -400,7 +397,7 @@ def _waits_for_svg(waiting: list[Task]) -> str:
 
 @role_required()
 def locks_page(request):
-    waiting = list(Task.objects.filter(status=TaskStatus.WAITING).order_by("waiting_since")[:200])
+    waiting = selectors.tasks_waiting(limit=200)
     context = {
         "locks": selectors.locks_list(datasource=request.GET.get("datasource")),
         "waiting": waiting,
@@ -417,7 +414,7 @@ def datasources_page(request):
     return render(
         request,
         "console/datasources.html",
-        {"datasources": console_selectors.datasources_overview()},
+        {"datasources": selectors.datasources_overview()},
     )
 
 
@@ -431,6 +428,95 @@ def _parse_interval(text: str | None) -> Interval | None:
     return interval if interval.start < interval.end else None
 
 
+def _extent(name: str, state, held: list, show_unused: bool) -> Interval | None:
+    """The whole dataSource: its segments, and what is locked or being written
+    (`held`: locks and pending allocations), and its unused segments if shown."""
+    spans = [(state.extent.start, state.extent.end)] if state.extent else []
+    spans += [(x.start, x.end) for x in held]
+    if show_unused:
+        unused_span = selectors.unused_span(datasource=name)
+        if unused_span is not None:
+            spans.append((unused_span.start, unused_span.end))
+    return Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+
+
+def _segment_table(name: str, state, chunks, details: dict, unused) -> list[dict]:
+    """The rows of the segments table under the timeline: each chunk's segments,
+    newest version first, then the unused segments shown."""
+    segment_href = timeline_svg.segment_hrefs(name)
+    table = []
+    for c in chunks:
+        for ref in sorted(
+            c.segments, key=lambda r: (r.version, r.minor_version, r.partition), reverse=True
+        ):
+            table.append(_used_row(state, ref, details.get(ref.id, (0, 0, "")), segment_href))
+    for seg in unused:
+        table.append(
+            {
+                "id": seg.id,
+                "href": segment_href(seg.id),
+                "interval": seg.interval,
+                "version": seg.version,
+                "minor": seg.minor_version,
+                "partition": seg.partition,
+                "roots": [],
+                "tombstone": seg.tombstone,
+                "rows": seg.num_rows,
+                "size": seg.size_bytes,
+                "upgraded_from": seg.upgraded_from,
+                "status": "unused",
+                "incomplete": False,
+                "visible": [],
+                "by": [],
+            }
+        )
+    return table
+
+
+def _used_row(state, ref, d: tuple, segment_href) -> dict:
+    st = state.status.get(ref.id, "overshadowed")
+    return {
+        "id": ref.id,
+        "href": segment_href(ref.id),
+        "interval": ref.interval,
+        "version": ref.version,
+        "minor": ref.minor_version,
+        "partition": ref.partition,
+        "roots": sorted(ref.roots) if len(ref.roots) > 1 else [],
+        "tombstone": ref.tombstone,
+        "rows": d[0],
+        "size": d[1],
+        "upgraded_from": d[2],
+        "status": "overshadowed" if st == "incomplete" else st,
+        "incomplete": st == "incomplete",
+        "visible": state.timeline.visible_intervals(ref.id) if st == "partial" else [],
+        "by": sorted(state.timeline.overshadowed_by(ref.id))
+        if st in ("partial", "overshadowed")
+        else [],
+    }
+
+
+def _int_param(request, name: str, default: int) -> int:
+    try:
+        return int(request.GET.get(name, default))
+    except ValueError:
+        return default
+
+
+def _window_facts(name: str, chunks, n_segments: int, window: Interval, show_unused: bool):
+    """The unused segments shown in `window` (if asked for) and the rows, bytes and
+    origin of its segments when few enough are drawn one by one."""
+    unused = []
+    if show_unused:
+        unused = selectors.unused_segments_in(
+            datasource=name, interval=window, limit=timeline_svg.MAX_SEGMENT_MARKS
+        )
+    details = {}
+    if n_segments + len(unused) <= timeline_svg.MAX_SEGMENT_MARKS:
+        details = selectors.segment_facts(ids=[r.id for c in chunks for r in c.segments])
+    return unused, details
+
+
 def _timeline_context(
     request, name: str, *, as_of: int | None, window: Interval | None, highlight=None
 ) -> dict:
@@ -439,47 +525,24 @@ def _timeline_context(
     current = as_of is None
     all_locks = selectors.active_locks(datasource=name) if current else []
     all_pendings = selectors.pending_allocations(datasource=name) if current else []
-    # The whole dataSource: its segments, and what is locked or being written.
-    spans = [(state.extent.start, state.extent.end)] if state.extent else []
-    spans += [(x.start, x.end) for x in (*all_locks, *all_pendings)]
-    if show_unused:
-        agg = Segment.objects.filter(datasource__name=name, used=False).aggregate(
-            lo=Min("start"), hi=Max("end")
-        )
-        if agg["lo"] is not None:
-            spans.append((agg["lo"], agg["hi"]))
-    extent = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+    extent = _extent(name, state, [*all_locks, *all_pendings], show_unused)
     if window is None:
         window = extent or Interval.parse("2000-01-01/2000-01-02")
     granularity = timeline_svg.segment_granularity(state)
     window = timeline_svg.snap_window(window, granularity)
     locks = [x for x in all_locks if x.start < window.end and x.end > window.start]
     pendings = [x for x in all_pendings if x.start < window.end and x.end > window.start]
-    try:
-        buckets = int(request.GET.get("buckets", 400))
-    except ValueError:
-        buckets = 400
-    overview_window = window
     overview_svg, n_buckets = timeline_svg.overview(
         state,
-        overview_window,
+        window,
         selectors.state_rows(datasource=name, state=state, interval=window),
         locks,
         pendings,
-        buckets,
+        _int_param(request, "buckets", 400),
     )
     chunks = state.chunks_overlapping(window)
     n_segments = sum(len(c.segments) for c in chunks)
-    unused = []
-    if show_unused:
-        unused = list(
-            Segment.objects.filter(
-                datasource__name=name, used=False, start__lt=window.end, end__gt=window.start
-            ).order_by("start", "version", "partition")[: timeline_svg.MAX_SEGMENT_MARKS]
-        )
-    details = {}
-    if n_segments + len(unused) <= timeline_svg.MAX_SEGMENT_MARKS:
-        details = selectors.segment_facts(ids=[r.id for c in chunks for r in c.segments])
+    unused, details = _window_facts(name, chunks, n_segments, window, show_unused)
     interval_svg, info = timeline_svg.interval_view(
         datasource=name,
         state=state,
@@ -491,58 +554,8 @@ def _timeline_context(
         highlight=highlight,
     )
     table = []
-    segment_href = timeline_svg.segment_hrefs(name)
     if n_segments <= SEGMENT_TABLE_MAX:
-        for c in chunks:
-            for ref in sorted(
-                c.segments, key=lambda r: (r.version, r.minor_version, r.partition), reverse=True
-            ):
-                st = state.status.get(ref.id, "overshadowed")
-                d = details.get(ref.id, (0, 0, ""))
-                table.append(
-                    {
-                        "id": ref.id,
-                        "href": segment_href(ref.id),
-                        "interval": ref.interval,
-                        "version": ref.version,
-                        "minor": ref.minor_version,
-                        "partition": ref.partition,
-                        "roots": sorted(ref.roots) if len(ref.roots) > 1 else [],
-                        "tombstone": ref.tombstone,
-                        "rows": d[0],
-                        "size": d[1],
-                        "upgraded_from": d[2],
-                        "status": "overshadowed" if st == "incomplete" else st,
-                        "incomplete": st == "incomplete",
-                        "visible": state.timeline.visible_intervals(ref.id)
-                        if st == "partial"
-                        else [],
-                        "by": sorted(state.timeline.overshadowed_by(ref.id))
-                        if st in ("partial", "overshadowed")
-                        else [],
-                    }
-                )
-        for seg in unused:
-            table.append(
-                {
-                    "id": seg.id,
-                    "href": segment_href(seg.id),
-                    "interval": seg.interval,
-                    "version": seg.version,
-                    "minor": seg.minor_version,
-                    "partition": seg.partition,
-                    "roots": [],
-                    "tombstone": seg.tombstone,
-                    "rows": seg.num_rows,
-                    "size": seg.size_bytes,
-                    "upgraded_from": seg.upgraded_from,
-                    "status": "unused",
-                    "incomplete": False,
-                    "visible": [],
-                    "by": [],
-                }
-            )
-    counts = timeline_svg.window_counts(state, window)  # the badges follow the window
+        table = _segment_table(name, state, chunks, details, unused)
     return {
         "name": name,
         "window": window,
@@ -556,7 +569,7 @@ def _timeline_context(
         "info": info,
         "table": table,
         "table_shown": n_segments <= SEGMENT_TABLE_MAX,
-        "counts": counts,
+        "counts": timeline_svg.window_counts(state, window),  # the badges follow the window
         "locks": locks,
         "pendings": pendings,
         "state": state,
@@ -565,7 +578,7 @@ def _timeline_context(
 
 @role_required()
 def datasource_page(request, name: str):
-    if not console_selectors.datasource_known(name=name):
+    if not selectors.datasource_known(name=name):
         raise Http404(f"no dataSource {name}")
     window = _parse_interval(request.GET.get("interval"))
     if request.GET.get("interval") and window is None:
@@ -594,11 +607,7 @@ def datasource_page(request, name: str):
             "commits": commits,
             "first_seq": first_seq,
             "last_seq": last_seq,
-            "active_tasks": list(
-                Task.objects.filter(datasource=name, status__in=ACTIVE_STATUSES)
-                .only("id", "type", "status", "created_at")
-                .order_by("created_at")[:20]
-            ),
+            "active_tasks": selectors.active_tasks_of(datasource=name, limit=20),
             "full_path": request.get_full_path(),
         }
     )
@@ -671,24 +680,15 @@ def segment_page(request, name: str, segment_id: str):
 
 @role_required()
 def commit_page(request, name: str, seq: int):
-    entry = get_object_or_404(
-        CommitLogEntry.objects.select_related("user", "task__submitted_by"),
-        datasource=name,
-        seq=seq,
-    )
+    entry = selectors.commit_entry(datasource=name, seq=seq)
+    if entry is None:
+        raise Http404(f"{name} has no commit {seq}")
     added, removed = list(entry.added or []), list(entry.removed or [])
-    touched = Segment.objects.filter(id__in=(added + removed)[:2000])
-    bounds = [(s.start, s.end) for s in touched.only("start", "end")]
-    span = Interval(min(b[0] for b in bounds), max(b[1] for b in bounds)) if bounds else None
+    span = selectors.segments_span(ids=(added + removed)[:2000])
     window = _parse_interval(request.GET.get("interval")) or span
     highlight = {sid: "added" for sid in added}
     after = _timeline_context(request, name, as_of=seq, window=window, highlight=highlight)
-    prev = (
-        CommitLogEntry.objects.filter(datasource=name, seq__lt=seq)
-        .order_by("-seq")
-        .values_list("seq", flat=True)
-        .first()
-    )
+    prev = selectors.commit_before(datasource=name, seq=seq)
     refusal = retention_selectors.as_of_refusal(
         datasource=name, as_of=prev if prev is not None else seq
     )
@@ -707,7 +707,7 @@ def commit_page(request, name: str, seq: int):
     if span is not None:
         # What the commit overshadowed: segments read by queries before it and not
         # (or only in part) after it. Its "removed" are only those marked unused.
-        change = console_selectors.commit_change(
+        change = selectors.commit_change(
             datasource=name,
             before=before["state"] if before else None,
             after=after["state"],
@@ -728,10 +728,7 @@ def commit_page(request, name: str, seq: int):
             "after": after,
             "before": before,
             "prev": prev,
-            "next": CommitLogEntry.objects.filter(datasource=name, seq__gt=seq)
-            .order_by("seq")
-            .values_list("seq", flat=True)
-            .first(),
+            "next": selectors.commit_after(datasource=name, seq=seq),
         },
     )
 
@@ -753,7 +750,7 @@ def _action_refused(request, name: str, field: str, message: str) -> HttpRespons
             ),
             "first_seq": first_seq,
             "last_seq": last_seq,
-            "active": Task.objects.filter(datasource=name, status__in=ACTIVE_STATUSES).exists(),
+            "active": selectors.has_active_tasks(datasource=name),
             "full_path": reverse("console:datasource", args=[name]),
             "action_error": {"field": field, "message": message},
             "action_interval": typed,
@@ -762,10 +759,23 @@ def _action_refused(request, name: str, field: str, message: str) -> HttpRespons
     return render(request, "console/datasource.html", context, status=400)
 
 
+def _action_problem(action, interval_text: str, interval, ids) -> tuple[str, str] | None:
+    """(form field, what is wrong) with an operator action's input, or None."""
+    if action not in ACTIONS:
+        return "action", f"unknown action {action!r}; one of {', '.join(ACTIONS)}"
+    if interval_text and interval is None:
+        return "interval", f"{interval_text[:200]!r} is not an ISO interval"
+    if action in ("compact", "kill") and interval is None:
+        return "interval", f"{action} needs an interval"
+    if action in ("mark_unused", "mark_used") and not ids and interval is None:
+        return "interval", "give an interval or select segments"
+    return None
+
+
 @role_required()
 @require_POST
 def datasource_action(request, name: str):
-    if not DataSource.objects.filter(name=name).exists():
+    if not selectors.datasource_exists(name=name):
         raise Http404(name)
     action = request.POST.get("action")
     interval_text = (request.POST.get("interval") or "").strip()
@@ -774,50 +784,22 @@ def datasource_action(request, name: str):
     back = reverse("console:datasource", args=[name]) + (
         f"?interval={interval_text}" if interval else ""
     )
-    if action not in ACTIONS:
-        return _action_refused(
-            request, name, "action", f"unknown action {action!r}; one of {', '.join(ACTIONS)}"
-        )
-    if interval_text and interval is None:
-        return _action_refused(
-            request, name, "interval", f"{interval_text[:200]!r} is not an ISO interval"
-        )
+    problem = _action_problem(action, interval_text, interval, ids)
+    if problem is not None:
+        return _action_refused(request, name, *problem)
     if action == "compact":
-        if interval is None:
-            return _action_refused(request, name, "interval", "compact needs an interval")
         return redirect(
             reverse("console:task-new")
             + f"?template=compact&datasource={name}&interval={interval_text}"
         )
-    if action in ("mark_unused", "mark_used") and not ids and interval is None:
-        return _action_refused(request, name, "interval", "give an interval or select segments")
-    if action == "kill" and interval is None:
-        return _action_refused(request, name, "interval", "kill needs an interval")
     if request.POST.get("confirm") != "yes":
-        if ids:
-            affected = Segment.objects.filter(datasource__name=name, id__in=ids)
-        else:
-            affected = Segment.objects.filter(
-                datasource__name=name, start__gte=interval.start, end__lte=interval.end
-            )
-        if action == "mark_unused":
-            affected = affected.filter(used=True)
-        else:
-            affected = affected.filter(used=False)
-        return render(
-            request,
-            "console/confirm_action.html",
-            {
-                "name": name,
-                "action": action,
-                "label": action.replace("_", " "),
-                "interval": interval_text if interval else "",
-                "ids": ids,
-                "count": affected.count(),
-                "sample": list(affected.values_list("id", flat=True)[:20]),
-                "back": back,
-            },
+        count, sample = selectors.segments_to_mark(
+            datasource=name, used=action != "mark_unused", ids=ids, interval=interval
         )
+        context = {"name": name, "action": action, "label": action.replace("_", " ")}
+        context |= {"interval": interval_text if interval else "", "ids": ids, "back": back}
+        context |= {"count": count, "sample": sample}
+        return render(request, "console/confirm_action.html", context)
     if action == "kill":
         try:
             task = services.task_submit(

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from metastore.intervals import Interval
-from metastore.timeline import SegmentRef
+from metastore.timeline import SegmentRef, collector_paused
 
 __all__ = ["decode_refs", "encode_refs"]
 
@@ -80,8 +80,8 @@ def encode_refs(refs: Iterable[SegmentRef]) -> bytes:
     return _MAGIC + zlib.compress(b"".join(parts), 1)
 
 
-def decode_refs(data: bytes) -> list[SegmentRef]:
-    """The SegmentRefs that ``encode_refs`` stored in ``data``; ValueError if it is not a checkpoint."""
+def _columns(data: bytes):
+    """(header, ids, integer columns, tombstone flags) of a checkpoint's body."""
     data = bytes(data)
     if data[:4] != _MAGIC:
         raise ValueError("not a timeline checkpoint (unknown format)")
@@ -104,6 +104,17 @@ def decode_refs(data: bytes) -> list[SegmentRef]:
     tombstones = body[pos : pos + n]
     if len(ids) != n or len(tombstones) != n:
         raise ValueError("timeline checkpoint is truncated")
+    return header, ids, cols, tombstones
+
+
+def decode_refs(data: bytes) -> list[SegmentRef]:
+    """The SegmentRefs that ``encode_refs`` stored in ``data``; ValueError if it is not a checkpoint."""
+    with collector_paused():  # hundreds of thousands of objects, no cycles (as a build)
+        return _decoded(*_columns(data))
+
+
+def _decoded(header, ids, cols, tombstones) -> list[SegmentRef]:
+    n = len(ids)
     epoch = _EPOCH
     intervals = [
         Interval(epoch + timedelta(microseconds=s), epoch + timedelta(microseconds=e))
@@ -133,6 +144,10 @@ def decode_refs(data: bytes) -> list[SegmentRef]:
         raise ValueError("timeline checkpoint holds an empty interval")
     if _SETTERS is None:
         return [SegmentRef(*values) for values in zip(*columns, strict=True)]
+    return _filled(columns)
+
+
+def _filled(columns) -> list[SegmentRef]:
     # What SegmentRef.__post_init__ checks was checked above, column by column, and
     # its sets are already the shared ones: fill the slots directly (half the time).
     new, cls = object.__new__, SegmentRef

@@ -178,6 +178,9 @@ class Segment(models.Model):
             # The console's Segments view pages every dataSource newest first by
             # keyset (start, id): one index walk per page, at any depth.
             models.Index(fields=["start", "id"], name="segment_start_id"),
+            # ... and by size or rows, largest first, the same way (across dataSources).
+            models.Index(fields=["size_bytes", "id"], name="segment_size_id"),
+            models.Index(fields=["num_rows", "id"], name="segment_rows_id"),
         ]
 
     def __str__(self) -> str:

@@ -28,7 +28,6 @@ import threading
 from dataclasses import dataclass, field
 
 from metastore import (
-    retention_selectors,
     selectors,
     sketches,
     sql_catalog,
@@ -38,6 +37,7 @@ from metastore import (
 )
 from metastore.intervals import Interval
 from metastore.models import DataSource
+from metastore.selectors import retention as retention_selectors
 from metastore.sql_macros import MACROS, macro_names
 from metastore.sql_sources import TableSource, file_schema, visible_source
 

@@ -278,7 +278,7 @@ def _partitions_spec() -> dict:
     }
 
 
-def _index_spec() -> dict:
+def _data_schema() -> dict:
     granularity = _object(
         {
             "type": _enum(GRANULARITY_SPEC_TYPES),
@@ -319,6 +319,10 @@ def _index_spec() -> dict:
         },
         description="dataSource here or at the top level",
     )
+    return data_schema
+
+
+def _io_config() -> dict:
     io_config = _object(
         {
             "type": {"description": "index_parallel (not checked)"},
@@ -332,6 +336,10 @@ def _index_spec() -> dict:
         },
         required=("inputSource",),
     )
+    return io_config
+
+
+def _tuning_config() -> dict:
     tuning_props: dict = {
         "type": {"description": "index_parallel (not checked)"},
         "partitionsSpec": _partitions_spec(),
@@ -346,11 +354,15 @@ def _index_spec() -> dict:
     assert set(tuning_props) == INDEX_TUNING_FIELDS
     # Druid's legacy partitioning fields, and those that have no effect here.
     tuning_props |= {name: ANY for name in (*LEGACY_TUNING, *IGNORED_TUNING)}
+    return _object(tuning_props)
+
+
+def _index_spec() -> dict:
     spec = _object(
         {
-            "dataSchema": data_schema,
-            "ioConfig": io_config,
-            "tuningConfig": _object(tuning_props),
+            "dataSchema": _data_schema(),
+            "ioConfig": _io_config(),
+            "tuningConfig": _tuning_config(),
         },
         required=("dataSchema", "ioConfig"),
     )

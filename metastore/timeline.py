@@ -210,6 +210,42 @@ class _Group:
         self.stale = False
 
 
+def _shown_partial(groups, is_covered) -> list:
+    """Rule 3: the partial groups shown, those over roots nothing else covers and
+    not overlapped by a partial group of a higher minor version."""
+    candidates = [
+        g
+        for g in groups
+        if not g.hidden and g.present != len(g.aug) and not any(is_covered(r) for r in g.roots)
+    ]
+    return [
+        g
+        for g in candidates
+        if not any(
+            q is not g and q.minor > g.minor and not q.roots.isdisjoint(g.roots) for q in candidates
+        )
+    ]
+
+
+def _hide_groups(groups) -> frozenset[int]:
+    """Rule 1: mark each group hidden by a full group of a higher minor version
+    over a superset of its roots; return the roots hidden for minor-0 segments
+    (every simple segment)."""
+    full_above_zero = [g for g in groups if g.minor > 0 and g.present == len(g.aug)]
+    if not full_above_zero:
+        hidden_roots = _EMPTY
+    elif len(full_above_zero) == 1:
+        hidden_roots = full_above_zero[0].roots
+    else:
+        hidden_roots = frozenset().union(*(g.roots for g in full_above_zero))
+    for group in groups:
+        minor, roots = group.minor, group.roots
+        group.hidden = any(
+            h is not group and h.minor > minor and roots <= h.roots for h in full_above_zero
+        )
+    return hidden_roots
+
+
 class _Chunk:
     """All segments of one (interval, version), with their visibility cached."""
 
@@ -359,35 +395,13 @@ class _Chunk:
             self.core_stale = False
         simple = self.simple
         if not self.groups:
-            # Simple segments only (the bulk of chunks): each is its own full
-            # AUG of minor 0 and root {p}, so rules 1-3 show them all; the
-            # list of them is made on the first read that needs it.
-            self._visible = None
-            self.hidden_roots = self.covered = _EMPTY
-            self.has_partial = False
-            self.clean = True
-            core = self.core
-            self.complete = core == 0 or (
-                len(simple) >= core and all(r in simple for r in range(core))
-            )
+            self._recompute_simple()
             return
         groups = list(self.groups.values())
         for group in groups:
             if group.stale:
                 group.refresh()
-        full_above_zero = [g for g in groups if g.minor > 0 and g.present == len(g.aug)]
-        # Roots hidden for minor-0 segments (every simple segment): rule 1.
-        if not full_above_zero:
-            hidden_roots = _EMPTY
-        elif len(full_above_zero) == 1:
-            hidden_roots = full_above_zero[0].roots
-        else:
-            hidden_roots = frozenset().union(*(g.roots for g in full_above_zero))
-        for group in groups:
-            minor, roots = group.minor, group.roots
-            group.hidden = any(
-                h is not group and h.minor > minor and roots <= h.roots for h in full_above_zero
-            )
+        hidden_roots = _hide_groups(groups)
 
         # Rule 2.
         shown = [g for g in groups if not g.hidden and g.present == len(g.aug)]
@@ -405,20 +419,7 @@ class _Chunk:
         def is_covered(root: int) -> bool:
             return root in covered or (root in simple and root not in hidden_roots)
 
-        # Rule 3.
-        candidates = [
-            g
-            for g in groups
-            if not g.hidden and g.present != len(g.aug) and not any(is_covered(r) for r in g.roots)
-        ]
-        shown_partial = [
-            g
-            for g in candidates
-            if not any(
-                q is not g and q.minor > g.minor and not q.roots.isdisjoint(g.roots)
-                for q in candidates
-            )
-        ]
+        shown_partial = _shown_partial(groups, is_covered)
         for group in shown:
             visible.extend(group.members.values())
         for group in shown_partial:
@@ -439,6 +440,18 @@ class _Chunk:
             self.complete = True
         else:
             self.complete = all(is_covered(r) for r in range(core))
+
+    def _recompute_simple(self) -> None:
+        """Simple segments only (the bulk of chunks): each is its own full AUG of
+        minor 0 and root {p}, so rules 1-3 show them all; the list of them is made
+        on the first read that needs it."""
+        simple = self.simple
+        self._visible = None
+        self.hidden_roots = self.covered = _EMPTY
+        self.has_partial = False
+        self.clean = True
+        core = self.core
+        self.complete = core == 0 or (len(simple) >= core and all(r in simple for r in range(core)))
 
     # Fast paths: adding or removing a simple segment (a root or an append) in a
     # chunk without partial AUGs changes nothing but that segment's own
@@ -885,8 +898,8 @@ _gc_resume = False  # whether the collector was on when the first of them paused
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a build allocates.
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a build (or a decode) allocates.
 
     A build makes a few long-lived objects per chunk and no garbage cycles,
     but the collector, triggered by every 700 allocations, walks the growing
@@ -988,7 +1001,7 @@ class Timeline:
     @classmethod
     def build(cls, segments: Iterable[SegmentRef]) -> Timeline:
         """A timeline of ``segments``; raises ValueError on a repeated id or partition."""
-        with _collector_paused():
+        with collector_paused():
             return cls._build(segments)
 
     @classmethod

@@ -131,9 +131,7 @@ def _fresh_timeline_cache():
     rolled-back tests can reuse both, so each test starts with an empty cache."""
     from metastore import selectors
 
-    cache = getattr(selectors, "_timeline_cache", None)
-    if cache is not None:
-        cache.clear()
+    selectors.timeline_caches_clear()
     yield
 
 

@@ -415,7 +415,7 @@ class Scenario:
         from metastore.intervals import Interval
         from metastore.models import Segment
 
-        selectors._timeline_cache.clear()
+        selectors.timeline_caches_clear()
         timeline = selectors.timeline_for(datasource=self.datasource)
         pieces = [(p, ref) for p, ref in timeline.lookup(Interval.parse("1000-01-01/3000-01-01"))]
         locations = dict(

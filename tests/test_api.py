@@ -713,7 +713,7 @@ def test_query_counts_do_not_grow_with_segments(
 ):
     counts = {}
     for name, segments in two_sized_datasources.items():
-        selectors._timeline_cache.clear()  # count the timeline build too
+        selectors.timeline_caches_clear()  # count the timeline build too
         with CaptureQueriesContext(connection) as ctx:
             response = api_client.get(f"/api/v1/datasources/{name}/{endpoint}")
         assert response.status_code == 200
@@ -727,7 +727,7 @@ def test_query_counts_do_not_grow_with_segments(
         counts[name] = len(ctx.captured_queries)
     assert counts["big"] == counts["small"], counts
 
-    selectors._timeline_cache.clear()
+    selectors.timeline_caches_clear()
     with django_assert_max_num_queries(6):
         api_client.get(f"/api/v1/datasources/big/{endpoint}")
 

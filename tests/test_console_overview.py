@@ -220,14 +220,15 @@ def test_overview_and_services_in_the_browser(console_page, busy, width):
 def test_the_one_pass_read_gives_each_used_segment_its_rows_and_bytes(busy):
     """What visibility counts read when most chunks mix visible and overshadowed
     segments: the same rows and bytes as reading them by id."""
-    from metastore import console_selectors, selectors
+    from metastore import selectors
     from metastore.models import Segment
+    from metastore.selectors import visibility
 
     ids = list(
         Segment.objects.filter(datasource__name="wiki", used=True).values_list("id", flat=True)
     )
     by_id = {k: v[:2] for k, v in selectors.segment_facts(ids=ids).items()}
 
-    assert console_selectors._used_facts("wiki", None) == by_id and len(by_id) == 4
-    day2 = console_selectors._used_facts("wiki", Interval.parse("2024-01-02/2024-01-03"))
+    assert visibility._used_facts("wiki", None) == by_id and len(by_id) == 4
+    day2 = visibility._used_facts("wiki", Interval.parse("2024-01-02/2024-01-03"))
     assert len(day2) == 2 and all(by_id[k] == v for k, v in day2.items())

@@ -11,8 +11,9 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import expect
 
-from metastore import console_segments, services
+from metastore import services
 from metastore.models import Segment
+from metastore.selectors import segment_list
 from tests.conftest import ARTIFACTS, TEST_PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -96,8 +97,8 @@ def test_state_filter_agrees_with_the_timeline(logged_in, cluster, state, monkey
 
     by_key = _listed(logged_in.get(f"/segments?state={state}"))
     # The same answer when the state's ids are too many to look up by key.
-    monkeypatch.setattr(console_segments, "BY_KEY_MAX", 0)
-    monkeypatch.setattr(console_segments, "SCAN_BATCH", 2)
+    monkeypatch.setattr(segment_list, "BY_KEY_MAX", 0)
+    monkeypatch.setattr(segment_list, "SCAN_BATCH", 2)
     scanned = _listed(logged_in.get(f"/segments?state={state}&limit=3"))
 
     assert wanted and {s for s, _ in by_key} == wanted

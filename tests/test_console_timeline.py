@@ -10,6 +10,7 @@ import re
 import pytest
 
 from metastore import selectors, services
+from metastore.intervals import Interval
 from metastore.models import (
     CommitKind,
     CommitLogEntry,
@@ -18,6 +19,9 @@ from metastore.models import (
     TaskStatus,
     TimelineCheckpoint,
 )
+from metastore.selectors import states as state_reads
+from metastore.selectors import timeline as timeline_reads
+from metastore.timeline import Timeline
 from tests import console_states
 from tests.console_states import DS, commit_adding
 
@@ -197,7 +201,7 @@ def test_pages_query_counts_do_not_grow_with_the_data(
     counts = {}
     for path in paths:
         # a fresh process with no checkpoint: the most queries a page takes
-        selectors._timeline_cache.clear()
+        selectors.timeline_caches_clear()
         TimelineCheckpoint.objects.all().delete()
         with django_assert_max_num_queries(25) as ctx:
             assert logged_in.get(path).status_code == 200, path
@@ -213,7 +217,7 @@ def test_pages_query_counts_do_not_grow_with_the_data(
             DS, "2024-04-01/2024-04-03", {"2024-04-01/2024-04-02": 2, "2024-04-02/2024-04-03": 2}
         )
     for path in paths:
-        selectors._timeline_cache.clear()
+        selectors.timeline_caches_clear()
         TimelineCheckpoint.objects.all().delete()
         with django_assert_max_num_queries(counts[path]):
             assert logged_in.get(path).status_code == 200, path
@@ -222,17 +226,17 @@ def test_pages_query_counts_do_not_grow_with_the_data(
 def test_cold_timeline_read_takes_the_same_queries_whatever_the_log_tail(
     states, publish, django_assert_max_num_queries
 ):
-    selectors._timeline_cache.clear()
+    selectors.timeline_caches_clear()
     selectors.timeline_for(datasource=DS)  # writes a checkpoint
     assert TimelineCheckpoint.objects.filter(datasource=DS).exists()
     for _ in range(3):
         publish(DS, "2024-04-01/2024-04-02", {"2024-04-01/2024-04-02": 2})
     services.segments_mark_used(datasource=DS, used=True, segment_ids=states.ids["unused"])
-    selectors._timeline_cache.clear()
+    selectors.timeline_caches_clear()
     # last seq, checkpoint, the log after it, the rows of the segments it added
     with django_assert_max_num_queries(4):
         timeline = selectors.timeline_for(datasource=DS)
-    assert set(timeline.segments()) == set(selectors._segment_refs(DS))
+    assert set(timeline.segments()) == set(timeline_reads._segment_refs(DS))
 
 
 def test_shapes_are_bounded_whatever_the_size(logged_in, publish):
@@ -359,14 +363,14 @@ def test_timeline_follows_the_commit_log_incrementally(states, publish):
     # chunks no commit touched are shared; the cached one, in readers' hands, stays.
     assert now is not cached and len(cached) == before
     assert len(set(map(id, now._chunks.values())) & set(map(id, cached._chunks.values()))) > 0
-    fresh = selectors.Timeline.build(selectors._segment_refs(DS))
+    fresh = Timeline.build(timeline_reads._segment_refs(DS))
     assert {s.id for s in now.segments()} == {s.id for s in fresh.segments()}
     assert all(now.status(s) == fresh.status(s) for s in added.segment_ids + states.ids["visible"])
     assert now.status(states.ids["visible"][0]) == "overshadowed"
     # the console's state followed too, redoing only the touched chunks
     moved = selectors.timeline_state(datasource=DS)
     assert moved is not state and moved.timeline is now
-    full = selectors._state_of(fresh, moved.seq)
+    full = state_reads.state_of(fresh, moved.seq)
     assert moved.status == full.status and moved.extent == full.extent
     assert moved.counts == full.counts
     assert [
@@ -498,12 +502,12 @@ def test_checkpointed_timelines_equal_rebuilds_over_random_histories(publish, us
 
     monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     # checkpoint often and keep few, so replays, checkpoints and thinning all happen
-    monkeypatch.setattr(selectors, "_CHECKPOINT_AFTER", 2)
-    monkeypatch.setattr(selectors, "_CHECKPOINTS_KEPT", 4)
-    monkeypatch.setattr(selectors, "_CHECKPOINTS_NEWEST", 2)
+    monkeypatch.setattr(timeline_reads, "_CHECKPOINT_AFTER", 2)
+    monkeypatch.setattr(timeline_reads, "_CHECKPOINTS_KEPT", 4)
+    monkeypatch.setattr(timeline_reads, "_CHECKPOINTS_NEWEST", 2)
     histories = int(os.environ.get("STRATA_CHECKPOINT_HISTORIES", "3"))
     steps = int(os.environ.get("STRATA_CHECKPOINT_STEPS", "14"))
-    everything = selectors.Interval.parse("2024-01-01/2025-01-01")
+    everything = Interval.parse("2024-01-01/2025-01-01")
     for h in range(histories):
         rng = random.Random(h)
         ds = f"history{h}"
@@ -511,9 +515,9 @@ def test_checkpointed_timelines_equal_rebuilds_over_random_histories(publish, us
         for _ in range(steps // 2):
             seqs += _random_history(rng, ds, publish, user, 2)
             # a fresh process reads the timeline now (and may write a checkpoint) ...
-            selectors._timeline_cache.clear()
+            selectors.timeline_caches_clear()
             current = selectors.timeline_for(datasource=ds)
-            rebuilt = Timeline.build(selectors._segment_refs(ds))
+            rebuilt = Timeline.build(timeline_reads._segment_refs(ds))
             assert set(current.segments()) == set(rebuilt.segments()), (h, seqs)
             assert current.lookup(everything) == rebuilt.lookup(everything)
         assert TimelineCheckpoint.objects.filter(datasource=ds).count() <= 4 + 1
@@ -523,22 +527,22 @@ def test_checkpointed_timelines_equal_rebuilds_over_random_histories(publish, us
             assert selectors.used_ids_as_of(datasource=ds, as_of=seq) == expected_ids, (h, seq)
             past = selectors.timeline_for(datasource=ds, as_of=seq)
             # killed segments are gone from the table, so from time travel too
-            expected = Timeline.build(selectors._segment_refs(ds, expected_ids))
+            expected = Timeline.build(timeline_reads._segment_refs(ds, expected_ids))
             assert set(past.segments()) == set(expected.segments()), (h, seq)
             assert past.lookup(everything) == expected.lookup(everything)
 
 
 def test_a_checkpoint_is_never_served_past_a_commit_from_another_process(states, publish):
-    selectors._timeline_cache.clear()
+    selectors.timeline_caches_clear()
     before = selectors.timeline_for(datasource=DS)
     (checkpoint,) = TimelineCheckpoint.objects.filter(datasource=DS)
     # another process commits: this one's cache is gone, the checkpoint stays behind
     added = publish(DS, "2024-03-01/2024-03-02", {"2024-03-01/2024-03-02": 2})
     services.segments_mark_used(datasource=DS, used=False, segment_ids=states.ids["visible"])
-    selectors._timeline_cache.clear()
+    selectors.timeline_caches_clear()
     now = selectors.timeline_for(datasource=DS)
     assert TimelineCheckpoint.objects.get(datasource=DS).seq == checkpoint.seq
-    assert set(now.segments()) == set(selectors._segment_refs(DS)) != set(before.segments())
+    assert set(now.segments()) == set(timeline_reads._segment_refs(DS)) != set(before.segments())
     assert all(sid in now for sid in added.segment_ids)
     assert states.ids["visible"][0] not in now
 
@@ -546,19 +550,19 @@ def test_a_checkpoint_is_never_served_past_a_commit_from_another_process(states,
 def test_reads_start_from_the_checkpoint_and_ignore_an_unreadable_one(states):
     from metastore.checkpoint_codec import encode_refs
 
-    selectors._timeline_cache.clear()
+    selectors.timeline_caches_clear()
     full = selectors.timeline_for(datasource=DS)
     checkpoint = TimelineCheckpoint.objects.get(datasource=DS)
     # a checkpoint that lacks a segment: the read trusts it (it is where reads start) ...
     dropped = states.ids["visible"][0]
     checkpoint.refs = encode_refs([r for r in full.segments() if r.id != dropped])
     checkpoint.save()
-    selectors._timeline_cache.clear()
+    selectors.timeline_caches_clear()
     assert dropped not in selectors.timeline_for(datasource=DS)
     # ... one it cannot decode is ignored: the rows are read again
     checkpoint.refs = b"not a checkpoint"
     checkpoint.save()
-    selectors._timeline_cache.clear()
+    selectors.timeline_caches_clear()
     assert set(selectors.timeline_for(datasource=DS).segments()) == set(full.segments())
 
 
@@ -587,7 +591,7 @@ def test_checkpoint_bytes_round_trip_every_field():
 
 def test_time_travel_from_a_checkpoint_leaves_out_segments_killed_since(states, user, monkeypatch):
     monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-    selectors._timeline_cache.clear()
+    selectors.timeline_caches_clear()
     selectors.timeline_for(datasource=DS)  # a checkpoint at the last commit
     seq = TimelineCheckpoint.objects.get(datasource=DS).seq
     (visible,) = states.ids["visible"]

@@ -11,11 +11,12 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from metastore import retention_selectors, selectors, services
+from metastore import selectors, services
 from metastore.duties.kill import KillConfig
 from metastore.duties.periods import Period
 from metastore.intervals import Interval
 from metastore.models import CommitKind, CommitLogEntry, Segment, Task, TaskStatus
+from metastore.selectors import retention as retention_selectors
 from workers import runner
 from workers.history_duty import run_history_duty
 from workers.kill_duty import kill_plan, kill_spec, run_kill_duty

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from metastore import retention_selectors
 from metastore.models import RetentionRulesAudit, Segment
+from metastore.selectors import retention as retention_selectors
 
 pytestmark = pytest.mark.django_db
 

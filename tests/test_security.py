@@ -14,7 +14,7 @@ from conftest import REPO, TEST_PASSWORD
 from django.core.cache import cache
 from django.test import Client
 
-from metastore import console_selectors, selectors
+from metastore import selectors
 
 pytestmark = pytest.mark.django_db
 
@@ -112,7 +112,7 @@ def test_console_500_shows_no_traceback(user, monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("secret internals: password=hunter2")
 
-    monkeypatch.setattr(console_selectors, "tasks_table", broken)  # what the tasks page reads
+    monkeypatch.setattr(selectors, "tasks_table", broken)  # what the tasks page reads
     response = client.get("/tasks")
     assert response.status_code == 500
     body = response.content.decode()

@@ -58,7 +58,7 @@ class CompactionDutyThread:
         from django.db import connection
         from django.utils import timezone
 
-        from metastore.compaction_selectors import compaction_ended_since
+        from metastore.selectors.compaction import compaction_ended_since
 
         period = float(settings.STRATA_COMPACTION_PERIOD_SECONDS)
         if period <= 0:

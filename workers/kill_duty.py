@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.utils import timezone
 
-from metastore import retention_selectors, selectors, services
+from metastore import selectors, services
 from metastore.duties.kill import KillConfig, KillPlan, plan_kill
 from metastore.duties.periods import Period
 from metastore.models import ACTIVE_STATUSES, Task, TaskType
+from metastore.selectors import retention as retention_selectors
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from metastore import compaction_selectors as reads
 from metastore import services
 from metastore.compaction_state import compaction_task_spec
 from metastore.druid.errors import SpecError
@@ -31,6 +30,7 @@ from metastore.duties.compaction import (
     slot_budget,
 )
 from metastore.models import CompactionClusterConfig
+from metastore.selectors import compaction as reads
 
 log = logging.getLogger(__name__)
 

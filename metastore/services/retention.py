@@ -8,7 +8,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from metastore import retention_selectors, selectors
+from metastore import selectors
 from metastore.duties import history
 from metastore.duties.retention import (
     DropPlan,
@@ -20,6 +20,7 @@ from metastore.duties.retention import (
 )
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, RetentionRules, RetentionRulesAudit, Segment
+from metastore.selectors import retention as retention_selectors
 from metastore.services._common import datasource_for_update
 from metastore.services.segments import segments_mark_used
 

@@ -9,7 +9,6 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from metastore import selectors
 from metastore.compaction_state import CompactionConfigSpec, validate_compaction_config
 from metastore.duties.compaction import Facts, LockFact, SegmentFact, TaskFact
 from metastore.intervals import ETERNITY, Interval
@@ -23,6 +22,8 @@ from metastore.models import (
     TaskLock,
     TaskType,
 )
+from metastore.selectors.timeline import timeline_for
+from metastore.selectors.workers import live_workers
 
 DUTY_TASK_PREFIX = "coordinator-issued_"
 # The duty looks back this far at its ended tasks (Druid keeps 12 h of task status).
@@ -98,7 +99,7 @@ def _task_interval(spec: dict) -> Interval | None:
 def compaction_facts(*, datasource: str, now: datetime | None = None) -> Facts:
     """What the duty decides on for `datasource`: its visible segments, the locks
     held on it, its compaction tasks (active, or ended within TASK_HISTORY)."""
-    timeline = selectors.timeline_for(datasource=datasource)
+    timeline = timeline_for(datasource=datasource)
     ids = {ref.id for _, ref in timeline.lookup(ETERNITY)}
     rows = Segment.objects.filter(id__in=ids).values_list(
         "id",
@@ -165,5 +166,5 @@ def active_compaction_tasks() -> int:
 
 def total_task_slots() -> int:
     """The live workers' task slots (STRATA_TASK_SLOTS while none is registered)."""
-    capacity = sum(w.capacity for w in selectors.live_workers())
+    capacity = sum(w.capacity for w in live_workers())
     return capacity or int(settings.STRATA_TASK_SLOTS)

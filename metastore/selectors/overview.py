@@ -3,7 +3,7 @@
 Tasks by state (and failed in the last day), the dataSources with what a query
 reads from them (from the per-commit timeline states, so the numbers agree with
 the DataSources page and SQL), the locks held and the tasks waiting for one.
-The task slots come from `selectors.task_slots`. Every read is bounded: a count
+The task slots come from `selectors.workers.task_slots`. Every read is bounded: a count
 or a short list, never a whole table.
 """
 
@@ -15,10 +15,10 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from metastore import selectors
-from metastore.console_selectors import VisibilityCounts, visibility_counts
 from metastore.intervals import Interval
 from metastore.models import DataSource, Task, TaskLock, TaskStatus, Worker
+from metastore.selectors.states import timeline_state
+from metastore.selectors.visibility import VisibilityCounts, visibility_counts
 
 RECENT_FAILED = timedelta(days=1)
 LIST_MAX = 8
@@ -80,7 +80,7 @@ def datasources_glance() -> list[DataSourceGlance]:
     later commits changed (the states and their row sums are cached per commit)."""
     out = []
     for name in DataSource.objects.order_by("name").values_list("name", flat=True):
-        state = selectors.timeline_state(datasource=name)
+        state = timeline_state(datasource=name)
         out.append(
             DataSourceGlance(
                 name=name,

@@ -3,7 +3,7 @@ sorted and paged by keyset (a cursor is the sort key of the last row shown, so a
 page costs the same at row 50 and at row 500,000 and keeps its place while
 segments are added).
 
-A segment's state is what the timeline makes of it (`metastore.console_selectors`):
+A segment's state is what the timeline makes of it (`metastore.selectors.visibility`):
 visible, partial, overshadowed, incomplete (used, in a chunk missing core
 partitions); or unused. `tombstone` filters the used tombstones. The timeline
 states come from the per-commit cache (`selectors.timeline_state`), so only the
@@ -19,9 +19,9 @@ from datetime import datetime
 
 from django.db.models import Exists, OuterRef, Q
 
-from metastore import selectors
 from metastore.intervals import Interval, format_ts, parse_ts
 from metastore.models import DataSource, Segment
+from metastore.selectors.states import timeline_state
 
 TIMELINE_STATES = ("visible", "partial", "overshadowed", "incomplete")
 STATES = (*TIMELINE_STATES, "unused", "tombstone")
@@ -105,7 +105,7 @@ def _named(qs, text: str):
 
 def _states(names) -> dict[str, dict[str, str]]:
     """dataSource -> (segment id -> timeline state), from the per-commit cache."""
-    return {n: selectors.timeline_state(datasource=n).status for n in sorted(set(names))}
+    return {n: timeline_state(datasource=n).status for n in sorted(set(names))}
 
 
 def _in_state(filters: SegmentFilters) -> list[str]:
@@ -150,6 +150,8 @@ def cursor_value(sort: str, value):
     if column in ("partition", "size_bytes", "num_rows"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError("not an integer")
+        if not -(2**63) <= value < 2**63:
+            raise ValueError("out of the column's range")
         return value
     if not isinstance(value, str):
         raise ValueError("not a string")

@@ -11,7 +11,6 @@ from django.db import connection
 from django.db.models import Min
 from django.utils import timezone
 
-from metastore import selectors
 from metastore.duties.history import Change
 from metastore.duties.kill import UnusedSegment
 from metastore.duties.periods import Period
@@ -33,6 +32,7 @@ from metastore.models import (
     Segment,
     TaskLock,
 )
+from metastore.selectors.timeline import last_commit_seq, timeline_for
 from metastore.timeline import SegmentRef
 
 # --- rules ---------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def history_horizon(*, datasource: str, now: datetime | None = None) -> Horizon:
     cutoff = retention.before(now)
     commits = CommitLogEntry.objects.filter(datasource=datasource)
     in_window = commits.filter(created_at__gte=cutoff).aggregate(s=Min("seq"))["s"]
-    seq = in_window or selectors.last_commit_seq(datasource=datasource)
+    seq = in_window or last_commit_seq(datasource=datasource)
     read_points = TaskLock.objects.filter(
         datasource=datasource, task__status__in=ACTIVE_STATUSES, granted_seq__gt=0
     ).aggregate(s=Min("granted_seq"))["s"]
@@ -197,7 +197,7 @@ def _refs(ids: set[str]) -> dict[str, SegmentRef]:
 def retained_states(*, datasource: str, horizon: Horizon) -> tuple[list[SegmentRef], list[Change]]:
     """The used segments right after the horizon commit, and every commit of the
     dataSource after it (for `metastore.duties.history.visible_in_any_state`)."""
-    base = list(selectors.timeline_for(datasource=datasource, as_of=horizon.seq).segments())
+    base = list(timeline_for(datasource=datasource, as_of=horizon.seq).segments())
     entries = list(
         CommitLogEntry.objects.filter(datasource=datasource, seq__gt=horizon.seq)
         .order_by("seq")

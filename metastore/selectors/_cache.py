@@ -1,0 +1,19 @@
+"""The process's current timelines and their console states, one entry per
+dataSource, keyed by the commit seq they reflect. Owned by `selectors.timeline`
+(which swaps entries, never changes a timeline it handed out) and
+`selectors.states`; everything here is read and replaced under `lock`."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+lock = threading.Lock()
+timelines: dict[str, tuple[int, Any]] = {}  # dataSource -> (seq, Timeline)
+states: dict[str, Any] = {}  # dataSource -> TimelineState
+
+
+def clear() -> None:
+    with lock:
+        timelines.clear()
+        states.clear()

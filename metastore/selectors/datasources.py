@@ -1,0 +1,156 @@
+"""DataSources: their names, their used segments' totals, and the DataSources
+page's rows (counts by visibility, from the per-commit timeline states)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, Max, Min, Q, Sum
+
+from metastore.models import ACTIVE_STATUSES, DataSource, Segment, Task
+from metastore.selectors.states import timeline_state
+from metastore.selectors.visibility import VisibilityCounts, visibility_counts
+
+
+@dataclass(frozen=True)
+class DataSourceSummary:
+    name: str
+    segments: int
+    rows: int
+    size_bytes: int
+    start: object
+    end: object
+    active_tasks: int
+    created_at: object = None
+
+
+def datasources_list(*, name: str | None = None) -> list[DataSourceSummary]:
+    """Every dataSource (or the one named) with its used segments' count, rows,
+    bytes and time span, and its active tasks."""
+    found = DataSource.objects.filter(name=name) if name is not None else DataSource.objects
+    rows = (
+        found.annotate(
+            n=Count("segments", filter=Q(segments__used=True)),
+            rows=Sum("segments__num_rows", filter=Q(segments__used=True)),
+            size=Sum("segments__size_bytes", filter=Q(segments__used=True)),
+            first=Min("segments__start", filter=Q(segments__used=True)),
+            last=Max("segments__end", filter=Q(segments__used=True)),
+        )
+        .order_by("name")
+        .values("name", "n", "rows", "size", "first", "last", "created_at")
+    )
+    active = dict(
+        Task.objects.filter(status__in=("PENDING", "WAITING", "RUNNING"))
+        .values_list("datasource")
+        .annotate(c=Count("id"))
+        .values_list("datasource", "c")
+    )
+    return [
+        DataSourceSummary(
+            name=r["name"],
+            segments=r["n"] or 0,
+            rows=r["rows"] or 0,
+            size_bytes=r["size"] or 0,
+            start=r["first"],
+            end=r["last"],
+            active_tasks=active.get(r["name"], 0),
+            created_at=r["created_at"],
+        )
+        for r in rows
+    ]
+
+
+def datasource_names() -> list[str]:
+    """Every dataSource's name, whether it has used segments or not."""
+    return list(DataSource.objects.order_by("name").values_list("name", flat=True))
+
+
+def metric_types() -> dict[str, dict[str, str]]:
+    """{dataSource: {metric column: aggregator type}} from the schemas of the used
+    segments (a column's type in its newest segment wins). One query."""
+    out: dict[str, dict[str, str]] = {}
+    rows = (
+        Segment.objects.filter(used=True)
+        .exclude(schema={})
+        .order_by("datasource__name", "created_at")
+        .values_list("datasource__name", "schema")
+    )
+    for name, schema in rows:
+        for metric in (schema or {}).get("metrics") or ():
+            if isinstance(metric, dict) and metric.get("name"):
+                out.setdefault(name, {})[metric["name"]] = metric.get("type")
+    return out
+
+
+@dataclass(frozen=True)
+class DataSourceRow:
+    """One line of the DataSources page."""
+
+    name: str
+    start: datetime | None
+    end: datetime | None
+    counts: VisibilityCounts
+    unused: int
+    active_tasks: int
+
+
+def datasources_overview() -> list[DataSourceRow]:
+    """Every dataSource with segments or with an active task (a first ingestion
+    has no dataSource row yet), its counts by visibility, unused segments and
+    active tasks. One timeline state per dataSource (cached per commit)."""
+    known = {
+        r["name"]: r
+        for r in DataSource.objects.annotate(
+            unused=Count("segments", filter=Q(segments__used=False)),
+            first=Min("segments__start", filter=Q(segments__used=True)),
+            last=Max("segments__end", filter=Q(segments__used=True)),
+        ).values("name", "unused", "first", "last")
+    }
+    active = dict(
+        Task.objects.filter(status__in=ACTIVE_STATUSES)
+        .values_list("datasource")
+        .annotate(n=Count("id"))
+        .values_list("datasource", "n")
+    )
+    out = []
+    for name in sorted(set(known) | {n for n in active if n}):
+        r = known.get(name) or {}
+        counts = VisibilityCounts()
+        if r.get("first") is not None:
+            state = timeline_state(datasource=name)
+            counts = visibility_counts(datasource=name, state=state)
+        out.append(
+            DataSourceRow(
+                name=name,
+                start=r.get("first"),
+                end=r.get("last"),
+                counts=counts,
+                unused=r.get("unused") or 0,
+                active_tasks=active.get(name, 0),
+            )
+        )
+    return out
+
+
+def datasource_known(*, name: str) -> bool:
+    """Whether the console has anything to show for `name`: a dataSource row (it
+    has or had segments) or a task for it, which may not have published yet."""
+    return (
+        DataSource.objects.filter(name=name).exists()
+        or Task.objects.filter(datasource=name).exists()
+    )
+
+
+def datasource_get(*, name: str) -> DataSource | None:
+    return DataSource.objects.filter(name=name).first()
+
+
+def datasource_exists(*, name: str) -> bool:
+    """Whether a dataSource row exists (it has or had segments)."""
+    return DataSource.objects.filter(name=name).exists()
+
+
+def datasources_created(*, names: list[str]) -> dict[str, datetime]:
+    """name -> when its dataSource row was created, for those of `names` that exist."""
+    return dict(DataSource.objects.filter(name__in=names).values_list("name", "created_at"))

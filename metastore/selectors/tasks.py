@@ -1,0 +1,165 @@
+"""Tasks: the lists the API and the console show, and the ones the duties look for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import Count, Max, Q, QuerySet
+
+from metastore.models import ACTIVE_STATUSES, Task, TaskStatus
+
+
+def tasks_list(
+    *, status: str | None = None, datasource: str | None = None, type: str | None = None
+) -> QuerySet[Task]:
+    qs = Task.objects.defer("spec", "report")
+    if status:
+        qs = qs.filter(status=status.upper())
+    if datasource:
+        qs = qs.filter(datasource=datasource)
+    if type:
+        qs = qs.filter(type=type)
+    return qs.order_by("-created_at")
+
+
+def stale_active_tasks(*, older_than: datetime) -> QuerySet[Task]:
+    """RUNNING or WAITING tasks whose heartbeat stopped before `older_than` (a task
+    waiting for a lock heartbeats too; a PENDING one has no worker yet)."""
+    return Task.objects.filter(status__in=(TaskStatus.RUNNING, TaskStatus.WAITING)).filter(
+        Q(heartbeat_at__lt=older_than) | Q(heartbeat_at__isnull=True, created_at__lt=older_than)
+    )
+
+
+def pending_task_ids(*, created_before: datetime) -> list[str]:
+    """Ids of the tasks still PENDING (no worker claimed them) created before then."""
+    return list(
+        Task.objects.filter(status=TaskStatus.PENDING, created_at__lt=created_before)
+        .order_by("created_at")
+        .values_list("id", flat=True)
+    )
+
+
+def tasks_blocked_by(*, task_id: str, limit: int = 50) -> list[str]:
+    """Ids of the WAITING tasks whose `waiting_on` names `task_id` (at most
+    `limit`, oldest first). PostgreSQL filters by JSON containment; SQLite has no
+    such lookup, so there the (few) waiting tasks are filtered here."""
+    waiting = Task.objects.filter(status=TaskStatus.WAITING).order_by("created_at", "id")
+    if connection.vendor == "postgresql":
+        return list(
+            waiting.filter(waiting_on__contains=[{"task": task_id}]).values_list("id", flat=True)[
+                :limit
+            ]
+        )
+    return [
+        tid
+        for tid, waiting_on in waiting.values_list("id", "waiting_on")
+        if any(isinstance(b, dict) and b.get("task") == task_id for b in waiting_on or ())
+    ][:limit]
+
+
+# The tasks table's sortable columns: what the URL says -> the model's fields.
+TASK_SORTS = {
+    "id": ("id",),
+    "type": ("type", "-created_at"),
+    "datasource": ("datasource", "-created_at"),
+    "status": ("status", "-created_at"),
+    "priority": ("priority", "-created_at"),
+    "created": ("created_at",),
+}
+
+
+def tasks_table(
+    *,
+    status: str | None = None,
+    type: str | None = None,
+    datasource: str | None = None,
+    sort: str | None = None,
+):
+    """Tasks for the console's table: `datasource` matches any part of the name,
+    whatever its case ("=name": that name exactly); `sort` is a column of TASK_SORTS, '-' first for descending
+    (newest first by default). Ties break on id, so pages never overlap."""
+    qs = Task.objects.defer("spec", "report")
+    if status:
+        qs = qs.filter(status=status)
+    if type:
+        qs = qs.filter(type=type)
+    if datasource and datasource.startswith("="):  # Druid's console: "=name", that name only
+        qs = qs.filter(datasource=datasource[1:])
+    elif datasource:
+        qs = qs.filter(datasource__icontains=datasource)
+    descending = bool(sort) and sort.startswith("-")
+    fields = TASK_SORTS.get((sort or "").lstrip("-"))
+    if fields is None:
+        return qs.order_by("-created_at", "-id")
+    first, *rest = fields
+    return qs.order_by(f"-{first}" if descending else first, *rest, "id")
+
+
+TASK_GROUPS = ("type", "datasource", "status")
+
+
+@dataclass(frozen=True)
+class TaskGroup:
+    """One row of the tasks list grouped by a column, as Druid's console groups it."""
+
+    value: str
+    total: int
+    by_status: dict[str, int]  # status -> tasks
+    newest: datetime | None
+
+
+def tasks_grouped(
+    *,
+    by: str,
+    status: str | None = None,
+    type: str | None = None,
+    datasource: str | None = None,
+) -> list[TaskGroup]:
+    """The tasks that `tasks_table` would list, counted per value of `by` (one of
+    TASK_GROUPS) and status, busiest group first. One query."""
+    if by not in TASK_GROUPS:
+        raise ValueError(f"group by one of {', '.join(TASK_GROUPS)}")
+    qs = tasks_table(status=status, type=type, datasource=datasource).order_by()
+    groups: dict[str, dict] = {}
+    for value, st, n, newest in qs.values_list(by, "status").annotate(
+        n=Count("id"), newest=Max("created_at")
+    ):
+        g = groups.setdefault(value, {"by_status": {}, "newest": None})
+        g["by_status"][st] = n
+        if g["newest"] is None or (newest is not None and newest > g["newest"]):
+            g["newest"] = newest
+    out = [
+        TaskGroup(v, sum(g["by_status"].values()), g["by_status"], g["newest"])
+        for v, g in groups.items()
+    ]
+    return sorted(out, key=lambda g: (-g.total, g.value))
+
+
+def task_get(*, task_id: str) -> Task | None:
+    """One task with who submitted it, or None."""
+    return Task.objects.select_related("submitted_by").filter(id=task_id).first()
+
+
+def tasks_with_ids(*, ids: list[str]) -> QuerySet[Task]:
+    """The tasks `ids` that exist (without their spec and report)."""
+    return Task.objects.defer("spec", "report").filter(id__in=ids)
+
+
+def tasks_waiting(*, limit: int = 200) -> list[Task]:
+    """The tasks WAITING for a lock, longest waiting first."""
+    return list(Task.objects.filter(status=TaskStatus.WAITING).order_by("waiting_since")[:limit])
+
+
+def active_tasks_of(*, datasource: str, limit: int = 20) -> list[Task]:
+    """A dataSource's PENDING, WAITING and RUNNING tasks, oldest first."""
+    return list(
+        Task.objects.filter(datasource=datasource, status__in=ACTIVE_STATUSES)
+        .only("id", "type", "status", "created_at")
+        .order_by("created_at")[:limit]
+    )
+
+
+def has_active_tasks(*, datasource: str) -> bool:
+    return Task.objects.filter(datasource=datasource, status__in=ACTIVE_STATUSES).exists()

@@ -1,0 +1,41 @@
+"""The console's pages and APIs read the metastore through metastore.selectors
+only (HackSoft's selectors; issue 24): no ORM query in the edges. Model classes
+may still be imported there for their constants and types."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CONSOLE = Path(__file__).resolve().parent.parent / "console"
+EDGES = [
+    "api.py",
+    "druid.py",
+    "views.py",
+    "segment_views.py",
+    "overview_views.py",
+    "timeline_svg.py",
+    "timeline_layout.py",
+]
+
+
+def _orm_reads(source: str) -> list[int]:
+    """Lines that use a model manager (`X.objects`) or a related manager's query."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in ("objects", "select_related"):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+@pytest.mark.parametrize("name", EDGES)
+def test_an_edge_module_reads_through_selectors_only(name):
+    found = _orm_reads((CONSOLE / name).read_text())
+    assert found == [], f"console/{name} queries the ORM at lines {found}"
+
+
+def test_the_check_sees_an_orm_read():
+    assert _orm_reads("t = Task.objects.filter(id=1).first()\n") == [1]
+    assert _orm_reads("locks = task.locks.select_related('x')\n") == [1]
