@@ -62,9 +62,34 @@ def driver_failure(returncode: int | None, log_path: Path | None, since: int = 0
     return f"Spark driver exited with {exit_text(returncode)}"
 
 
-# Where the slot's log stood when its current task started (set by slot_main):
-# an OutOfMemoryError logged before it belongs to an earlier driver.
+# Where the slot's driver log stood when its current task started (set by
+# slot_main): an OutOfMemoryError logged before it belongs to an earlier driver.
 TASK_LOG_START = 0
+
+DRIVER_LOG_PREFIX = b"[driver JVM] "
+
+
+def copy_driver_log(jvm_log: Path, since: int, task_log: Path, *, final: bool = False) -> int:
+    """Append the driver JVM's output from byte `since` of `jvm_log` (whole
+    lines only, unless `final`) to a task's log, each line marked as the JVM's;
+    where the copy got to. A slot runs one task at a time, so what its JVM wrote
+    between the task's start and end is the task's."""
+    from metastore.task_logs import task_log_append
+
+    try:
+        with jvm_log.open("rb") as f:
+            f.seek(since)
+            data = f.read(16 * 1024 * 1024)
+    except OSError:
+        return since
+    end = len(data) if final else data.rfind(b"\n") + 1
+    if end <= 0:
+        return since
+    lines = data[:end].splitlines()
+    text = b"".join(DRIVER_LOG_PREFIX + line + b"\n" for line in lines)
+    task_log.parent.mkdir(parents=True, exist_ok=True)
+    task_log_append(task_log, text)
+    return since + end
 
 
 def driver_exit_reason(exc: BaseException) -> str | None:
@@ -82,7 +107,7 @@ def driver_exit_reason(exc: BaseException) -> str | None:
         time.sleep(0.1)
     if proc.poll() is None:
         return None
-    path = os.environ.get("STRATA_SLOT_LOG")
+    path = os.environ.get("STRATA_SLOT_JVM_LOG")
     return driver_failure(proc.returncode, Path(path) if path else None, TASK_LOG_START)
 
 
@@ -122,11 +147,13 @@ class SlotProcess:
 
     Messages are JSON lines: the child says {"ready": jvm_pid} once its driver
     is warm and {"done": task_id} after each task; the supervisor sends
-    {"run": task_id}."""
+    {"run": task_id}. The process's own output goes to `log_path`, its driver
+    JVM's (log4j, the JVM's messages) to `jvm_log_path`."""
 
     process: subprocess.Popen
     conn: socket.socket
     log_path: Path
+    jvm_log_path: Path
     ready: bool = False
     jvm_pid: int | None = None
     _buffer: bytes = b""
@@ -138,7 +165,7 @@ class SlotProcess:
         mine, theirs = socket.socketpair()
         logs = Path(settings.STRATA_DATA_DIR) / "slot-logs"
         logs.mkdir(parents=True, exist_ok=True)
-        log_path = logs / f"{name}.log"
+        log_path, jvm_log_path = logs / f"{name}.log", logs / f"{name}.jvm.log"
         with log_path.open("ab") as out:
             process = subprocess.Popen(
                 [sys.executable, "-m", "workers.slot_main", str(theirs.fileno())],
@@ -146,11 +173,11 @@ class SlotProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "STRATA_SLOT_LOG": str(log_path)},
+                env={**os.environ, "STRATA_SLOT_JVM_LOG": str(jvm_log_path)},
             )
         theirs.close()
         log.info("slot process %s started (pid %s)", name, process.pid)
-        return cls(process=process, conn=mine, log_path=log_path)
+        return cls(process=process, conn=mine, log_path=log_path, jvm_log_path=jvm_log_path)
 
     @property
     def alive(self) -> bool:
