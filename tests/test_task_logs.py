@@ -18,9 +18,11 @@ from metastore import services
 from metastore.models import TaskStatus
 from metastore.task_logs import cut_log, task_log_append, task_log_path
 from workers.cleanup import remove_old_task_logs
-from workers.slots import DRIVER_LOG_PREFIX, copy_driver_log
+from workers.slots import copy_driver_log
 
 LINE = re.compile(rb"line (\d{5}) [a-z]+\n")
+ISO_UTC = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+JVM_LINE = re.compile(rb"\S+ [A-Z]+ jvm[.:]")
 
 
 def numbered(first: int, count: int) -> bytes:
@@ -73,22 +75,27 @@ def test_writers_of_one_log_lose_no_line_while_it_is_cut(tmp_path):
     assert lines[-2].endswith(b" line 00299")
 
 
-def test_the_driver_log_is_copied_in_whole_lines_each_marked_as_the_jvms(tmp_path):
+def test_the_driver_log_is_copied_in_whole_lines_in_the_task_logs_own_format(tmp_path):
     jvm, task = tmp_path / "slot.jvm.log", tmp_path / "task.log"
     jvm.write_bytes(b"before the task\n")
     start = jvm.stat().st_size
     with jvm.open("ab") as f:
-        f.write(
-            b"26/11/26 07:00:00 ERROR Executor: Exception in task 0.0\n\tat x.y(Z.java:1)\npart"
-        )
+        f.write(b"26/11/26 07:00:00 ERROR Executor: Exception in task 0.0\n\tat x.y(Z.java:1)\n")
+        f.write(b"2026-11-26T07:22:10.997036694Z Executor task (TID 3) ERROR Exception in task\n")
+        f.write(b"Caused by: it\npart")
+    local = time.mktime((2026, 11, 26, 7, 0, 0, 0, 0, -1))  # log4j writes the JVM's local time
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(local)).replace("Z", ".000Z")
+
     copied = copy_driver_log(jvm, start, task)
-    assert task.read_bytes() == (
-        DRIVER_LOG_PREFIX + b"26/11/26 07:00:00 ERROR Executor: Exception in task 0.0\n"
-        + DRIVER_LOG_PREFIX + b"\tat x.y(Z.java:1)\n"
-    )  # fmt: skip
+
+    first, second, third, fourth = task.read_text().splitlines()
+    assert first == f"{at} ERROR jvm.Executor: Exception in task 0.0"
+    assert re.fullmatch(ISO_UTC + r" ERROR jvm: \tat x\.y\(Z\.java:1\)", second)
+    assert third == "2026-11-26T07:22:10.997Z ERROR jvm: [Executor task (TID 3)] Exception in task"
+    assert re.fullmatch(ISO_UTC + " ERROR jvm: Caused by: it", fourth)
     assert copy_driver_log(jvm, copied, task) == copied  # "part" waits for its line's end
     assert copy_driver_log(jvm, copied, task, final=True) == jvm.stat().st_size
-    assert task.read_bytes().endswith(DRIVER_LOG_PREFIX + b"part\n")
+    assert re.fullmatch(ISO_UTC + " WARNING jvm: part", task.read_text().splitlines()[-1])
 
 
 @pytest.mark.django_db
@@ -154,14 +161,19 @@ def test_a_failed_spark_job_shows_the_driver_jvms_errors_in_the_task_log(
 
     url = f"/druid/indexer/v1/task/{task.id}/log"
     whole = api_client.get(url).content
-    jvm_lines = [line for line in whole.split(b"\n") if line.startswith(DRIVER_LOG_PREFIX)]
-    assert any(b" ERROR " in line for line in jvm_lines), whole.decode(errors="replace")[-3000:]
-    assert any(b"GZIP" in line.upper() for line in jvm_lines), jvm_lines[:20]
-    # The JVM's lines come before the task's last line, and Druid's offset applies.
-    assert whole.rfind(b"ended FAILED") > whole.rfind(DRIVER_LOG_PREFIX)
+    lines = whole.decode().splitlines()
+    jvm = [i for i, line in enumerate(lines) if JVM_LINE.match(line.encode())]
+    errors = [lines[i] for i in jvm if " ERROR jvm" in lines[i]]
+    assert errors, "\n".join(lines[i][:300] for i in jvm[:30])
+    assert any("broken.json.gz" in line for line in errors), errors
+    # In the task log's own format (no raw log4j line), before the task's last line.
+    assert all(re.match(ISO_UTC + " [A-Z]+ jvm[.:] ", lines[i]) for i in jvm)
+    raw = r"\d\d/\d\d/\d\d \d\d:|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{4,}Z "  # log4j's own times
+    assert not [line for line in lines if re.match(raw, line)]
+    assert max(jvm) < max(i for i, line in enumerate(lines) if "ended FAILED" in line)
     assert api_client.get(url, {"offset": -200}).content == whole[-200:]
 
     client.force_login(user)
     page = client.get(f"/tasks/{task.id}").content.decode()
     shown = re.search(r'<pre class="task-log"[^>]*>(.*?)</pre>', page, re.S)[1]
-    assert "[driver JVM]" in shown and "ERROR" in shown
+    assert " ERROR jvm" in shown and "broken.json.gz" in shown

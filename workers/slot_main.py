@@ -69,6 +69,7 @@ def _output_to(path: str | None) -> Iterator[None]:
 def _start_driver() -> int:
     """Start the driver JVM, its output to STRATA_SLOT_JVM_LOG, and run one tiny
     job on it; its pid."""
+    import pyspark.sql  # noqa: F401 - its import warnings stay in this process's log
     from django.conf import settings
 
     from workers.slots import SLOT_JAVA_OPTIONS

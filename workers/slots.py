@@ -66,14 +66,59 @@ def driver_failure(returncode: int | None, log_path: Path | None, since: int = 0
 # slot_main): an OutOfMemoryError logged before it belongs to an earlier driver.
 TASK_LOG_START = 0
 
-DRIVER_LOG_PREFIX = b"[driver JVM] "
+# The driver JVM's log lines: log4j's simple layout as the slot's driver writes
+# it ("2026-11-26T07:22:10.997036694Z <thread> ERROR message", UTC), and Spark's
+# default pattern ("26/11/26 07:22:10 ERROR Logger: message", the JVM's local time).
+_SIMPLE = re.compile(
+    rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,3})\d*)?Z (.*?) "
+    rb"(TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (.*)"
+)
+_LOG4J = re.compile(
+    rb"(\d\d)/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d) (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) "
+    rb"([^:\s]+): ?(.*)"
+)
+_LEVELS = {b"TRACE": "DEBUG", b"WARN": "WARNING", b"FATAL": "CRITICAL"}
+
+
+def _log4j_line(line: bytes) -> tuple[str, str, str] | None:
+    """(UTC time, level, "name: message") of a log4j line; None for other output."""
+    m = _SIMPLE.fullmatch(line)
+    if m is not None:
+        at = f"{m[1].decode()}.{(m[2] or b'0').decode():0<3}Z"
+        text = f"jvm: [{m[3].decode('utf-8', 'replace')}] {m[5].decode('utf-8', 'replace')}"
+        return at, _LEVELS.get(m[4], m[4].decode()), text
+    m = _LOG4J.fullmatch(line)
+    if m is not None:
+        local = time.struct_time((2000 + int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]),
+                                  int(m[6]), 0, 0, -1))  # fmt: skip
+        at = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.mktime(local)))
+        text = f"jvm.{m[8].decode('utf-8', 'replace')}: {m[9].decode('utf-8', 'replace')}"
+        return at, _LEVELS.get(m[7], m[7].decode()), text
+    return None
+
+
+def driver_log_lines(data: bytes, now: float | None = None) -> bytes:
+    """The driver JVM's output as task log lines ("<UTC time> <LEVEL> jvm...:
+    message", like the task's own): a log4j line keeps its time and level; any
+    other line (a stack trace's, the JVM's own messages) is `jvm:` with the level
+    of the log4j line above it (WARNING if none) and the time it was copied."""
+    copied = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now))
+    level, out = "WARNING", []
+    for line in data.splitlines():
+        parsed = _log4j_line(line)
+        if parsed is None:
+            out.append(f"{copied} {level} jvm: {line.decode('utf-8', 'replace')}\n")
+            continue
+        at, level, text = parsed
+        out.append(f"{at} {level} {text}\n")
+    return "".join(out).encode("utf-8")
 
 
 def copy_driver_log(jvm_log: Path, since: int, task_log: Path, *, final: bool = False) -> int:
     """Append the driver JVM's output from byte `since` of `jvm_log` (whole
-    lines only, unless `final`) to a task's log, each line marked as the JVM's;
-    where the copy got to. A slot runs one task at a time, so what its JVM wrote
-    between the task's start and end is the task's."""
+    lines only, unless `final`) to a task's log (`driver_log_lines`); where the
+    copy got to. A slot runs one task at a time, so what its JVM wrote between
+    the task's start and end is the task's."""
     from metastore.task_logs import task_log_append
 
     try:
@@ -85,10 +130,8 @@ def copy_driver_log(jvm_log: Path, since: int, task_log: Path, *, final: bool = 
     end = len(data) if final else data.rfind(b"\n") + 1
     if end <= 0:
         return since
-    lines = data[:end].splitlines()
-    text = b"".join(DRIVER_LOG_PREFIX + line + b"\n" for line in lines)
     task_log.parent.mkdir(parents=True, exist_ok=True)
-    task_log_append(task_log, text)
+    task_log_append(task_log, driver_log_lines(data[:end]))
     return since + end
 
 
