@@ -98,6 +98,23 @@ def test_the_driver_log_is_copied_in_whole_lines_in_the_task_logs_own_format(tmp
     assert re.fullmatch(ISO_UTC + " WARNING jvm: part", task.read_text().splitlines()[-1])
 
 
+def test_a_slot_processes_logs_are_emptied_between_tasks_once_past_the_cap(tmp_path):
+    from workers.slots import SlotProcess
+
+    slot = SlotProcess(
+        process=None, conn=None, log_path=tmp_path / "s.log", jvm_log_path=tmp_path / "s.jvm.log"
+    )
+    with slot.jvm_log_path.open("ab") as jvm, slot.log_path.open("ab") as own:
+        jvm.write(b"x" * 5000)
+        own.write(b"y" * 100)
+        jvm.flush()
+        own.flush()
+        slot.trim_logs(4096)
+        jvm.write(b"after\n")  # the JVM writes on, in append mode: at the new end
+    assert slot.jvm_log_path.read_bytes() == b"after\n"
+    assert slot.log_path.read_bytes() == b"y" * 100  # under the cap: kept
+
+
 @pytest.mark.django_db
 def test_logs_older_than_the_retention_are_removed_except_an_active_tasks(
     claimed_task, strata_dirs, settings

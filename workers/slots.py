@@ -226,6 +226,15 @@ class SlotProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def trim_logs(self, max_bytes: int) -> None:
+        """Empty the process's logs once past `max_bytes` (between two tasks:
+        each task's part is in its own log by then). Both are written in append
+        mode, so the writers go on at the new end."""
+        for path in (self.log_path, self.jvm_log_path):
+            if max_bytes and log_size(path) > max_bytes:
+                with contextlib.suppress(OSError):
+                    os.truncate(path, 0)
+
     def send(self, message: dict) -> None:
         self.conn.sendall(json.dumps(message).encode() + b"\n")
 

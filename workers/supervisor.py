@@ -91,6 +91,7 @@ def terminate_supervised(reason: str) -> None:
 def run_in_slot(task_id: str) -> None:
     """Run a claimed task in a slot process and see it to its end."""
     slot = POOL.acquire()
+    slot.trim_logs(settings.STRATA_TASK_LOG_MAX_BYTES)
     start = log_size(slot.jvm_log_path)
     sup = Supervision(task_id=task_id, slot=slot, log_start=start, log_copied=start)
     with _RUNNING_LOCK:
