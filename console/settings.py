@@ -126,6 +126,10 @@ STRATA_SLOT_SPARK_MASTER = os.environ.get(
     "STRATA_SLOT_SPARK_MASTER",
     f"local[{max(1, int(_local_cores[1]) // STRATA_TASK_SLOTS)}]" if _local_cores else SPARK_MASTER,
 )
+# Each task's log (metastore/task_logs.py) is cut past this many bytes, its
+# beginning and end kept; logs are removed this ISO-8601 period after their last line.
+STRATA_TASK_LOG_MAX_BYTES = int(os.environ.get("STRATA_TASK_LOG_MAX_BYTES", str(10 * 1024 * 1024)))
+STRATA_TASK_LOG_RETENTION = os.environ.get("STRATA_TASK_LOG_RETENTION", "P30D")
 # How long a task asked to stop may take to stop by itself before its process is killed.
 STRATA_TASK_STOP_GRACE_SECONDS = float(os.environ.get("STRATA_TASK_STOP_GRACE_SECONDS", "2"))
 
@@ -355,6 +359,7 @@ def _check_periods() -> None:
         "STRATA_HISTORY_RETENTION",
         "STRATA_KILL_DURATION_TO_RETAIN",
         "STRATA_KILL_BUFFER_PERIOD",
+        "STRATA_TASK_LOG_RETENTION",
     ):
         try:
             Period.parse(globals()[name])

@@ -7,15 +7,23 @@ Used by whoever ends a task whose process could not clean up itself: the reaper
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
+from django.utils import timezone
 
 from metastore import selectors
+from metastore.duties.periods import Period
 from metastore.intervals import Interval
+from metastore.models import ACTIVE_STATUSES, Task
+from metastore.task_logs import task_logs_prune
 from workers.paths import deep_storage_dir, intermediary_dir
+
+log = logging.getLogger(__name__)
 
 
 def remove_task_leftovers(task_id: str) -> bool:
@@ -45,4 +53,17 @@ def remove_task_leftovers(task_id: str) -> bool:
             and not selectors.locations_under(directory=str(folder))
         ):
             shutil.rmtree(folder, ignore_errors=True)
+    return removed
+
+
+def remove_old_task_logs(*, now: datetime | None = None) -> list[Path]:
+    """Remove task logs (and slot process logs) whose last line is older than
+    STRATA_TASK_LOG_RETENTION; an active task's log stays whatever its age."""
+    before = Period.parse(settings.STRATA_TASK_LOG_RETENTION).before(now or timezone.now())
+    active = Task.objects.filter(status__in=ACTIVE_STATUSES).values_list("id", flat=True)
+    removed = task_logs_prune(before=before, active_task_ids=list(active))
+    if removed:
+        log.info(
+            "removed %d task logs older than %s", len(removed), settings.STRATA_TASK_LOG_RETENTION
+        )
     return removed

@@ -10,6 +10,7 @@ changes) and after a task whose driver JVM died: a fresh process replaces it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger("workers.runner")
@@ -39,18 +41,46 @@ def _end_driver() -> None:
         proc.kill()
 
 
+@contextlib.contextmanager
+def _output_to(path: str | None) -> Iterator[None]:
+    """Point this process's stdout and stderr at `path` while the block runs: a
+    JVM started meanwhile writes there (the supervisor copies each task's part
+    into its log), while this process's own lines go where they went."""
+    if not path:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, original in zip((1, 2), saved, strict=True):
+            os.dup2(original, fd)
+            os.close(original)
+        os.close(target)
+
+
 def _start_driver() -> int:
-    """Start the driver JVM and run one tiny job on it; its pid."""
+    """Start the driver JVM, its output to STRATA_SLOT_JVM_LOG, and run one tiny
+    job on it; its pid."""
+    import pyspark.sql  # noqa: F401 - its import warnings stay in this process's log
     from django.conf import settings
 
     from workers.slots import SLOT_JAVA_OPTIONS
     from workers.spark import driver_process, get_spark
 
-    spark = get_spark(
-        master=settings.STRATA_SLOT_SPARK_MASTER,
-        driver_memory=settings.STRATA_TASK_DRIVER_MEMORY,
-        java_options=SLOT_JAVA_OPTIONS,
-    )
+    with _output_to(os.environ.get("STRATA_SLOT_JVM_LOG")):
+        spark = get_spark(
+            master=settings.STRATA_SLOT_SPARK_MASTER,
+            driver_memory=settings.STRATA_TASK_DRIVER_MEMORY,
+            java_options=SLOT_JAVA_OPTIONS,
+        )
     spark.range(1).count()
     return driver_process().pid
 
@@ -60,7 +90,7 @@ def _run(task_id: str) -> None:
     from workers import slots
     from workers.runner import run_task
 
-    path = os.environ.get("STRATA_SLOT_LOG")
+    path = os.environ.get("STRATA_SLOT_JVM_LOG")
     slots.TASK_LOG_START = slots.log_size(Path(path) if path else None)
     with task_log_capture(task_id):
         log.info("task %s runs in slot process %s", task_id, os.getpid())

@@ -62,9 +62,77 @@ def driver_failure(returncode: int | None, log_path: Path | None, since: int = 0
     return f"Spark driver exited with {exit_text(returncode)}"
 
 
-# Where the slot's log stood when its current task started (set by slot_main):
-# an OutOfMemoryError logged before it belongs to an earlier driver.
+# Where the slot's driver log stood when its current task started (set by
+# slot_main): an OutOfMemoryError logged before it belongs to an earlier driver.
 TASK_LOG_START = 0
+
+# The driver JVM's log lines: log4j's simple layout as the slot's driver writes
+# it ("2026-11-26T07:22:10.997036694Z <thread> ERROR message", UTC), and Spark's
+# default pattern ("26/11/26 07:22:10 ERROR Logger: message", the JVM's local time).
+_SIMPLE = re.compile(
+    rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,3})\d*)?Z (.*?) "
+    rb"(TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (.*)"
+)
+_LOG4J = re.compile(
+    rb"(\d\d)/(\d\d)/(\d\d) (\d\d):(\d\d):(\d\d) (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) "
+    rb"([^:\s]+): ?(.*)"
+)
+_LEVELS = {b"TRACE": "DEBUG", b"WARN": "WARNING", b"FATAL": "CRITICAL"}
+
+
+def _log4j_line(line: bytes) -> tuple[str, str, str] | None:
+    """(UTC time, level, "name: message") of a log4j line; None for other output."""
+    m = _SIMPLE.fullmatch(line)
+    if m is not None:
+        at = f"{m[1].decode()}.{(m[2] or b'0').decode():0<3}Z"
+        text = f"jvm: [{m[3].decode('utf-8', 'replace')}] {m[5].decode('utf-8', 'replace')}"
+        return at, _LEVELS.get(m[4], m[4].decode()), text
+    m = _LOG4J.fullmatch(line)
+    if m is not None:
+        local = time.struct_time((2000 + int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]),
+                                  int(m[6]), 0, 0, -1))  # fmt: skip
+        at = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.mktime(local)))
+        text = f"jvm.{m[8].decode('utf-8', 'replace')}: {m[9].decode('utf-8', 'replace')}"
+        return at, _LEVELS.get(m[7], m[7].decode()), text
+    return None
+
+
+def driver_log_lines(data: bytes, now: float | None = None) -> bytes:
+    """The driver JVM's output as task log lines ("<UTC time> <LEVEL> jvm...:
+    message", like the task's own): a log4j line keeps its time and level; any
+    other line (a stack trace's, the JVM's own messages) is `jvm:` with the level
+    of the log4j line above it (WARNING if none) and the time it was copied."""
+    copied = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now))
+    level, out = "WARNING", []
+    for line in data.splitlines():
+        parsed = _log4j_line(line)
+        if parsed is None:
+            out.append(f"{copied} {level} jvm: {line.decode('utf-8', 'replace')}\n")
+            continue
+        at, level, text = parsed
+        out.append(f"{at} {level} {text}\n")
+    return "".join(out).encode("utf-8")
+
+
+def copy_driver_log(jvm_log: Path, since: int, task_log: Path, *, final: bool = False) -> int:
+    """Append the driver JVM's output from byte `since` of `jvm_log` (whole
+    lines only, unless `final`) to a task's log (`driver_log_lines`); where the
+    copy got to. A slot runs one task at a time, so what its JVM wrote between
+    the task's start and end is the task's."""
+    from metastore.task_logs import task_log_append
+
+    try:
+        with jvm_log.open("rb") as f:
+            f.seek(since)
+            data = f.read(16 * 1024 * 1024)
+    except OSError:
+        return since
+    end = len(data) if final else data.rfind(b"\n") + 1
+    if end <= 0:
+        return since
+    task_log.parent.mkdir(parents=True, exist_ok=True)
+    task_log_append(task_log, driver_log_lines(data[:end]))
+    return since + end
 
 
 def driver_exit_reason(exc: BaseException) -> str | None:
@@ -82,7 +150,7 @@ def driver_exit_reason(exc: BaseException) -> str | None:
         time.sleep(0.1)
     if proc.poll() is None:
         return None
-    path = os.environ.get("STRATA_SLOT_LOG")
+    path = os.environ.get("STRATA_SLOT_JVM_LOG")
     return driver_failure(proc.returncode, Path(path) if path else None, TASK_LOG_START)
 
 
@@ -122,11 +190,13 @@ class SlotProcess:
 
     Messages are JSON lines: the child says {"ready": jvm_pid} once its driver
     is warm and {"done": task_id} after each task; the supervisor sends
-    {"run": task_id}."""
+    {"run": task_id}. The process's own output goes to `log_path`, its driver
+    JVM's (log4j, the JVM's messages) to `jvm_log_path`."""
 
     process: subprocess.Popen
     conn: socket.socket
     log_path: Path
+    jvm_log_path: Path
     ready: bool = False
     jvm_pid: int | None = None
     _buffer: bytes = b""
@@ -138,7 +208,7 @@ class SlotProcess:
         mine, theirs = socket.socketpair()
         logs = Path(settings.STRATA_DATA_DIR) / "slot-logs"
         logs.mkdir(parents=True, exist_ok=True)
-        log_path = logs / f"{name}.log"
+        log_path, jvm_log_path = logs / f"{name}.log", logs / f"{name}.jvm.log"
         with log_path.open("ab") as out:
             process = subprocess.Popen(
                 [sys.executable, "-m", "workers.slot_main", str(theirs.fileno())],
@@ -146,15 +216,24 @@ class SlotProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "STRATA_SLOT_LOG": str(log_path)},
+                env={**os.environ, "STRATA_SLOT_JVM_LOG": str(jvm_log_path)},
             )
         theirs.close()
         log.info("slot process %s started (pid %s)", name, process.pid)
-        return cls(process=process, conn=mine, log_path=log_path)
+        return cls(process=process, conn=mine, log_path=log_path, jvm_log_path=jvm_log_path)
 
     @property
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def trim_logs(self, max_bytes: int) -> None:
+        """Empty the process's logs once past `max_bytes` (between two tasks:
+        each task's part is in its own log by then). Both are written in append
+        mode, so the writers go on at the new end."""
+        for path in (self.log_path, self.jvm_log_path):
+            if max_bytes and log_size(path) > max_bytes:
+                with contextlib.suppress(OSError):
+                    os.truncate(path, 0)
 
     def send(self, message: dict) -> None:
         self.conn.sendall(json.dumps(message).encode() + b"\n")

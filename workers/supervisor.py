@@ -23,8 +23,9 @@ from django.utils import timezone
 
 from metastore import services
 from metastore.models import CommitKind, CommitLogEntry, Task, TaskStatus
+from metastore.task_logs import task_log_path
 from workers.cleanup import remove_task_leftovers
-from workers.slots import POOL, SlotProcess, driver_failure, log_size
+from workers.slots import POOL, SlotProcess, copy_driver_log, driver_failure, log_size
 from workers.steps import retrying_db
 
 log = logging.getLogger("workers.runner")
@@ -59,8 +60,15 @@ class Supervision:
     slot: SlotProcess
     stop: Stop | None = None
     handed: bool = False
-    log_start: int = 0
+    log_start: int = 0  # where the driver JVM's log stood when the task began
+    log_copied: int = 0  # how far of it is in the task's log
     terminate_reason: str = ""
+
+    def copy_driver_log(self, *, final: bool = False) -> None:
+        """Bring the task's log up to date with its driver JVM's output."""
+        self.log_copied = copy_driver_log(
+            self.slot.jvm_log_path, self.log_copied, task_log_path(self.task_id), final=final
+        )
 
 
 _RUNNING: dict[str, Supervision] = {}
@@ -83,7 +91,9 @@ def terminate_supervised(reason: str) -> None:
 def run_in_slot(task_id: str) -> None:
     """Run a claimed task in a slot process and see it to its end."""
     slot = POOL.acquire()
-    sup = Supervision(task_id=task_id, slot=slot, log_start=log_size(slot.log_path))
+    slot.trim_logs(settings.STRATA_TASK_LOG_MAX_BYTES)
+    start = log_size(slot.jvm_log_path)
+    sup = Supervision(task_id=task_id, slot=slot, log_start=start, log_copied=start)
     with _RUNNING_LOCK:
         _RUNNING[task_id] = sup
     try:
@@ -105,14 +115,17 @@ def _supervise(sup: Supervision) -> None:
             sup.handed = True
         message = sup.slot.receive(timeout=0.2)
         if message is not None and message.get("done") == sup.task_id:
+            sup.copy_driver_log(final=True)
             _ended_in_slot(sup, driver_exited=bool(message.get("driver_exited")))
             return
         if not sup.slot.alive and sup.slot.receive(timeout=0) is None:
+            sup.copy_driver_log(final=True)
             _slot_died(sup)
             return
         now = time.monotonic()
         if now >= next_beat:
             next_beat = now + interval
+            sup.copy_driver_log()
             signals = _beat(sup.task_id)
             if sup.stop is None:
                 sup.stop = _stop_for(sup, signals)
@@ -171,6 +184,7 @@ def _kill(sup: Supervision) -> None:
     stop.escalation.append(f"not stopped {grace:g} s after the stop was noticed")
     log.warning("task %s did not stop within %g s: killing its slot process", sup.task_id, grace)
     stop.escalation += sup.slot.kill()
+    sup.copy_driver_log(final=True)
     end_stopped_task(sup.task_id, stop)
     POOL.discard(sup.slot)
 
@@ -229,7 +243,7 @@ def _ended_in_slot(sup: Supervision, *, driver_exited: bool) -> None:
 def _slot_died(sup: Supervision) -> None:
     """The slot process exited under the task (its driver crashed, or it was
     killed from outside): fail the task with the reason, replace the process."""
-    reason = driver_failure(sup.slot.process.poll(), sup.slot.log_path, sup.log_start)
+    reason = driver_failure(sup.slot.process.poll(), sup.slot.jvm_log_path, sup.log_start)
     log.warning("the slot process of %s died: %s", sup.task_id, reason)
     stop = sup.stop
     if stop is not None:

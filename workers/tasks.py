@@ -392,12 +392,16 @@ def reap_dead_tasks(*, older_than) -> tuple[list[str], list[str]]:
 def intermediary_janitor() -> list[str]:
     """Remove intermediary directories of tasks that no longer run and sat idle
     past STRATA_INTERMEDIARY_EXPIRY, and deep-storage folders of segments ended
-    tasks never published; fail tasks whose worker stopped heartbeating."""
+    tasks never published; fail tasks whose worker stopped heartbeating;
+    remove task logs past STRATA_TASK_LOG_RETENTION."""
+    from workers.cleanup import remove_old_task_logs
+
     expiry = settings.STRATA_INTERMEDIARY_EXPIRY
     # The reaper does this within seconds; here too, in case beat ran without it.
     timeout = max(settings.STRATA_HEARTBEAT_TIMEOUT, 5 * settings.STRATA_HEARTBEAT_SECONDS)
     _, removed = reap_dead_tasks(older_than=timezone.now() - timedelta(seconds=timeout))
     _remove_unpublished_files(ended_before=timezone.now() - timedelta(seconds=expiry))
+    remove_old_task_logs()
     last_run_mark("janitor", redis_url=settings.REDIS_URL)
     root = settings.STRATA_INTERMEDIARY_DIR
     if not root.exists():
