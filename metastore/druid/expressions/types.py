@@ -1,5 +1,5 @@
 """The vocabulary every emitter shares: Druid's types of values, the emitted,
-typed argument (`Arg`), a translatable function (`Function`) and the error.
+typed argument (`Arg`) and the error.
 
 Druid types are written `long`, `double`, `string`, `json` (JSON text),
 `array<long>`, `array<double>`, `array<string>`, `array<json>`, `complex` (a
@@ -8,7 +8,6 @@ nested value read from the input) and `any`. Pure: no Spark or Django import.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,15 +38,6 @@ class Arg:
 
     def __str__(self) -> str:
         return self.sql
-
-
-@dataclass(frozen=True)
-class Function:
-    """A translatable function: its arity (min, max; max None: any number) and
-    its emitter, from the typed arguments to (SQL, Druid result type)."""
-
-    arity: tuple[int, int | None]
-    emit: Callable[[list[Arg]], tuple[str, str]]
 
 
 def literal(arg: Arg, what: str, name: str):
