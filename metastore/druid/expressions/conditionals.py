@@ -5,24 +5,17 @@ each `*_kind` gives the Druid type of the result from the arguments. Pure."""
 from __future__ import annotations
 
 from metastore.druid.expressions.dialect import Dialect
-from metastore.druid.expressions.types import NUMERIC, Arg, ExpressionError, common_kind, literal
-
-CASTS = {
-    "LONG": "long",
-    "DOUBLE": "double",
-    "FLOAT": "double",
-    "STRING": "string",
-    "ARRAY<LONG>": "array<long>",
-    "ARRAY<DOUBLE>": "array<double>",
-    "ARRAY<STRING>": "array<string>",
-}
+from metastore.druid.expressions.types import (
+    NUMERIC,
+    Arg,
+    common_kind,
+    literal,
+    named_type,
+)
 
 
 def cast_kind(a: list[Arg]) -> str:
-    target = str(literal(a[1], "the type", "cast")).upper().replace(" ", "")
-    if target not in CASTS:
-        raise ExpressionError(f"cast to {target!r} is not supported; accepted: {', '.join(CASTS)}")
-    return CASTS[target]
+    return named_type(a[1], "cast", "cast to {} is not supported")
 
 
 def cast(d: Dialect, a: list[Arg]) -> str:
@@ -102,6 +95,6 @@ def notnull(d: Dialect, a: list[Arg]) -> str:
 
 def like(d: Dialect, a: list[Arg]) -> str:
     escape = ""
-    if len(a) == 3:
-        escape = f" ESCAPE {d.sql_string(str(literal(a[2], 'the escape', 'like')))}"
+    if len(a) == 3 and literal(a[2], "the escape", "like") is not None:  # null: none
+        escape = f" ESCAPE {d.sql_string(str(a[2].literal))}"
     return d.as_long_bool(f"({d.text(a[0])} LIKE {d.text(a[1])}{escape})")

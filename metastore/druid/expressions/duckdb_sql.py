@@ -100,6 +100,12 @@ _SPELLING = {
     # Java's `$1` in the replacement is `\1` in DuckDB (RE2)
     "regexp_replace": "regexp_replace({0}, {1}, regexp_replace({2}, '[$]([0-9])', '\\\\\\1', 'g'), 'g')",
     "parse_json": "(CASE WHEN json_valid({0}) THEN CAST(json({0}) AS VARCHAR) END)",
+    "radix_subject": "lower(trim({0}))",
+    "radix_valid": "regexp_matches({0}, {1})",
+    "radix_value": (
+        f"list_reduce(list_transform(string_split(ltrim({{0}}, '+-'), ''), "
+        f"lambda _c: strpos('{DIGITS}', _c) - 1), lambda _n, _d: _n * {{1}} + _d, CAST(0 AS BIGINT))"
+    ),
     # math
     "rint": "round_even({0}, 0)",
     "expm1": "(exp({0}) - 1)",
@@ -215,16 +221,6 @@ class DuckDBDialect(Dialect):
 
     def row(self, names: list[str]) -> str:
         return "struct_pack(" + ", ".join(f"{n} := {n}" for n in names) + ")"
-
-    def parse_long(self, t: str, radix: int) -> str:
-        t = f"lower(trim({t}))"
-        valid = f"regexp_matches({t}, '^[-+]?[{DIGITS[:radix]}]+$')"
-        digits = f"list_transform(string_split(ltrim({t}, '+-'), ''), lambda _c: strpos('{DIGITS}', _c) - 1)"
-        value = f"list_reduce({digits}, lambda _n, _d: _n * {radix} + _d, CAST(0 AS BIGINT))"
-        return (
-            f"(CASE WHEN NOT {valid} THEN NULL "
-            f"WHEN starts_with({t}, '-') THEN - {value} ELSE {value} END)"
-        )
 
     def join_array(self, arr: str, kind: str, sep: str) -> str:
         strings = f"list_transform({arr}, lambda _e: coalesce(CAST(_e AS VARCHAR), 'null'))"

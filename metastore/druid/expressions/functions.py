@@ -22,19 +22,32 @@ from metastore.druid.expressions import times as t
 from metastore.druid.expressions.dialect import Dialect
 from metastore.druid.expressions.types import Arg, common_kind
 
-# Null semantics, as the `nulls` column says them.
+# Null semantics, as the `nulls` column says them. Rows marked STRICT are checked
+# on both engines (tests/test_expression_functions.py); the others say what differs.
 STRICT = "null if any argument is null"
 NULL_SKIPPED = "null arguments are skipped"
 NULL_VALUE = "null is a value it tests for"
-NO_MATCH = "null if any argument is null or nothing matches"
-NOT_FOUND = "null if any argument is null or the JSON has nothing at the path"
-NOT_CONVERTED = "null if any argument is null or a value does not convert"
-OUTSIDE = "null if any argument is null or the index is outside the array"
-NULL_MATCHES = "null if the array is null; a null element matches a null value"
 FIRST_VALUE = "the first argument that is not null"
 NULL_FALSE = "a null condition is false"
+NOT_CONVERTED = "null if any argument is null or a value does not convert"
+NOT_FOUND = "null if any argument is null or the JSON has nothing at the path"
 NULL_JSON = "a null value is JSON null"
 NEVER_NULL = "never null: 0 when the value is no address"
+TIME = "null if the time is null; a null origin, zone or pattern is none (UTC, ISO 8601)"
+OUTSIDE = "null if any argument is null or the index is outside the array"
+NULL_END = "a null end is the array's end; otherwise " + OUTSIDE
+NULL_MATCHES = "a null element matches a null value"
+NULL_ELEMENT = "a null argument is a null element"
+NULL_ESCAPE = "null if the text or pattern is null; a null escape is none"
+NULL_SIGN = "null if the magnitude is null; a null sign is +"
+# Where the engines differ today (Druid's own answer is null in each case):
+NULL_ARRAY = "a null array: null on Spark, empty on DuckDB"
+KEPT_ELEMENT = "a null element is kept; " + NULL_ARRAY
+NULL_FORMATTED = "a null value: 'null' on Spark, null on DuckDB"
+NULL_GROUP = "null if nothing matches; a null group: null on Spark, '' on DuckDB"
+NULL_START = "-1 if not found; a null start: -1 on Spark, null on DuckDB"
+NULL_SEPARATOR = "a null separator: null on Spark, ',' on DuckDB"
+NULL_PATTERN = "a null pattern: null on Spark, no split on DuckDB"
 
 
 @dataclass(frozen=True)
@@ -103,17 +116,17 @@ TABLE: tuple[Row, ...] = (
     _a("case_simple", (3, _N), conditionals.case_simple_kind, NULL_FALSE, conditionals.case_simple),
     _a("isnull", 1, "long", NULL_VALUE, conditionals.isnull),
     _a("notnull", 1, "long", NULL_VALUE, conditionals.notnull),
-    _a("like", (2, 3), "long", STRICT, conditionals.like),
+    _a("like", (2, 3), "long", NULL_ESCAPE, conditionals.like),
     # --- strings ------------------------------------------------------------------------
     _row("concat", (0, _N), "text", "string", STRICT, strings.concat),
-    _a("format", (1, _N), "string", STRICT, strings.format_),
+    _a("format", (1, _N), "string", NULL_FORMATTED, strings.format_),
     _row("upper", 1, "text", "string", STRICT, "upper({0})"),
     _row("lower", 1, "text", "string", STRICT, "lower({0})"),
     _row("reverse", 1, "text", "string", STRICT, "reverse({0})"),
     _row("replace", 3, "text", "string", STRICT, "replace({0}, {1}, {2})"),
     _row("strlen", 1, "text", "long", STRICT, by_dialect("strlen")),  # UTF-16 code units
     _a("parse_long", (1, 2), "long", NOT_CONVERTED, strings.parse_long),
-    _row("regexp_extract", (2, 3), "text text long", "string", NO_MATCH, strings.regexp_extract),
+    _row("regexp_extract", (2, 3), "text text long", "string", NULL_GROUP, strings.regexp_extract),
     _row("regexp_like", 2, "text", "long", STRICT, strings.regexp_like),
     _row("regexp_replace", 3, "text", "string", STRICT, by_dialect("regexp_replace")),
     _row("contains_string", 2, "text", "long", STRICT, _BOOL.format("contains({0}, {1})")),
@@ -128,7 +141,7 @@ TABLE: tuple[Row, ...] = (
     _row("substring", 3, "text long", "string", STRICT, strings.substring),
     _row("left", 2, "text long", "string", STRICT, strings.left),
     _row("right", 2, "text long", "string", STRICT, strings.right),
-    _row("strpos", (2, 3), "text text long", "long", STRICT, strings.strpos),  # -1: not found
+    _row("strpos", (2, 3), "text text long", "long", NULL_START, strings.strpos),
     _row("trim", (1, 2), "text", "string", STRICT, strings.trim("trim")),
     _row("ltrim", (1, 2), "text", "string", STRICT, strings.trim("ltrim")),
     _row("rtrim", (1, 2), "text", "string", STRICT, strings.trim("rtrim")),
@@ -154,7 +167,7 @@ TABLE: tuple[Row, ...] = (
         2,
         "double",
         "double",
-        STRICT,
+        NULL_SIGN,
         "(CASE WHEN {1} < 0 THEN -abs({0}) ELSE abs({0}) END)",
     ),
     _row("getexponent", 1, "double", "long", STRICT, by_dialect("getexponent")),
@@ -174,23 +187,23 @@ TABLE: tuple[Row, ...] = (
     _row("bitwiseshiftleft", 2, "long", "long", STRICT, by_dialect("bitwiseshiftleft")),
     _row("bitwiseshiftright", 2, "long", "long", STRICT, by_dialect("bitwiseshiftright")),
     # --- arrays -------------------------------------------------------------------------
-    _a("array", (1, _N), arrays.array_literal_kind, STRICT, arrays.array),
+    _a("array", (1, _N), arrays.array_literal_kind, NULL_ELEMENT, arrays.array),
     _a("array_length", 1, "long", STRICT, arrays.length),
     _a("array_offset", 2, arrays.element_of_first, OUTSIDE, arrays.offset),
     _a("array_ordinal", 2, arrays.element_of_first, OUTSIDE, arrays.ordinal),
     _a("array_contains", 2, "long", NULL_MATCHES, arrays.contains),
     _a("array_overlap", 2, "long", NULL_MATCHES, arrays.overlap),
     _a("scalar_in_array", 2, "long", STRICT, arrays.scalar_in_array),
-    _a("array_offset_of", 2, "long", NO_MATCH, arrays.position(1)),
-    _a("array_ordinal_of", 2, "long", NO_MATCH, arrays.position(0)),
-    _a("array_prepend", 2, arrays.second_kind, STRICT, arrays.prepend),
-    _a("array_append", 2, arrays.first_kind, STRICT, arrays.append),
-    _a("array_concat", 2, arrays.first_kind, STRICT, arrays.concat),
-    _a("array_set_add", 2, arrays.first_kind, STRICT, arrays.set_add),
-    _a("array_set_add_all", 2, arrays.first_kind, STRICT, arrays.set_add_all),
-    _a("array_slice", (2, 3), arrays.first_kind, OUTSIDE, arrays.slice_),
-    _a("array_to_string", 2, "string", STRICT, arrays.to_string),
-    _row("string_to_array", 2, "text", "array<string>", STRICT, arrays.string_to_array),
+    _a("array_offset_of", 2, "long", STRICT, arrays.position(1)),
+    _a("array_ordinal_of", 2, "long", STRICT, arrays.position(0)),
+    _a("array_prepend", 2, arrays.second_kind, KEPT_ELEMENT, arrays.prepend),
+    _a("array_append", 2, arrays.first_kind, KEPT_ELEMENT, arrays.append),
+    _a("array_concat", 2, arrays.first_kind, NULL_ARRAY, arrays.concat),
+    _a("array_set_add", 2, arrays.first_kind, KEPT_ELEMENT, arrays.set_add),
+    _a("array_set_add_all", 2, arrays.first_kind, NULL_ARRAY, arrays.set_add_all),
+    _a("array_slice", (2, 3), arrays.first_kind, NULL_END, arrays.slice_),
+    _a("array_to_string", 2, "string", NULL_SEPARATOR, arrays.to_string),
+    _row("string_to_array", 2, "text", "array<string>", NULL_PATTERN, arrays.string_to_array),
     # --- JSON ---------------------------------------------------------------------------
     _a("json_value", (2, 3), json_functions.value_kind, NOT_FOUND, json_functions.json_value),
     _a("json_query", 2, "json", NOT_FOUND, json_functions.json_query),
@@ -208,14 +221,14 @@ TABLE: tuple[Row, ...] = (
     _a("human_readable_decimal_byte_format", (1, 2), "string", STRICT, numbers.DECIMAL_BYTES),
     _a("human_readable_decimal_format", (1, 2), "string", STRICT, numbers.DECIMAL),
     # --- time ---------------------------------------------------------------------------
-    _a("timestamp", (1, 2), "long", NOT_CONVERTED, t.timestamp),
-    _a("unix_timestamp", (1, 2), "long", NOT_CONVERTED, t.unix_timestamp),
-    _a("timestamp_floor", (2, 4), "long", STRICT, t.timestamp_floor),
-    _a("timestamp_ceil", (2, 4), "long", STRICT, t.timestamp_ceil),
-    _a("timestamp_shift", (3, 4), "long", STRICT, t.timestamp_shift),
-    _a("timestamp_extract", (2, 3), "long", STRICT, t.timestamp_extract),
-    _a("timestamp_parse", (1, 3), "long", NOT_CONVERTED, t.timestamp_parse),
-    _a("timestamp_format", (1, 3), "string", STRICT, t.timestamp_format),
+    _a("timestamp", (1, 2), "long", TIME, t.timestamp),
+    _a("unix_timestamp", (1, 2), "long", TIME, t.unix_timestamp),
+    _a("timestamp_floor", (2, 4), "long", TIME, t.timestamp_floor),
+    _a("timestamp_ceil", (2, 4), "long", TIME, t.timestamp_ceil),
+    _a("timestamp_shift", (3, 4), "long", TIME, t.timestamp_shift),
+    _a("timestamp_extract", (2, 3), "long", TIME, t.timestamp_extract),
+    _a("timestamp_parse", (1, 3), "long", TIME, t.timestamp_parse),
+    _a("timestamp_format", (1, 3), "string", TIME, t.timestamp_format),
 )
 
 FUNCTIONS: dict[str, Row] = {row.name: row for row in TABLE}

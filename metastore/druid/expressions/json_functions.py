@@ -8,19 +8,9 @@ from __future__ import annotations
 import re
 
 from metastore.druid.expressions.dialect import Dialect
-from metastore.druid.expressions.types import NUMERIC, Arg, ExpressionError, literal
+from metastore.druid.expressions.types import NUMERIC, Arg, ExpressionError, literal, named_type
 
 _JSON_PATH = re.compile(r"^\$(?:\.[A-Za-z_$][\w$-]*|\[\d+\]|\['[^']*'\]|\[\"[^\"]*\"\])*$")
-
-VALUE_TYPES = {
-    "LONG": "long",
-    "DOUBLE": "double",
-    "FLOAT": "double",
-    "STRING": "string",
-    "ARRAY<LONG>": "array<long>",
-    "ARRAY<DOUBLE>": "array<double>",
-    "ARRAY<STRING>": "array<string>",
-}
 
 
 def path(arg: Arg, name: str) -> str:
@@ -38,12 +28,7 @@ def value_kind(a: list[Arg]) -> str:
     """json_value's result: the type asked for, else text."""
     if len(a) < 3:
         return "string"
-    name = str(literal(a[2], "the type", "json_value")).upper().replace(" ", "")
-    if name not in VALUE_TYPES:
-        raise ExpressionError(
-            f"json_value(): type {name!r} is not supported; accepted: " + ", ".join(VALUE_TYPES)
-        )
-    return VALUE_TYPES[name]
+    return named_type(a[2], "json_value", "json_value(): type {} is not supported")
 
 
 def json_value(d: Dialect, a: list[Arg]) -> str:
@@ -70,7 +55,10 @@ def json_keys(d: Dialect, a: list[Arg]) -> str:
 def json_object(d: Dialect, a: list[Arg]) -> str:
     if len(a) % 2:
         raise ExpressionError("json_object() takes key and value arguments in pairs")
-    keys = [d.sql_string(str(literal(k, "each key", "json_object"))) for k in a[0::2]]
+    keys = [literal(k, "each key", "json_object") for k in a[0::2]]
+    if None in keys:
+        raise ExpressionError("json_object(): a key must not be null")
+    keys = [d.sql_string(str(k)) for k in keys]
     return d.json_object(keys, a[1::2])
 
 

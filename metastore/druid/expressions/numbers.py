@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 
 from metastore.druid.expressions.dialect import Dialect
-from metastore.druid.expressions.types import NUMERIC, Arg, ExpressionError, literal
+from metastore.druid.expressions.types import NUMERIC, Arg, ExpressionError, int_literal, literal
 
 
 def num_kind(a: list[Arg]) -> str:
@@ -130,9 +130,11 @@ def human(base: int, units: tuple[str, ...], small: str):
     2) decimals: human_readable_binary_byte_format(1048576) is '1.00 MiB'."""
 
     def emit(d: Dialect, a: list[Arg]) -> str:
-        precision = int(literal(a[1], "the precision", "human_readable")) if len(a) == 2 else 2
-        if not 0 <= precision <= 3:
-            raise ExpressionError("human_readable_*(): the precision must be from 0 to 3")
+        precision = 2
+        if len(a) == 2:
+            precision = int_literal(
+                a[1], "the precision", "human_readable", 0, 3, "human_readable_*"
+            )
         x, printf = d.long(a[0]), d.sql("printf")
         scale = " ".join(
             f"WHEN abs({x}) >= {d.sql('bigint', base**e)} THEN "

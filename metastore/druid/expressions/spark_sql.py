@@ -22,7 +22,6 @@ from metastore.druid.expressions.emit import Translated, emit
 from metastore.druid.expressions.functions import REFUSED, not_in_reference
 from metastore.druid.expressions.parse import parse
 from metastore.druid.expressions.periods import UNIT
-from metastore.druid.expressions.strings import DIGITS
 from metastore.druid.expressions.types import ARRAYS, NUMERIC, Arg, ExpressionError, literal
 
 __all__ = ["SPARK", "ExpressionError", "Translated", "ident", "translate", "translate_predicate"]
@@ -87,6 +86,10 @@ _SPELLING = {
     "strpos_from": "(locate({1}, {0}, {2} + 1) - 1)",
     "regexp_replace": "regexp_replace({0}, {1}, {2})",
     "parse_json": "to_json(try_parse_json({0}))",
+    # conv() reads a valid prefix, so the text is checked first (as Java's Long.parseLong)
+    "radix_subject": "{0}",
+    "radix_valid": "regexp_like(lower({0}), {1})",
+    "radix_value": "try_cast(conv(ltrim('+', ltrim('-', {0})), {1}, 10) AS BIGINT)",
     # math
     "rint": "rint({0})",
     "expm1": "expm1({0})",
@@ -191,15 +194,6 @@ class SparkDialect(Dialect):
 
     def row(self, names: list[str]) -> str:
         return "named_struct(" + ", ".join(f"'{n}', {n}" for n in names) + ")"
-
-    def parse_long(self, t: str, radix: int) -> str:
-        # conv() reads a valid prefix; Java's Long.parseLong refuses the whole string
-        valid = f"regexp_like(lower({t}), '^[-+]?[{DIGITS[:radix]}]+$')"
-        body = f"try_cast(conv(ltrim('+', ltrim('-', {t})), {radix}, 10) AS BIGINT)"
-        return (
-            f"(CASE WHEN NOT {valid} THEN NULL "
-            f"WHEN startswith({t}, '-') THEN - {body} ELSE {body} END)"
-        )
 
     def join_array(self, arr: str, kind: str, sep: str) -> str:
         strings = (

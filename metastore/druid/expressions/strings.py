@@ -5,7 +5,7 @@ the typed `Arg` for `any`) and gives SQL. Pure."""
 from __future__ import annotations
 
 from metastore.druid.expressions.dialect import Dialect
-from metastore.druid.expressions.types import NUMERIC, Arg, ExpressionError, literal
+from metastore.druid.expressions.types import NUMERIC, Arg, int_literal
 
 
 def concat(d: Dialect, a: list[str]) -> str:
@@ -21,10 +21,12 @@ DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def parse_long(d: Dialect, a: list[Arg]) -> str:
-    radix = int(literal(a[1], "the radix", "parse_long")) if len(a) == 2 else 10
-    if not 2 <= radix <= 36:
-        raise ExpressionError("parse_long(): the radix must be from 2 to 36")
-    return d.parse_long(d.text(a[0]), radix)
+    radix = int_literal(a[1], "the radix", "parse_long", 2, 36) if len(a) == 2 else 10
+    t = d.sql("radix_subject", d.text(a[0]))
+    valid = d.sql("radix_valid", t, f"'^[-+]?[{DIGITS[:radix]}]+$'")
+    value = d.sql("radix_value", t, radix)
+    minus = d.sql("starts_with", t, "'-'")
+    return f"(CASE WHEN NOT {valid} THEN NULL WHEN {minus} THEN - {value} ELSE {value} END)"
 
 
 def regexp_extract(d: Dialect, a: list[str]) -> str:

@@ -129,7 +129,7 @@ def timestamp_format(d: Dialect, a: list[Arg]) -> str:
 
 def timestamp(d: Dialect, a: list[Arg]) -> str:
     t = f"trim({d.text(a[0])})"
-    if len(a) == 2:
+    if _has_pattern(a):
         pattern = d.date_pattern(a[1], "timestamp")
         return d.sql("epoch_millis", d.sql("parse_pattern", t, pattern))
     return d.parse_iso(t, None)
