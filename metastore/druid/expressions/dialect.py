@@ -13,13 +13,14 @@ parsing). The subclasses are `spark_sql.SparkDialect` and
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from metastore.druid.expressions import tree
 from metastore.druid.expressions.types import ARRAYS, NUMERIC, Arg, ExpressionError, element_kind
 
 
-class Dialect:
+class Dialect(ABC):
     """An engine's SQL. The coercions turn an `Arg` into the form a function needs."""
 
     name: str
@@ -33,19 +34,23 @@ class Dialect:
         """The engine's SQL for `key`, its arguments in the template."""
         return self.SPELLING[key].format(*args)
 
-    def unknown(self, name: str) -> str:  # the refusal of a function, naming it
-        raise NotImplementedError
+    @abstractmethod
+    def unknown(self, name: str) -> str:
+        """The refusal of a function the engine does not translate, naming it."""
 
     # --- values -----------------------------------------------------------------------
 
+    @abstractmethod
     def sql_string(self, value: str) -> str:
-        raise NotImplementedError
+        """A string literal."""
 
+    @abstractmethod
     def long_literal(self, value: int) -> str:
-        raise NotImplementedError
+        """A long literal (BIGINT)."""
 
+    @abstractmethod
     def double_literal(self, text: str) -> str:
-        raise NotImplementedError
+        """A double literal as written (`1.5`, `-1e3`, `NaN`, `-Infinity`)."""
 
     def literal(self, node: tree.Expr) -> Arg:
         if isinstance(node, tree.LongLiteral):
@@ -163,9 +168,9 @@ class Dialect:
     def array_of(self, items: list[str], kind: str) -> str:
         return self.cast(self.sql("array", ", ".join(items)), kind)
 
+    @abstractmethod
     def concat(self, items: list[str]) -> str:
         """Text joined, null if any part is null."""
-        raise NotImplementedError
 
     def long_divide(self, left: str, right: str) -> str:
         return self.sql("long_divide", left, right)
@@ -184,8 +189,9 @@ class Dialect:
         size = self.sql("size", kept)
         return f"(CASE WHEN {size} > 0 THEN {kept} END)"  # none kept: null, as Druid
 
+    @abstractmethod
     def exists(self, arr: str, var: str, cond: str, every: bool) -> str:
-        raise NotImplementedError
+        """any/all: whether `cond` holds for some (every) element."""
 
     def fold(self, arr: str, init: str, acc: str, var: str, step: str) -> str:
         return self.sql("fold", arr, init, acc, var, step)
@@ -193,5 +199,56 @@ class Dialect:
     def flatten(self, arr: str) -> str:
         return f"flatten({arr})"
 
+    @abstractmethod
     def row(self, names: list[str]) -> str:
-        raise NotImplementedError
+        """A struct of lambda variables, each a field of its name (cartesian_fold)."""
+
+    # --- what differs in shape, not only in spelling ----------------------------------
+
+    @abstractmethod
+    def join_array(self, arr: str, kind: str, sep: str) -> str:
+        """array_to_string: the elements as text joined by `sep` (null as 'null')."""
+
+    @abstractmethod
+    def split(self, t: str, pattern: str) -> str:
+        """string_to_array: Java's String.split (a regex; trailing empty strings dropped)."""
+
+    @abstractmethod
+    def json_typed(self, arg: Arg, path: str, kind: str) -> str:
+        """json_value with a type: the value at the JSONPath as that Druid type."""
+
+    @abstractmethod
+    def json_scalar(self, arg: Arg, path: str) -> str:
+        """json_value: a scalar at the path as text (booleans 1/0, arrays as JSON)."""
+
+    @abstractmethod
+    def json_extract(self, arg: Arg, path: str) -> str:
+        """The JSON text at the path."""
+
+    @abstractmethod
+    def json_array(self, arg: Arg, path: str) -> str:
+        """json_query_array: the array at the path as JSON texts."""
+
+    @abstractmethod
+    def json_keys(self, arg: Arg, path: str) -> str:
+        """The keys of the object at the path, sorted."""
+
+    @abstractmethod
+    def json_object(self, keys: list[str], values: list[Arg]) -> str:
+        """A JSON object of SQL string keys and typed values."""
+
+    @abstractmethod
+    def json_text(self, arg: Arg) -> str:
+        """to_json_string: the value as JSON text."""
+
+    @abstractmethod
+    def add_period(self, local: str, unit: str, count: str) -> str:
+        """A timestamp moved by `count` of a period's unit."""
+
+    @abstractmethod
+    def date_pattern(self, arg: Arg, name: str) -> str:
+        """A Java date pattern argument as the engine's format."""
+
+    @abstractmethod
+    def parse_iso(self, t: str, zone: str | None) -> str:
+        """ISO 8601 or SQL text as epoch millis; a zone applies to text without an offset."""

@@ -40,7 +40,7 @@ NULL_MATCHES = "a null element matches a null value"
 NULL_ELEMENT = "a null argument is a null element"
 NULL_ESCAPE = "null if the text or pattern is null; a null escape is none"
 NULL_SIGN = "null if the magnitude is null; a null sign is +"
-# Where the engines differ today (Druid's own answer is null in each case):
+# Where the engines differ today (which of them Druid agrees with is not checked yet):
 NULL_ARRAY = "a null array: null on Spark, empty on DuckDB"
 KEPT_ELEMENT = "a null element is kept; " + NULL_ARRAY
 NULL_FORMATTED = "a null value: 'null' on Spark, null on DuckDB"
