@@ -1,5 +1,6 @@
 """One walk of the expression tree for every engine: Druid's operator, literal and
-lambda semantics written once, over a `Dialect` that knows the engine's SQL.
+lambda semantics written once, over a `Dialect` that knows the engine's SQL, and
+the function table of `functions`.
 
 The dialects are `spark_sql.SPARK` (ingestion transforms, native queries run on
 Spark) and `duckdb_sql.DUCKDB` (native queries on DuckDB). Typing follows Druid:
@@ -13,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from metastore.druid.expressions import tree
+from metastore.druid.expressions.dialect import Dialect
+from metastore.druid.expressions.functions import FUNCTIONS
 from metastore.druid.expressions.types import (
     NUMERIC,
     Arg,
     ExpressionError,
-    Function,
     UnsupportedFunction,
     element_kind,
     scalar_kind,
@@ -43,32 +44,6 @@ _MAYBE_NUMBER = {
     "greatest",
     "least",
 }
-
-
-class Dialect(Protocol):
-    """What an engine's SQL looks like, for the parts of the walk that differ."""
-
-    functions: dict[str, Function]
-
-    def unknown(self, name: str) -> str: ...  # the refusal of a function, naming it
-    def literal(self, node: tree.Expr) -> Arg: ...
-    def text(self, arg: Arg) -> str: ...
-    def num(self, arg: Arg) -> str: ...
-    def truth(self, arg: Arg) -> str: ...
-    def as_long_bool(self, cond: str) -> str: ...
-    def cast_to(self, arg: Arg, kind: str) -> str: ...
-    def array(self, arg: Arg) -> tuple[str, str]: ...
-    def array_of(self, items: list[str], kind: str) -> str: ...
-    def concat(self, left: str, right: str) -> str: ...
-    def long_divide(self, left: str, right: str) -> str: ...
-    def double_divide(self, left: str, right: str) -> str: ...
-    def modulo(self, left: str, right: str) -> str: ...
-    def transform(self, arr: str, var: str, body: str) -> str: ...
-    def keep(self, arr: str, var: str, cond: str) -> str: ...
-    def exists(self, arr: str, var: str, cond: str, every: bool) -> str: ...
-    def fold(self, arr: str, init: str, acc: str, var: str, step: str) -> str: ...
-    def flatten(self, arr: str) -> str: ...
-    def row(self, names: list[str]) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -131,7 +106,7 @@ class Emitter:
         if op in _COMPARE:
             return Arg(d.as_long_bool(self.compare(op, a, b, stringy)), "long")
         if op == "+" and stringy:
-            return Arg(d.concat(d.text(a), d.text(b)), "string")
+            return Arg(d.concat([d.text(a), d.text(b)]), "string")
         left, right = d.num(a), d.num(b)
         both_long = a.kind == "long" and b.kind == "long"
         if op == "^":
@@ -163,14 +138,14 @@ class Emitter:
         name = node.name
         if name in APPLY:
             return self.apply(node)
-        function = self.d.functions.get(name)
+        function = FUNCTIONS.get(name)
         if function is None:
             raise UnsupportedFunction(name, self.d.unknown(name))
         lo, hi = function.arity
         if len(node.args) < lo or (hi is not None and len(node.args) > hi):
             want = f"{lo}" if lo == hi else f"{lo} to {hi}" if hi else f"at least {lo}"
             raise ExpressionError(f"{name}() takes {want} arguments, not {len(node.args)}")
-        sql, kind = function.emit([self.emit(arg) for arg in node.args])
+        sql, kind = function.emit(self.d, [self.emit(arg) for arg in node.args])
         return Arg(sql, kind)
 
     def apply(self, node: tree.Call) -> Arg:

@@ -1,5 +1,5 @@
 """The vocabulary every emitter shares: Druid's types of values, the emitted,
-typed argument (`Arg`), a translatable function (`Function`) and the error.
+typed argument (`Arg`) and the error.
 
 Druid types are written `long`, `double`, `string`, `json` (JSON text),
 `array<long>`, `array<double>`, `array<string>`, `array<json>`, `complex` (a
@@ -8,12 +8,21 @@ nested value read from the input) and `any`. Pure: no Spark or Django import.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 NUMERIC = ("long", "double")
 ARRAYS = ("array<long>", "array<double>", "array<string>", "array<json>")
+# The type names cast() and json_value() take, as Druid types.
+TYPE_NAMES = {
+    "LONG": "long",
+    "DOUBLE": "double",
+    "FLOAT": "double",
+    "STRING": "string",
+    "ARRAY<LONG>": "array<long>",
+    "ARRAY<DOUBLE>": "array<double>",
+    "ARRAY<STRING>": "array<string>",
+}
 
 
 class ExpressionError(ValueError):
@@ -41,20 +50,33 @@ class Arg:
         return self.sql
 
 
-@dataclass(frozen=True)
-class Function:
-    """A translatable function: its arity (min, max; max None: any number) and
-    its emitter, from the typed arguments to (SQL, Druid result type)."""
-
-    arity: tuple[int, int | None]
-    emit: Callable[[list[Arg]], tuple[str, str]]
-
-
 def literal(arg: Arg, what: str, name: str):
     """The value of an argument that must be a literal (a period, a pattern...)."""
     if not arg.is_literal:
         raise ExpressionError(f"{name}(): {what} must be a literal")
     return arg.literal
+
+
+def int_literal(arg: Arg, what: str, name: str, low: int, high: int, who: str = "") -> int:
+    """An argument that must be a whole-number literal from `low` to `high` (a
+    radix, a precision); `who` names the function in the refusal if not `name`."""
+    value = literal(arg, what, name)
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):  # null, text, NaN, infinity
+        number = low - 1
+    if not low <= number <= high:
+        raise ExpressionError(f"{who or name}(): {what} must be from {low} to {high}")
+    return number
+
+
+def named_type(arg: Arg, name: str, refusal: str) -> str:
+    """The Druid type a type-name argument (`'LONG'`, `'ARRAY<STRING>'`...) names;
+    `refusal` says, over the name, what is not supported."""
+    value = str(literal(arg, "the type", name)).upper().replace(" ", "")
+    if value not in TYPE_NAMES:
+        raise ExpressionError(f"{refusal.format(repr(value))}; accepted: {', '.join(TYPE_NAMES)}")
+    return TYPE_NAMES[value]
 
 
 def element_kind(kind: str) -> str:
