@@ -4,8 +4,7 @@ The overview: task slots and workers, tasks by state, the dataSources with what
 a query reads, locks held and waits, and when the background rounds last ran.
 The Services view: each of Strata's processes and stores with its health, as
 this web process can see it (a heartbeat, a ping, a TCP connect), each check
-bounded to a second. The Coordinator's duties are not shown: they are not built
-in this branch (issue 22 adds them with a record of their runs)."""
+bounded to a second. The Coordinator's duties' last runs: `metastore.duty_glance`."""
 
 from __future__ import annotations
 
@@ -23,6 +22,7 @@ from django.utils import timezone
 
 from console.security import role_required
 from metastore import console_overview, selectors
+from metastore.duty_glance import duties_glance
 from metastore.last_runs import last_runs
 
 ROUNDS = ("reaper", "janitor")
@@ -146,6 +146,7 @@ def overview(request):
         "rounds": _background(now, runs, problem),
         "now": now,
     }
+    context["duties"], context["duties_problem"] = duties_glance(now=now)
     return render(request, "console/overview.html", context)
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.utils import timezone
 
 from metastore import compaction_selectors, retention_selectors, selectors, services
 from metastore.duties.kill import KillConfig, KillPlan, kill_slot_budget, plan_kill
 from metastore.duties.kill_settings import kill_config
+from metastore.last_runs import duty_run_mark
 from metastore.models import ACTIVE_STATUSES, Task, TaskType
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,13 @@ def run_kill_duty(*, now: datetime | None = None, config: KillConfig | None = No
         task = services.task_submit(spec=kill_spec(name, plan))
         report[name] = {"task": task.id, "segments": len(plan.segment_ids)}
         log.info("kill duty: %s kills up to %d segments of %s", task.id, plan.limit, name)
+    tasks = [r for r in report.values() if "task" in r]
+    duty_run_mark(
+        "kill",
+        summary=f"submitted {len(tasks)} kill task(s) for "
+        f"{sum(r['segments'] for r in tasks)} unused segment(s)",
+        redis_url=settings.REDIS_URL,
+    )
     return report
 
 
