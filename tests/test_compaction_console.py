@@ -62,10 +62,14 @@ def test_admin_adds_and_deletes_through_the_services(admin_client):
     )
     assert bad.status_code == 200 and b"skipOffsetFromLatest" in bad.content
     assert not CompactionConfig.objects.exists()
-    r = admin_client.post("/admin/metastore/compactionconfig/add/", form)
+    r = admin_client.post(
+        "/admin/metastore/compactionconfig/add/",
+        {**form, "skip_intervals": '["2024-01-01/2024-01-02"]'},
+    )
     assert r.status_code == 302, r.content[-2000:]
     config = CompactionConfig.objects.get()
     assert config.granularity_spec == {"segmentGranularity": "DAY"}
+    assert config.skip_intervals == ["2024-01-01T00:00:00.000Z/2024-01-02T00:00:00.000Z"]
     assert CompactionConfigAudit.objects.get().author == "root"
     r = admin_client.post(f"/admin/metastore/compactionconfig/{config.pk}/delete/", {"post": "yes"})
     assert r.status_code == 302
