@@ -14,6 +14,7 @@ Strata's `intervals`: every interval with its status and typed reason.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import Http404, QueryDict
 from django.urls import re_path
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -26,6 +27,7 @@ from metastore import services
 from metastore.druid.errors import SpecError
 from metastore.duties import compaction_run
 from metastore.duties.compaction import IntervalStatus, snapshot
+from metastore.duties.kill_settings import kill_config
 from metastore.intervals import Interval, format_ts
 from metastore.selectors import compaction as reads
 from metastore.services.compaction_config import cluster_json
@@ -201,6 +203,7 @@ class CompactionCluster(DruidView):
             raise SpecError("(body)", "give the cluster compaction config as a JSON object")
         if data.get("useSupervisors") or data.get("engine") not in (None, "native"):
             raise SpecError("engine", "compaction runs as Strata's duty on the native engine")
+        _check_policy(data)
         ratio, most = data.get("compactionTaskSlotRatio"), data.get("maxCompactionTaskSlots")
         if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))):
             raise SpecError("compactionTaskSlotRatio", "must be a number from 0 to 1")
@@ -208,6 +211,95 @@ class CompactionCluster(DruidView):
             raise SpecError("maxCompactionTaskSlots", "must be an integer")
         services.compaction_cluster_set(slot_ratio=ratio, max_slots=most, **_audit(request))
         return Response(status=200)
+
+
+def _check_policy(data: dict) -> None:
+    policy = data.get("compactionPolicy")
+    if policy is not None and (
+        not isinstance(policy, dict) or policy.get("type") != "newestSegmentFirst"
+    ):
+        raise SpecError(
+            "compactionPolicy.type",
+            "only newestSegmentFirst (the duty's order: intervals compacted longest ago "
+            "first, newest first among equals); fixedIntervalOrder and mostFragmentedFirst "
+            "are not available",
+        )
+    if isinstance(policy, dict) and policy.get("priorityDatasource") is not None:
+        raise SpecError(
+            "compactionPolicy.priorityDatasource",
+            "not available: dataSources share the slots in turn",
+        )
+    if data.get("storeCompactionStatePerSegment") is False:
+        raise SpecError(
+            "storeCompactionStatePerSegment",
+            "every segment records its lastCompactionState here (no fingerprints)",
+        )
+
+
+# Druid's Coordinator dynamic config: the kill fields Strata honours come from
+# the environment (read at start); the rest concern Historicals, which Strata
+# does not have. A POST names the first field it cannot take, and why.
+_DYNAMIC_ENV = {
+    "killDataSourceWhitelist": "STRATA_KILL_DATASOURCES",
+    "killTaskSlotRatio": "STRATA_KILL_TASK_SLOT_RATIO",
+    "maxKillTaskSlots": "STRATA_KILL_MAX_TASK_SLOTS",
+}
+_DYNAMIC_REFUSED = {
+    "killPendingSegmentsSkipList": "pending allocations are pruned when their task ends, "
+    "keeping only what stops partition numbers being reused; none can be skipped",
+    "killAllDataSources": "removed in Druid; an empty killDataSourceWhitelist kills all",
+    "pauseCoordination": "turn a duty off with its setting (STRATA_KILL_ON, a deleted "
+    "compaction config, STRATA_RETENTION_SECONDS=0)",
+}
+
+
+def dynamic_config_json() -> dict:
+    kill = kill_config()
+    return {
+        "millisToWaitBeforeDeleting": 0,
+        "killDataSourceWhitelist": list(kill.datasources),
+        "killTaskSlotRatio": kill.task_slot_ratio,
+        "maxKillTaskSlots": kill.max_task_slots,
+        "killPendingSegmentsSkipList": [],
+        "pauseCoordination": False,
+        "strataKill": {
+            "on": kill.on,
+            "periodSeconds": settings.STRATA_KILL_PERIOD_SECONDS,
+            "durationToRetain": str(kill.duration_to_retain),
+            "ignoreDurationToRetain": kill.ignore_duration_to_retain,
+            "bufferPeriod": str(kill.buffer_period),
+            "maxSegments": kill.max_segments,
+            "maxInterval": str(kill.max_interval) if kill.max_interval else "P0D",
+        },
+    }
+
+
+class CoordinatorDynamicConfig(DruidView):
+    """GET /druid/coordinator/v1/config: the kill settings in Druid's dynamic
+    config shape (plus `strataKill`, the static `druid.coordinator.kill.*`). POST
+    is refused naming the field: they are set in the environment."""
+
+    @extend_schema(
+        operation_id="druid_coordinator_v1_config_retrieve",
+        responses=druid_responses({200: _OBJECT}),
+    )
+    def get(self, request):
+        return Response(dynamic_config_json())
+
+    @extend_schema(
+        operation_id="druid_coordinator_v1_config_create",
+        request={"application/json": _OBJECT},
+        responses=druid_responses({200: None}, 400),
+    )
+    def post(self, request):
+        data = request.data if isinstance(request.data, dict) else {}
+        for field in sorted(data):
+            if field in _DYNAMIC_REFUSED:
+                raise SpecError(field, _DYNAMIC_REFUSED[field])
+            if field in _DYNAMIC_ENV:
+                raise SpecError(field, f"set {_DYNAMIC_ENV[field]} in the environment")
+            raise SpecError(field, "concerns Historicals and segment loading, which Strata has not")
+        raise SpecError("(body)", "give the fields to change; they are set in the environment")
 
 
 def _snapshots(datasource: str | None) -> list[dict]:
@@ -282,6 +374,7 @@ _DS = r"(?P<datasource>[^/]+)"
 _CFG = r"^druid/coordinator/v1/config/compaction"
 
 urlpatterns = [
+    re_path(r"^druid/coordinator/v1/config/?$", CoordinatorDynamicConfig.as_view()),
     re_path(rf"{_CFG}/?$", CompactionConfigs.as_view()),
     re_path(rf"{_CFG}/taskslots/?$", CompactionTaskSlots.as_view()),
     re_path(rf"{_CFG}/cluster/?$", CompactionCluster.as_view()),

@@ -4,8 +4,7 @@ The overview: task slots and workers, tasks by state, the dataSources with what
 a query reads, locks held and waits, and when the background rounds last ran.
 The Services view: each of Strata's processes and stores with its health, as
 this web process can see it (a heartbeat, a ping, a TCP connect), each check
-bounded to a second. The Coordinator's duties are not shown: they are not built
-in this branch (issue 22 adds them with a record of their runs)."""
+bounded to a second. The Coordinator's duties' last runs: `metastore.duty_glance`."""
 
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ from console.security import role_required
 from metastore import selectors
 from metastore.last_runs import last_runs
 from metastore.selectors import overview as glance
+from metastore.selectors.duties import duties_glance
 
 ROUNDS = ("reaper", "janitor")
 JANITOR_EVERY_SECONDS = 60.0  # CELERY_BEAT_SCHEDULE's intermediary-janitor
@@ -147,6 +147,7 @@ def overview(request):
         "rounds": _background(now, runs, problem),
         "now": now,
     }
+    context["duties"], context["duties_problem"] = duties_glance(now=now)
     return render(request, "console/overview.html", context)
 
 

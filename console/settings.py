@@ -349,6 +349,14 @@ STRATA_KILL_DURATION_TO_RETAIN = os.environ.get("STRATA_KILL_DURATION_TO_RETAIN"
 STRATA_KILL_IGNORE_DURATION_TO_RETAIN = _env_bool("STRATA_KILL_IGNORE_DURATION_TO_RETAIN", False)
 STRATA_KILL_BUFFER_PERIOD = os.environ.get("STRATA_KILL_BUFFER_PERIOD", "P30D")
 STRATA_KILL_MAX_SEGMENTS = int(os.environ.get("STRATA_KILL_MAX_SEGMENTS", "100"))
+# kill.maxInterval: the widest interval one kill task covers (P0D: no limit).
+STRATA_KILL_MAX_INTERVAL = os.environ.get("STRATA_KILL_MAX_INTERVAL", "P30D")
+# Druid's dynamic killDataSourceWhitelist: names, comma-separated or a JSON array;
+# empty: every dataSource.
+STRATA_KILL_DATASOURCES = os.environ.get("STRATA_KILL_DATASOURCES", "")
+# killTaskSlotRatio / maxKillTaskSlots: the duty's kill tasks' share of the slots.
+STRATA_KILL_TASK_SLOT_RATIO = float(os.environ.get("STRATA_KILL_TASK_SLOT_RATIO", "0.1"))
+STRATA_KILL_MAX_TASK_SLOTS = int(os.environ.get("STRATA_KILL_MAX_TASK_SLOTS", "2147483647"))
 
 
 def _check_periods() -> None:
@@ -360,6 +368,7 @@ def _check_periods() -> None:
         "STRATA_KILL_DURATION_TO_RETAIN",
         "STRATA_KILL_BUFFER_PERIOD",
         "STRATA_TASK_LOG_RETENTION",
+        "STRATA_KILL_MAX_INTERVAL",
     ):
         try:
             Period.parse(globals()[name])
@@ -368,6 +377,14 @@ def _check_periods() -> None:
     if STRATA_KILL_MAX_SEGMENTS < 1:
         raise RuntimeError(
             f"STRATA_KILL_MAX_SEGMENTS must be 1 or more, not {STRATA_KILL_MAX_SEGMENTS}"
+        )
+    if Period.parse(STRATA_KILL_MAX_INTERVAL).is_negative():
+        raise RuntimeError(
+            f"STRATA_KILL_MAX_INTERVAL must not be negative: {STRATA_KILL_MAX_INTERVAL}"
+        )
+    if not 0.0 <= STRATA_KILL_TASK_SLOT_RATIO <= 1.0 or STRATA_KILL_MAX_TASK_SLOTS < 1:
+        raise RuntimeError(
+            "STRATA_KILL_TASK_SLOT_RATIO must be from 0 to 1 and STRATA_KILL_MAX_TASK_SLOTS 1 or more"
         )
 
 

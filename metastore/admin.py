@@ -249,6 +249,7 @@ _DRUID_TO_FIELD = {
     "inputSegmentSizeBytes": "input_segment_size_bytes",
     "maxRowsPerSegment": "max_rows_per_segment",
     "skipOffsetFromLatest": "skip_offset_from_latest",
+    "skipIntervals": "skip_intervals",
     "tuningConfig": "tuning_config",
     "granularitySpec": "granularity_spec",
     "dimensionsSpec": "dimensions_spec",
@@ -270,7 +271,7 @@ class CompactionConfigForm(forms.ModelForm):
         field_classes = {
             name: StrictJSONFormField
             for name in _DRUID_TO_FIELD.values()
-            if name.endswith(("_config", "_spec", "_context"))
+            if name.endswith(("_config", "_spec", "_context", "_intervals"))
         }
 
     def clean(self):

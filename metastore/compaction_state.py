@@ -45,6 +45,7 @@ CONFIG_FIELDS = (
     "inputSegmentSizeBytes",
     "maxRowsPerSegment",
     "skipOffsetFromLatest",
+    "skipIntervals",
     "tuningConfig",
     "granularitySpec",
     "dimensionsSpec",
@@ -55,6 +56,14 @@ CONFIG_FIELDS = (
 )
 # Accepted for Druid's clients; meaningless here ("engine" must be native).
 _ACCEPTED_EXTRA = ("engine", "type")
+# Druid's fields that Strata refuses, each with its reason (a 400 naming it).
+_REFUSED = {
+    "projections": "segments here are Parquet files without projections; compaction "
+    "writes none (leave the field out)",
+    "baseTable": "goes with projections, which Strata's segments do not have",
+    "skipOffsetFromNow": "belongs to Druid's cascading reindexing templates; use "
+    "skipOffsetFromLatest (and skipIntervals)",
+}
 _PLACEHOLDER = "2000-01-01T00:00:00.000Z/2000-01-02T00:00:00.000Z"
 _INT_MAX = 2**63 - 1
 
@@ -123,6 +132,7 @@ class CompactionConfigSpec:
     transform_spec: dict | None
     io_config: dict | None
     task_context: dict | None
+    skip_intervals: tuple[Interval, ...] = ()
 
     def as_json(self) -> dict:
         """Druid's GET shape: every field, null where not given."""
@@ -132,6 +142,7 @@ class CompactionConfigSpec:
             "inputSegmentSizeBytes": self.input_segment_size_bytes,
             "maxRowsPerSegment": self.max_rows_per_segment,
             "skipOffsetFromLatest": self.skip_offset_from_latest,
+            "skipIntervals": [str(iv) for iv in self.skip_intervals],
             "tuningConfig": self.tuning_config,
             "granularitySpec": self.granularity_spec,
             "dimensionsSpec": self.dimensions_spec,
@@ -188,6 +199,21 @@ def _period(raw: dict) -> str:
     return value
 
 
+def _skip_intervals(raw: dict) -> tuple[Interval, ...]:
+    value = raw.get("skipIntervals")
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SpecError("skipIntervals", "must be a list of ISO-8601 intervals")
+    out = []
+    for i, text in enumerate(value):
+        try:
+            out.append(Interval.parse(text))
+        except ValueError as exc:
+            raise SpecError(f"skipIntervals[{i}]", str(exc)) from None
+    return tuple(out)
+
+
 def _io_config(raw: dict) -> dict | None:
     io = _object(raw, "ioConfig")
     if io is None:
@@ -206,6 +232,9 @@ def validate_compaction_config(raw: Any) -> CompactionConfigSpec:
     `SpecError` naming the field."""
     if not isinstance(raw, dict):
         raise SpecError("(body)", "a compaction config must be a JSON object")
+    refused = sorted(set(raw) & set(_REFUSED))
+    if refused:
+        raise SpecError(refused[0], _REFUSED[refused[0]])
     unknown = sorted(set(raw) - set(CONFIG_FIELDS) - set(_ACCEPTED_EXTRA))
     if unknown:
         raise SpecError(unknown[0], f"unknown field; accepted: {', '.join(CONFIG_FIELDS)}")
@@ -236,6 +265,7 @@ def validate_compaction_config(raw: Any) -> CompactionConfigSpec:
         transform_spec=_object(raw, "transformSpec"),
         io_config=_io_config(raw),
         task_context=_object(raw, "taskContext"),
+        skip_intervals=_skip_intervals(raw),
     )
     compaction = config.compaction  # the task it gives is valid, or say which field is not
     if compaction.segment_granularity == "ALL":

@@ -46,3 +46,36 @@ def last_runs(names: list[str], *, redis_url: str) -> dict[str, datetime | None]
         n: datetime.fromtimestamp(float(v), UTC) if v is not None else None
         for n, v in zip(names, values, strict=True)
     }
+
+
+# --- the Coordinator's duties: when each last ran and what it did ---------------------------
+
+DUTIES = ("compaction", "retention", "history", "kill")
+
+
+def duty_run_mark(name: str, *, summary: str, redis_url: str, now: datetime | None = None) -> None:
+    """Record that the duty `name` ran now and what it did, in words (best effort)."""
+    import json
+
+    import redis
+
+    value = json.dumps({"at": (now or datetime.now(UTC)).timestamp(), "summary": summary})
+    with contextlib.suppress(redis.RedisError, OSError):
+        _redis(redis_url).set(f"{_prefix()}duty:{name}", value, ex=KEEP_SECONDS)
+
+
+def duty_runs(*, redis_url: str) -> dict[str, tuple[datetime, str] | None]:
+    """Each duty's last run (when, what it did), None if not recorded; raises
+    redis.RedisError / OSError if Redis is away."""
+    import json
+
+    values = _redis(redis_url).mget([f"{_prefix()}duty:{n}" for n in DUTIES])
+    out: dict[str, tuple[datetime, str] | None] = {}
+    for name, raw in zip(DUTIES, values, strict=True):
+        record = json.loads(raw) if raw is not None else None
+        out[name] = (
+            (datetime.fromtimestamp(float(record["at"]), UTC), str(record["summary"]))
+            if record
+            else None
+        )
+    return out

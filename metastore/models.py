@@ -391,6 +391,7 @@ class CompactionConfig(models.Model):
     skip_offset_from_latest = models.CharField(
         max_length=64, default=COMPACTION_DEFAULT_SKIP_OFFSET
     )
+    skip_intervals = models.JSONField(default=list, blank=True)  # Druid's skipIntervals
     tuning_config = models.JSONField(null=True, blank=True)
     granularity_spec = models.JSONField(null=True, blank=True)
     dimensions_spec = models.JSONField(null=True, blank=True)

@@ -89,6 +89,8 @@ SEMANTIC_400 = {
     "druid_coordinator_v1_config_compaction_history_retrieve": "?dataSource=, ?interval=, ?count=",
     "druid_coordinator_v1_config_compaction_datasource_history_retrieve": "?interval=, ?count=",
     "druid_coordinator_v1_compaction_progress_retrieve": "?dataSource= is required",
+    "druid_coordinator_v1_config_create": "none: kill settings come from the environment; "
+    "it names the first field given",
     "druid_coordinator_v1_rules_create": "rules: periods and intervals that parse",
     "druid_coordinator_v1_rules_history_retrieve": "?interval=; interval and count not both",
     "druid_coordinator_v1_rules_datasource_history_retrieve": "?interval=; not with count",

@@ -1,8 +1,10 @@
 """Auto-compaction unattended: a real worker (two threads, real Spark) and the real
 beat process running the compaction duty every 2 s, while appends at HOUR and DAY
-granularity (with late rows up to three days old) keep landing. At the end every
-row id is read back once through SQL, every visible segment's `num_rows` is the
-rows its file holds, and every interval is compacted as the config asks."""
+granularity (with late rows up to three days old) keep landing, the last ones
+HOUR appends naming their hours (`granularitySpec.intervals`, issue 22's defect
+B setting) submitted while a DAY compaction runs. At the end no task failed,
+every row id is read back once through SQL, every visible segment's `num_rows`
+is the rows its file holds, and every interval is compacted as the config asks."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pyarrow.parquet as pq
 import pytest
@@ -95,18 +98,26 @@ def worker_and_beat(transactional_db, redis_url, strata_dirs, tmp_path):
         app.conf.task_default_queue = session_queue
 
 
-def append_spec(inline_spec, n: int, granularity: str) -> tuple[dict, list[str]]:
-    """Rows for 2024-01-01..03 (the older days are late data), each with its own id."""
-    rows, ids = [], []
+def append_spec(
+    inline_spec, n: int, granularity: str, name_hours: bool = False
+) -> tuple[dict, list[str]]:
+    """Rows for 2024-01-01..03 (the older days are late data), each with its own id;
+    with `name_hours`, the spec's granularitySpec.intervals are the rows' hours."""
+    rows, ids, hours = [], [], []
     for day in (1, 2, 3):
         for hour in (1 + n, 12 + n, 23):
             rid = f"a{n}-{day}-{hour}"
             ids.append(rid)
             rows.append({"ts": f"2024-01-0{day}T{hour:02d}:{n:02d}:00Z", "page": rid, "added": 1})
+            start = datetime(2024, 1, day, hour, tzinfo=UTC)
+            hours.append(
+                f"{start:%Y-%m-%dT%H}:00:00Z/{start + timedelta(hours=1):%Y-%m-%dT%H}:00:00Z"
+            )
     spec = inline_spec(
         DS,
         data="\n".join(json.dumps(r) for r in rows),
         segment_granularity=granularity,
+        intervals=hours if name_hours else None,
         context={"useConcurrentLocks": True},
     )
     spec["spec"]["ioConfig"]["appendToExisting"] = True
@@ -140,8 +151,8 @@ def test_auto_compaction_under_concurrent_appends_loses_and_duplicates_nothing(
     expected: list[str] = []
     appends = []
 
-    def append(n: int, granularity: str) -> None:
-        spec, ids = append_spec(inline_spec, n, granularity)
+    def append(n: int, granularity: str, name_hours: bool = False) -> None:
+        spec, ids = append_spec(inline_spec, n, granularity, name_hours)
         expected.extend(ids)
         task_id = services.task_submit(spec=spec).id
         appends.append(task_id)
@@ -164,11 +175,20 @@ def test_auto_compaction_under_concurrent_appends_loses_and_duplicates_nothing(
     )
     services.compaction_cluster_set(slot_ratio=1.0, max_slots=1)
     wait_for(lambda: Task.objects.filter(type="compact").exists(), "a compaction", tail)
-    # Late data into every day while the duty's compactions run, one append at a
-    # time. DAY appends only: an HOUR append racing a DAY compaction's publish is
-    # issue 22's second defect (its retry never re-locks), fixed on its own branch.
+    # Late data into every day while the duty's compactions run, one append at a time.
     for n in (2, 3, 4):
         append(n, "DAY")
+    # HOUR appends that lock their hours first, each submitted while the duty's DAY
+    # compaction runs (issue 22's defect B setting: the hour's chunk changes under it).
+    hourly = []
+    for n in (5, 6):
+        wait_for(
+            lambda: Task.objects.filter(type="compact", status=TaskStatus.RUNNING).exists(),
+            "a running compaction",
+            tail,
+        )
+        append(n, "HOUR", name_hours=True)
+        hourly.append(appends[-1])
     for task in Task.objects.filter(id__in=appends):
         assert task.status == TaskStatus.SUCCESS, (task.id, task.error)
     overlapped = [
@@ -180,8 +200,12 @@ def test_auto_compaction_under_concurrent_appends_loses_and_duplicates_nothing(
         or Task.objects.filter(type="compact", started_at__lt=a.ended_at, ended_at=None).exists()
     ]
     assert overlapped, "no append ran while a compaction ran"
+    assert set(hourly) & set(overlapped), "no HOUR append ran while a compaction ran"
     wait_for(settled, "every interval compacted", tail)
 
+    assert not Task.objects.filter(status=TaskStatus.FAILED).exists(), list(
+        Task.objects.filter(status=TaskStatus.FAILED).values_list("id", "error")
+    )
     compactions = Task.objects.filter(type="compact")
     assert compactions.filter(status=TaskStatus.SUCCESS).exists()
     assert all(t.id.startswith("coordinator-issued_compact_stream_") for t in compactions)

@@ -62,10 +62,14 @@ def test_admin_adds_and_deletes_through_the_services(admin_client):
     )
     assert bad.status_code == 200 and b"skipOffsetFromLatest" in bad.content
     assert not CompactionConfig.objects.exists()
-    r = admin_client.post("/admin/metastore/compactionconfig/add/", form)
+    r = admin_client.post(
+        "/admin/metastore/compactionconfig/add/",
+        {**form, "skip_intervals": '["2024-01-01/2024-01-02"]'},
+    )
     assert r.status_code == 302, r.content[-2000:]
     config = CompactionConfig.objects.get()
     assert config.granularity_spec == {"segmentGranularity": "DAY"}
+    assert config.skip_intervals == ["2024-01-01T00:00:00.000Z/2024-01-02T00:00:00.000Z"]
     assert CompactionConfigAudit.objects.get().author == "root"
     r = admin_client.post(f"/admin/metastore/compactionconfig/{config.pk}/delete/", {"post": "yes"})
     assert r.status_code == 302
@@ -93,3 +97,31 @@ def test_datasource_page_links_to_its_compaction_status(client, user, publish):
     assert "/compaction?datasource=wiki" in page
     off = client.get("/compaction?datasource=wiki").content.decode()
     assert "Auto-compaction is off for wiki" in off
+
+
+def test_overview_shows_each_duty_last_run_what_it_did_and_next_run(
+    client, user, publish, settings, monkeypatch
+):
+    import re
+    import uuid
+
+    from workers.compaction_duty import run_once
+    from workers.history_duty import run_history_duty
+
+    settings.STRATA_LAST_RUN_PREFIX = f"test:{uuid.uuid4().hex}:last-run:"
+    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+    publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
+    services.compaction_config_set(data={"dataSource": "wiki", "skipOffsetFromLatest": "PT0S"})
+    client.force_login(user)
+
+    def duty(name: str) -> str:
+        html = client.get("/").content.decode()
+        return re.search(rf'<tr data-duty="{name}">(.*?)</tr>', html, re.S)[1]
+
+    assert "not yet" in duty("compaction") and "off" in duty("kill")
+    run_once()
+    run_history_duty()
+    assert "submitted 1 compaction task(s)" in duty("compaction")
+    assert "every 60 s" in duty("compaction")
+    assert "marked 0 overshadowed segment(s) unused in 1 dataSource(s)" in duty("history")
+    assert "not yet" in duty("retention") and "off" in duty("kill")

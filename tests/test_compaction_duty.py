@@ -312,6 +312,11 @@ def test_submitted_task_uses_concurrent_locks_and_the_config_priority():
             "tuningConfig.partitionsSpec.type",
         ),
         ({"dataSource": "w", "skipOffsetFromLatst": "P1D"}, "skipOffsetFromLatst"),
+        ({"dataSource": "w", "skipIntervals": "2024-01-01/2024-01-02"}, "skipIntervals"),
+        ({"dataSource": "w", "skipIntervals": ["2024-01-01/P1D", "x"]}, "skipIntervals[0]"),
+        ({"dataSource": "w", "projections": []}, "projections"),
+        ({"dataSource": "w", "baseTable": {}}, "baseTable"),
+        ({"dataSource": "w", "skipOffsetFromNow": "P1D"}, "skipOffsetFromNow"),
     ],
 )
 def test_invalid_configs_name_the_field(raw, field):
@@ -357,3 +362,14 @@ def test_a_config_change_retries_at_once_what_failed_or_did_not_match_before():
     assert before[day(4)].code == "LAST_ATTEMPT_FAILED"
     after = by_interval(plan_datasource(new, Facts("wiki", visible, (), tasks), now=NOW))
     assert after[day(3)].status == AWAITING and after[day(4)].status == AWAITING
+
+
+def test_skip_intervals_leave_the_intervals_they_overlap_with_a_typed_reason():
+    cfg = config(skipOffsetFromLatest="PT0S", skipIntervals=["2024-01-16T05/2024-01-16T06"])
+    visible = tuple(seg(hour(d, h)) for d in (15, 16, 17) for h in (0, 5))
+    plan = by_interval(plan_datasource(cfg, Facts("wiki", visible), now=NOW))
+    # The hour is widened to its DAY bucket, the interval a compaction would take.
+    assert (plan[day(16)].status, plan[day(16)].code) == (SKIPPED, "SKIP_INTERVALS")
+    assert "2024-01-16T05:00:00.000Z/2024-01-16T06:00:00.000Z" in plan[day(16)].reason
+    assert plan[day(15)].status == AWAITING and plan[day(17)].code == "SKIP_OFFSET"
+    assert cfg.as_json()["skipIntervals"] == ["2024-01-16T05:00:00.000Z/2024-01-16T06:00:00.000Z"]

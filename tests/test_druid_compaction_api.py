@@ -292,3 +292,22 @@ def test_a_freed_slot_is_taken_at_once_not_a_period_later(publish, no_queue, set
     finally:
         duty.stop.set()
         duty.thread.join(timeout=10)
+
+
+def test_druid_fields_strata_cannot_take_are_refused_by_name(api_client):
+    bad = api_client.post(
+        f"{BASE}/config/compaction/cluster",
+        {"compactionPolicy": {"type": "mostFragmentedFirst"}},
+        format="json",
+    )
+    assert bad.status_code == 400 and bad.json()["field"] == "compactionPolicy.type"
+    dynamic = api_client.get(f"{BASE}/config").json()
+    assert dynamic["killDataSourceWhitelist"] == [] and dynamic["killTaskSlotRatio"] == 0.1
+    assert dynamic["strataKill"]["maxInterval"] == "P30D"
+    for field in ("killPendingSegmentsSkipList", "killDataSourceWhitelist", "maxSegmentsToMove"):
+        bad = api_client.post(f"{BASE}/config", {field: []}, format="json")
+        assert bad.status_code == 400 and bad.json()["field"] == field
+    body = {**DOC_EXAMPLE, "skipIntervals": ["2024-01-01/2024-02-01"]}
+    assert api_client.post(f"{BASE}/config/compaction", body, format="json").status_code == 200
+    got = api_client.get(f"{BASE}/config/compaction/wikipedia_hour").json()["skipIntervals"]
+    assert got == ["2024-01-01T00:00:00.000Z/2024-02-01T00:00:00.000Z"]

@@ -12,7 +12,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from metastore import selectors, services
-from metastore.duties.kill import KillConfig
+from metastore.duties.kill import KillConfig, UnusedSegment, kill_slot_budget, plan_kill
 from metastore.duties.periods import Period
 from metastore.intervals import Interval
 from metastore.models import CommitKind, CommitLogEntry, Segment, Task, TaskStatus
@@ -232,6 +232,29 @@ def test_kill_duty_leaves_intervals_a_running_task_holds(publish, claimed_task, 
     assert task.status == TaskStatus.SUCCESS, task.error
     assert Segment.objects.filter(start__date="2024-01-01").exists()
     assert not Segment.objects.filter(start__date="2024-01-02").exists()
+
+
+def test_kill_max_interval_whitelist_and_slot_budget(publish, no_queue):
+    day0 = timezone.now() - timedelta(days=400)
+    unused = [
+        UnusedSegment(
+            f"s{i}", Interval(day0 + timedelta(days=d), day0 + timedelta(days=d + 1)), day0
+        )
+        for i, d in enumerate((0, 10, 40))
+    ]
+    plan = plan_kill(config=EAGER, now=timezone.now(), unused=unused, history_starts=day0)
+    assert plan.segment_ids == ("s0", "s1")  # s2 is past maxInterval P30D from s0's start
+    unlimited = KillConfig(**{**EAGER.__dict__, "max_interval": None})
+    plan = plan_kill(config=unlimited, now=timezone.now(), unused=unused, history_starts=day0)
+    assert plan.segment_ids == ("s0", "s1", "s2")
+    assert kill_slot_budget(EAGER, 2) == 1 and kill_slot_budget(EAGER, 40) == 4
+    assert kill_slot_budget(KillConfig(max_task_slots=2), 40) == 2
+    publish(DS, D1, {D1: 1})
+    services.segments_mark_used(datasource=DS, used=False, interval=Interval.parse(D1))
+    later = timezone.now() + timedelta(days=8)
+    others = KillConfig(**{**EAGER.__dict__, "datasources": ("other",)})
+    assert run_kill_duty(config=others, now=later) == {}
+    assert run_kill_duty(config=KillConfig(**{**EAGER.__dict__, "datasources": (DS,)}), now=later)
 
 
 def test_a_segment_marked_unused_after_the_plan_is_not_killed(publish, no_queue):

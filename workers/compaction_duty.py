@@ -17,6 +17,7 @@ import time
 from django.conf import settings
 
 from metastore.duties.compaction_run import compaction_duty_run
+from metastore.last_runs import duty_run_mark
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,16 @@ def run_once() -> dict[str, list[str]]:
         for ds, statuses in plans.statuses.items()
     }
     total = sum(len(ids) for ids in submitted.values())
+    statuses = [st for sts in plans.statuses.values() for st in sts]
+    awaiting = sum(1 for st in statuses if st.status == "awaiting")
+    skipped = sum(1 for st in statuses if st.status == "skipped")
+    duty_run_mark(
+        "compaction",
+        summary=f"submitted {total} compaction task(s) over {len(plans.statuses)} "
+        f"dataSource(s) ({plans.used} of {plans.budget} slots were used); "
+        f"{awaiting} interval(s) awaiting, {skipped} skipped",
+        redis_url=settings.REDIS_URL,
+    )
     if total:
         log.info(
             "auto-compaction submitted %d task(s) (%d of %d slots were used): %s",

@@ -7,7 +7,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from django.conf import settings
+
 from metastore import selectors, services
+from metastore.last_runs import duty_run_mark
 
 log = logging.getLogger(__name__)
 
@@ -25,4 +28,10 @@ def run_history_duty(*, now: datetime | None = None) -> dict:
             "markedUnused": len(entry.removed) if entry else 0,
             "commit": entry.seq if entry else None,
         }
+    marked = sum(r.get("markedUnused", 0) for r in report.values())
+    duty_run_mark(
+        "history",
+        summary=f"marked {marked} overshadowed segment(s) unused in {len(report)} dataSource(s)",
+        redis_url=settings.REDIS_URL,
+    )
     return report

@@ -11,25 +11,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from metastore import selectors, services
-from metastore.duties.kill import KillConfig, KillPlan, plan_kill
-from metastore.duties.periods import Period
+from metastore.duties.kill import KillConfig, KillPlan, kill_slot_budget, plan_kill
+from metastore.duties.kill_settings import kill_config
+from metastore.last_runs import duty_run_mark
 from metastore.models import ACTIVE_STATUSES, Task, TaskType
+from metastore.selectors import compaction as compaction_selectors
 from metastore.selectors import retention as retention_selectors
 
 log = logging.getLogger(__name__)
 
 DUTY_CONTEXT_KEY = "strataDuty"
-
-
-def kill_config() -> KillConfig:
-    """The STRATA_KILL_* settings as Druid's kill configuration."""
-    return KillConfig(
-        on=settings.STRATA_KILL_ON,
-        duration_to_retain=Period.parse(settings.STRATA_KILL_DURATION_TO_RETAIN),
-        ignore_duration_to_retain=settings.STRATA_KILL_IGNORE_DURATION_TO_RETAIN,
-        buffer_period=Period.parse(settings.STRATA_KILL_BUFFER_PERIOD),
-        max_segments=settings.STRATA_KILL_MAX_SEGMENTS,
-    )
 
 
 def kill_plan(*, datasource: str, config: KillConfig, now: datetime) -> KillPlan | None:
@@ -60,33 +51,52 @@ def kill_spec(datasource: str, plan: KillPlan) -> dict:
     }
 
 
-def _duty_kill_running(datasource: str) -> bool:
-    return Task.objects.filter(
-        type=TaskType.KILL,
-        datasource=datasource,
-        status__in=ACTIVE_STATUSES,
-        spec__context__strataDuty="kill",
-    ).exists()
+def _duty_kills_running() -> set[str]:
+    """The dataSources with an active kill task of this duty."""
+    return set(
+        Task.objects.filter(
+            type=TaskType.KILL, status__in=ACTIVE_STATUSES, spec__context__strataDuty="kill"
+        ).values_list("datasource", flat=True)
+    )
 
 
 def run_kill_duty(*, now: datetime | None = None, config: KillConfig | None = None) -> dict:
     """Submit one kill task per dataSource with eligible unused segments (none
-    while the duty's previous kill task of that dataSource has not ended)."""
+    while the duty's previous kill task of that dataSource has not ended, none
+    for a dataSource outside killDataSourceWhitelist, and no more active at
+    once than the kill slot budget)."""
     config = config or kill_config()
     if not config.on:
         return {}
     now = now or timezone.now()
     report: dict = {}
+    running = _duty_kills_running()
+    free = kill_slot_budget(config, compaction_selectors.total_task_slots()) - len(running)
     for name in selectors.datasource_names():
-        if _duty_kill_running(name):
+        if not config.kills(name):
+            continue
+        if name in running:
             report[name] = {"skipped": "a kill task of this duty is still running"}
             continue
         plan = kill_plan(datasource=name, config=config, now=now)
         if plan is None:
             continue
+        if free <= 0:
+            report[name] = {
+                "skipped": "no kill task slot free (killTaskSlotRatio, maxKillTaskSlots)"
+            }
+            continue
+        free -= 1
         task = services.task_submit(spec=kill_spec(name, plan))
         report[name] = {"task": task.id, "segments": len(plan.segment_ids)}
         log.info("kill duty: %s kills up to %d segments of %s", task.id, plan.limit, name)
+    tasks = [r for r in report.values() if "task" in r]
+    duty_run_mark(
+        "kill",
+        summary=f"submitted {len(tasks)} kill task(s) for "
+        f"{sum(r['segments'] for r in tasks)} unused segment(s)",
+        redis_url=settings.REDIS_URL,
+    )
     return report
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from django.conf import settings
+
 from metastore import selectors, services
+from metastore.last_runs import duty_run_mark
 
 log = logging.getLogger(__name__)
 
@@ -32,4 +35,12 @@ def run_retention_duty(*, now: datetime | None = None) -> dict:
                 len(run.plan.unmatched),
                 name,
             )
+    dropped = sum(r.get("dropped", 0) for r in report.values())
+    failed = [n for n, r in report.items() if r.get("error")]
+    duty_run_mark(
+        "retention",
+        summary=f"applied the rules of {len(report)} dataSource(s): {dropped} segment(s) "
+        f"dropped" + (f"; failed for {', '.join(failed)}" if failed else ""),
+        redis_url=settings.REDIS_URL,
+    )
     return report

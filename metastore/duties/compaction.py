@@ -13,6 +13,7 @@ running (a compaction task works on it), skipped (not eligible now), each with
 a reason code:
 
     SKIP_OFFSET          within skipOffsetFromLatest of the latest data
+    SKIP_INTERVALS       overlaps one of the config's skipIntervals
     INTERVAL_LOCKED      another task holds a lock that a compaction would wait on
     INPUT_TOO_LARGE      the interval's bytes exceed inputSegmentSizeBytes
     ALREADY_COMPACTED    its segments' lastCompactionState matches the config
@@ -205,6 +206,9 @@ def _judge(
             f"within skipOffsetFromLatest {config.skip_offset_from_latest} of the latest "
             f"data (intervals ending after {format_ts(cutoff)} wait)",
         )
+    excluded = next((iv for iv in config.skip_intervals if iv.overlaps(interval)), None)
+    if excluded is not None:
+        return status(SKIPPED, "SKIP_INTERVALS", f"overlaps skipIntervals entry {excluded}")
     running = next(
         (t for t in facts.tasks if t.active and t.interval and t.interval.overlaps(interval)), None
     )

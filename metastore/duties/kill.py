@@ -12,6 +12,12 @@ KillUnusedSegments does. A segment is eligible when:
 - its interval overlaps no interval a running task holds a lock on (a task may
   still read it, or carry it onto a new version: Druid #19737).
 
+A kill task's umbrella interval spans at most `maxInterval` (P30D; P0D: no
+limit) from its first segment's start (a single longer segment goes alone);
+only dataSources in `killDataSourceWhitelist` are killed (empty: all), and
+the duty's kill tasks together take at most `killTaskSlotRatio` of the task
+slots, at most `maxKillTaskSlots`, at least one (`kill_slot_budget`).
+
 The kill task gets the same cutoff as `maxUsedStatusLastUpdatedTime`, so a
 segment marked unused after the decision is never deleted by it (Druid #15710).
 """
@@ -25,7 +31,7 @@ from datetime import datetime
 from metastore.duties.periods import Period
 from metastore.intervals import Interval
 
-__all__ = ["KillConfig", "UnusedSegment", "KillPlan", "plan_kill"]
+__all__ = ["KillConfig", "UnusedSegment", "KillPlan", "kill_slot_budget", "plan_kill"]
 
 
 @dataclass(frozen=True)
@@ -37,10 +43,28 @@ class KillConfig:
     ignore_duration_to_retain: bool = False
     buffer_period: Period = Period(days=30, text="P30D")
     max_segments: int = 100
+    max_interval: Period | None = Period(days=30, text="P30D")  # None: P0D, no limit
+    datasources: tuple[str, ...] = ()  # killDataSourceWhitelist; empty: every dataSource
+    task_slot_ratio: float = 0.1
+    max_task_slots: int = 2_147_483_647
 
     def __post_init__(self) -> None:
         if self.max_segments < 1:
             raise ValueError(f"kill maxSegments must be 1 or more, not {self.max_segments}")
+        if not 0.0 <= self.task_slot_ratio <= 1.0:
+            raise ValueError(f"killTaskSlotRatio must be from 0 to 1, not {self.task_slot_ratio}")
+        if self.max_task_slots < 1:
+            raise ValueError(f"maxKillTaskSlots must be 1 or more, not {self.max_task_slots}")
+
+    def kills(self, datasource: str) -> bool:
+        """`killDataSourceWhitelist`: an empty list means every dataSource."""
+        return not self.datasources or datasource in self.datasources
+
+
+def kill_slot_budget(config: KillConfig, total_slots: int) -> int:
+    """How many duty kill tasks may be active at once (Druid's kill task capacity,
+    but at least one, so that a small cluster's kill duty is not silently idle)."""
+    return max(1, min(int(total_slots * config.task_slot_ratio), config.max_task_slots))
 
 
 @dataclass(frozen=True)
@@ -83,6 +107,8 @@ def plan_kill(
     umbrella: Interval | None = None
     for seg in eligible:
         wider = seg.interval if umbrella is None else _span(umbrella, seg.interval)
+        if umbrella is not None and _too_wide(config, wider):
+            break  # maxInterval: the rest waits for the next kill task
         if any(wider.overlaps(lock) for lock in locked):
             if umbrella is None:
                 continue  # this one is locked: try the next
@@ -94,6 +120,11 @@ def plan_kill(
     if umbrella is None:
         return None
     return KillPlan(umbrella, tuple(s.id for s in chosen), cutoff, config.max_segments)
+
+
+def _too_wide(config: KillConfig, umbrella: Interval) -> bool:
+    limit = config.max_interval
+    return limit is not None and umbrella.end > limit.add_to(umbrella.start)
 
 
 def _span(a: Interval, b: Interval) -> Interval:

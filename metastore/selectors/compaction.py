@@ -52,6 +52,7 @@ def config_json(config: CompactionConfig) -> dict:
         "inputSegmentSizeBytes": config.input_segment_size_bytes,
         "maxRowsPerSegment": config.max_rows_per_segment,
         "skipOffsetFromLatest": config.skip_offset_from_latest,
+        "skipIntervals": list(config.skip_intervals or []),
         "tuningConfig": config.tuning_config,
         "granularitySpec": config.granularity_spec,
         "dimensionsSpec": config.dimensions_spec,

@@ -50,6 +50,7 @@ def config_fields(spec: CompactionConfigSpec) -> dict:
         "input_segment_size_bytes": spec.input_segment_size_bytes,
         "max_rows_per_segment": spec.max_rows_per_segment,
         "skip_offset_from_latest": spec.skip_offset_from_latest,
+        "skip_intervals": [str(iv) for iv in spec.skip_intervals],
         "tuning_config": spec.tuning_config,
         "granularity_spec": spec.granularity_spec,
         "dimensions_spec": spec.dimensions_spec,
