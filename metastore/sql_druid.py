@@ -102,13 +102,17 @@ class Rule:
     engine: frozenset = field(default_factory=frozenset)
 
 
-def _template_node(con, text: str) -> dict:
+def _parse(con, text: str) -> dict:
     from metastore.sql_guard import memoized
 
-    tree = json.loads(memoized(con, "json_serialize_sql", f"SELECT {text}"))
+    tree = json.loads(memoized(con, "json_serialize_sql", text))
     if tree.get("error"):  # a rule's own SQL: a bug here, not the user's query
         raise RuntimeError(f"bad rule SQL {text!r}: {tree.get('error_message')}")
-    return tree["statements"][0]["node"]["select_list"][0]
+    return tree
+
+
+def _template_node(con, text: str) -> dict:
+    return _parse(con, f"SELECT {text}")["statements"][0]["node"]["select_list"][0]
 
 
 def _substitute(template: dict, args: list[dict]) -> dict:
@@ -227,9 +231,11 @@ def _function_nodes(tree: dict) -> list[tuple[dict, bool]]:
     return found
 
 
-def translate(con, sql: str, tree: dict, rules: dict[str, Rule]) -> None:
+def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -> None:
     """Rewrite every Druid function call of `tree` (parsed from `sql`) in place into
-    the engine's SQL for it; refuse calls of functions Druid SQL does not have."""
+    the engine's SQL for it; refuse calls of functions Druid SQL does not have. With
+    `columns` (a table's column kinds, see `apply_types`), Druid's implicit casts and
+    multi-value strings too."""
     for node, is_table in reversed(_function_nodes(tree)):
         engine = node.get("function_name", "")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", engine):
@@ -249,6 +255,8 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule]) -> None:
         if call.window:
             _whole_partition_frame(node)
         _replace(node, translate_call(con, call, rule))
+    if columns is not None:
+        apply_types(con, tree, columns)
 
 
 def _whole_partition_frame(node: dict) -> None:
@@ -299,3 +307,381 @@ def engine_message(text: str) -> str:
     if text.startswith("cannot parse the query: "):
         return f"cannot parse the query: {stripped}"
     return stripped
+
+
+# --- Druid's types: implicit casts and multi-value strings ---------------------------------
+# Druid SQL (Calcite, with Druid's type coercion) casts a string compared with or added
+# to a number to that number's type, and a string given to a numeric function to a
+# double; a string that is not a number casts to null. A multi-value string
+# dimension matches a filter if any of its values does, and a GROUP BY on it counts
+# the row once per value (docs/querying/multi-value-dimensions.md). Both need the
+# columns' kinds: `columns(TableName)` gives them (string, mv, long, double,
+# timestamp, other), by lower-case name.
+
+_LITERAL_KINDS = {"INTEGER": "long", "BIGINT": "long", "HUGEINT": "long"}
+_TYPE_KINDS = {"BIGINT": "long", "INTEGER": "long", "DOUBLE": "double", "FLOAT": "double"}
+_ENGINE_TYPE = {"long": "BIGINT", "double": "DOUBLE"}
+_ARITHMETIC = {"+", "-", "*", "/", "//", "%"}
+_COMPARISONS = {"COMPARE_IN", "COMPARE_NOT_IN"}
+# Calcite's numeric functions with a family type check: a string argument is cast.
+_NUMERIC_FUNCTIONS = {
+    "sqrt": "double", "exp": "double", "ln": "double", "log10": "double", "acos": "double",
+    "asin": "double", "atan": "double", "cos": "double", "cot": "double", "sin": "double",
+    "tan": "double", "degrees": "double", "radians": "double", "power": "double",
+    "pow": "double", "atan2": "double", "round": "double", "trunc": "double",
+    "mod": "long",
+}  # fmt: skip
+_VALUE = "druid_value"  # the lambda parameter standing for one value of a multi-value string
+
+
+def _query_nodes(tree: dict) -> list[dict]:
+    found, stack = [], [tree["statements"][0]["node"]]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            if item.get("type") == "SELECT_NODE":
+                found.append(item)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    return found
+
+
+def _cte_names_in(tree: dict) -> set[str]:
+    names, stack = set(), [tree["statements"][0]["node"]]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            for entry in (item.get("cte_map") or {}).get("map") or []:
+                names.add(str(entry.get("key", "")).lower())
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    return names
+
+
+def _tables(from_table, columns, ctes: set[str]) -> dict[str, dict[str, str]]:
+    """{alias or table name (lower): {column: kind}} of the base tables of a FROM."""
+    from metastore.sql_guard import TableName
+
+    if not isinstance(from_table, dict):
+        return {}
+    if from_table.get("type") == "JOIN":
+        return {
+            **_tables(from_table.get("left"), columns, ctes),
+            **_tables(from_table.get("right"), columns, ctes),
+        }
+    if from_table.get("type") != "BASE_TABLE":
+        return {}
+    name = TableName(
+        from_table.get("catalog_name", ""),
+        from_table.get("schema_name", ""),
+        from_table["table_name"],
+    )
+    if not name.schema and not name.catalog and name.table.lower() in ctes:
+        return {}
+    kinds = columns(name) or {}
+    return {str(from_table.get("alias") or name.table).lower(): kinds} if kinds else {}
+
+
+def _expressions(select: dict) -> list:
+    """The expression lists of a SELECT (not of the queries nested in it)."""
+    parts = [select.get(k) for k in ("select_list", "where_clause", "group_expressions")]
+    parts += [select.get("having"), select.get("qualify")]
+    for modifier in select.get("modifiers") or []:
+        parts.extend(order.get("expression") for order in modifier.get("orders") or [])
+    return [p for p in parts if p]
+
+
+def _walk(node, *, into_mv: bool = True):
+    """Every expression dict under `node`, parents first, not entering subqueries
+    (nor, unless `into_mv`, the argument of druid_mv: a multi-value string as a whole)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+            continue
+        if not isinstance(item, dict) or item.get("type") == "SELECT_NODE":
+            continue
+        if item.get("class") == "SUBQUERY":
+            continue
+        yield item
+        if not into_mv and item.get("function_name") == "druid_mv":
+            continue
+        stack.extend(reversed([v for v in item.values() if isinstance(v, dict | list)]))
+
+
+class _Kinds:
+    def __init__(self, tables: dict[str, dict[str, str]]) -> None:
+        self.tables = tables
+
+    def column(self, node: dict) -> tuple[str, str] | None:
+        """(column, kind) of a column reference to one of the tables."""
+        if node.get("class") != "COLUMN_REF":
+            return None
+        names = [n.lower() for n in node.get("column_names") or []]
+        if len(names) >= 2 and names[-2] in self.tables:
+            kind = self.tables[names[-2]].get(names[-1])
+            return (names[-1], kind) if kind else None
+        if len(names) == 1:
+            found = [t[names[0]] for t in self.tables.values() if names[0] in t]
+            return (names[0], found[0]) if len(found) == 1 else None
+        return None
+
+    def of(self, node: dict) -> str | None:
+        column = self.column(node)
+        if column:
+            return column[1]
+        kind = node.get("class")
+        if kind == "CONSTANT":
+            literal = node["literal"].get("kind")
+            if literal == "STRING":
+                return "string"
+            return _LITERAL_KINDS.get(
+                literal, "double" if literal in ("NUMERIC", "DECIMAL", "DOUBLE", "FLOAT") else None
+            )
+        if kind == "CAST" and not node.get("try_cast"):
+            return _TYPE_KINDS.get(str((node.get("type_expr") or {}).get("type_name", "")).upper())
+        return None
+
+
+def apply_types(con, tree: dict, columns) -> None:
+    """Druid's multi-value strings and implicit casts, on `tree` in place (see above)."""
+    ctes = _cte_names_in(tree)
+    for select in _query_nodes(tree):
+        kinds = _Kinds(_tables(select.get("from_table"), columns, ctes))
+        if not kinds.tables:
+            continue
+        if any("mv" in t.values() for t in kinds.tables.values()):
+            _multi_value(con, select, kinds)
+        for part in _expressions(select):
+            for node in list(_walk(part)):
+                _implicit_cast(con, node, kinds)
+
+
+def _cast(con, node: dict, engine_type: str) -> None:
+    inner = copy.deepcopy(node)
+    _replace(node, _substitute(_template_node(con, f"TRY_CAST($a0 AS {engine_type})"), [inner]))
+
+
+def _implicit_cast(con, node: dict, kinds: _Kinds) -> None:
+    if node.get("class") == "COMPARISON":
+        sides = [node["left"], node["right"]]
+    elif node.get("class") == "OPERATOR" and node.get("type") in _COMPARISONS:
+        first, rest = node["children"][0], node["children"][1:]
+        rest_kinds = {kinds.of(n) for n in rest}
+        if (
+            kinds.of(first) == "string"
+            and len(rest_kinds) == 1
+            and rest_kinds <= {"long", "double"}
+        ):
+            _cast(con, first, _ENGINE_TYPE[rest_kinds.pop()])
+        return
+    elif node.get("class") == "FUNCTION" and node.get("function_name") in _ARITHMETIC:
+        sides = _call_args(node)
+        if len(sides) != 2:
+            return
+    elif node.get("class") == "FUNCTION" and node.get("function_name") in _NUMERIC_FUNCTIONS:
+        for arg in _call_args(node):
+            if kinds.of(arg) == "string":
+                _cast(con, arg, _ENGINE_TYPE[_NUMERIC_FUNCTIONS[node["function_name"]]])
+        return
+    else:
+        return
+    found = [kinds.of(side) for side in sides]
+    for side, kind, other in ((sides[0], found[0], found[1]), (sides[1], found[1], found[0])):
+        if kind == "string" and other in _ENGINE_TYPE:
+            _cast(con, side, _ENGINE_TYPE[other])
+
+
+def _mv_refs(node, kinds: _Kinds) -> list[dict]:
+    return [
+        n
+        for n in _walk(node, into_mv=False)
+        if (column := kinds.column(n)) is not None and column[1] == "mv"
+    ]
+
+
+def _any_value(con, atom: dict, kinds: _Kinds) -> None:
+    """A filter on a multi-value string: true if it holds for any of the values (a
+    null or empty row is one null value)."""
+    refs = _mv_refs(atom, kinds)
+    if not refs:
+        return
+    column = copy.deepcopy(refs[0])
+    same = [r for r in refs if kinds.column(r) == kinds.column(refs[0])]
+    for ref in same:
+        ref.clear()
+        ref.update({"class": "COLUMN_REF", "type": "COLUMN_REF", "column_names": [_VALUE]})
+        ref["alias"] = ""
+    body = copy.deepcopy(atom)
+    values = "CASE WHEN len(druid_mv($a0)) > 0 THEN druid_mv($a0) ELSE [NULL::VARCHAR] END"
+    text = f"list_bool_or(list_transform({values}, lambda {_VALUE}: $a1))"
+    _replace(atom, _substitute(_template_node(con, text), [column, body]))
+
+
+def _filter_atoms(node):
+    """The predicates of a filter under its AND, OR and NOT."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, dict):
+            continue
+        if item.get("class") == "CONJUNCTION" or item.get("type") == "OPERATOR_NOT":
+            stack.extend(item.get("children") or [])
+        else:
+            yield item
+
+
+def _multi_value(con, select: dict, kinds: _Kinds) -> None:
+    filters = [select.get("where_clause")]
+    for part in (select.get("select_list") or []) + [select.get("having")]:
+        filters.extend(n.get("filter") for n in _walk(part) if n.get("filter"))
+    for where in filters:
+        for atom in list(_filter_atoms(where)):
+            _any_value(con, atom, kinds)
+    if select.get("from_table", {}).get("type") == "BASE_TABLE":
+        for column in _grouped_multi_value(select, kinds):
+            _unnest_for_grouping(con, select, kinds, column)
+
+
+def _grouped_multi_value(select: dict, kinds: _Kinds) -> list[str]:
+    """The multi-value columns a GROUP BY groups on (by name, position or alias)."""
+    items = select.get("select_list") or []
+    aliases = {str(i.get("alias", "")).lower(): i for i in items if i.get("alias")}
+    found: list[str] = []
+    for expression in select.get("group_expressions") or []:
+        literal = expression.get("literal", {}) if expression.get("class") == "CONSTANT" else {}
+        if literal.get("kind") == "INTEGER" and 0 < int(literal["text"]) <= len(items):
+            expression = items[int(literal["text"]) - 1]
+        elif expression.get("class") == "POSITIONAL_REFERENCE":
+            expression = items[int(expression.get("index", 1)) - 1]
+        elif expression.get("class") == "COLUMN_REF" and kinds.column(expression) is None:
+            names = expression.get("column_names") or []
+            expression = aliases.get(str(names[-1]).lower(), expression) if names else expression
+        for ref in _mv_refs(expression, kinds):
+            if kinds.column(ref)[0] not in found:
+                found.append(kinds.column(ref)[0])
+    return found
+
+
+def _unnest_for_grouping(con, select: dict, kinds: _Kinds, column: str) -> None:
+    """GROUP BY a multi-value string: the row once per value (null when it has none),
+    as Druid groups; the filters above still see the whole row."""
+    value_name = f"{column}$value"
+    for part in _expressions(select):
+        if part is select.get("where_clause"):
+            continue
+        for ref in list(_walk(part, into_mv=False)):
+            found = kinds.column(ref)
+            if found and found[0] == column:
+                ref["column_names"] = [*ref["column_names"][:-1], value_name]
+    for item in select.get("select_list") or []:
+        if item.get("column_names") and item["column_names"][-1] == value_name:
+            item["alias"] = item.get("alias") or column
+    table = select["from_table"]
+    alias = table.get("alias") or table["table_name"]
+    quoted = column.replace('"', '""')
+    values = (
+        f'CASE WHEN len(druid_mv("{quoted}")) > 0 THEN druid_mv("{quoted}") '
+        "ELSE [NULL::VARCHAR] END"
+    )
+    name = value_name.replace('"', '""')
+    template = _parse(
+        con,
+        f'SELECT * FROM (SELECT *, unnest({values}) AS "{name}" FROM druid_unnest_source) AS a',
+    )
+    subquery = template["statements"][0]["node"]["from_table"]
+    subquery["alias"] = alias
+    subquery["subquery"]["node"]["from_table"] = copy.deepcopy(table)
+    select["from_table"] = subquery
+
+
+_file_kinds: dict[str, dict[str, str]] = {}
+
+
+def table_kinds(files) -> dict[str, str]:
+    """The kinds of a table's columns (see above) from its segment files: a string
+    column holding a JSON array in any file is a multi-value string. Cached by file
+    (segment files never change)."""
+    kinds: dict[str, str] = {}
+    for path in files:
+        for column, kind in _kinds_of_file(path).items():
+            if kinds.get(column) in (None, "string"):
+                kinds[column] = kind
+    return kinds
+
+
+def _arrow_kind(arrow_type) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        element = arrow_type.value_type
+        return "mv" if pa.types.is_string(element) or pa.types.is_large_string(element) else "other"
+    if pa.types.is_integer(arrow_type):
+        return "long"
+    if pa.types.is_floating(arrow_type):
+        return "double"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp"
+    return "other"
+
+
+def _kinds_of_file(path: str) -> dict[str, str]:
+    found = _file_kinds.get(path)
+    if found is not None:
+        return found
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.read_metadata(path)
+    except OSError:  # missing from deep storage: binding the table says so
+        return {}
+    schema = metadata.schema.to_arrow_schema()
+    found = {column.name.lower(): _arrow_kind(column.type) for column in schema}
+    leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    for column in schema:
+        index = leaves.get(column.name)
+        if (
+            found[column.name.lower()] == "string"
+            and index is not None
+            and _may_hold_lists(metadata, index)
+            and _holds_lists(path, column.name)
+        ):
+            found[column.name.lower()] = "mv"
+    if len(_file_kinds) > 100_000:
+        _file_kinds.clear()
+    _file_kinds[path] = found
+    return found
+
+
+def _may_hold_lists(metadata, index: int) -> bool:
+    """Whether a value may start with `[`, by the row groups' min/max statistics."""
+    for group in range(metadata.num_row_groups):
+        stats = metadata.row_group(group).column(index).statistics
+        if stats is None or not stats.has_min_max:
+            if metadata.row_group(group).num_rows:
+                return True
+            continue
+        low, high = str(stats.min), str(stats.max)
+        if low < "\\" and high >= "[":
+            return True
+    return False
+
+
+def _holds_lists(path: str, column: str) -> bool:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    values = pq.read_table(path, columns=[column]).column(0)
+    listed = pc.filter(values, pc.fill_null(pc.starts_with(values, "["), False))
+    for value in listed.to_pylist():
+        try:
+            if isinstance(json.loads(value), list):
+                return True
+        except ValueError:
+            continue
+    return False

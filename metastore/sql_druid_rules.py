@@ -35,7 +35,7 @@ _add("scalar", "numeric", "ATAN2 MOD POWER", (2, 2))
 _add("scalar", "numeric", "ROUND", (1, 2))
 _add("scalar", "numeric", "TRUNCATE TRUNC", (1, 2), lambda c: f"trunc({_args(c)})")
 _add("scalar", "numeric", "DIV", (2, 2), "(CAST($a0 AS BIGINT) // CAST($a1 AS BIGINT))")
-_add("scalar", "numeric", "SAFE_DIVIDE", (2, 2), "CASE WHEN $a1 = 0 THEN NULL ELSE $a0 / $a1 END")
+_add("scalar", "numeric", "SAFE_DIVIDE", (2, 2), "CASE WHEN $a1 = 0 THEN NULL ELSE $a0 // $a1 END")
 _add("scalar", "numeric", "BITWISE_AND", (2, 2), "(CAST($a0 AS BIGINT) & CAST($a1 AS BIGINT))")
 _add("scalar", "numeric", "BITWISE_OR", (2, 2), "(CAST($a0 AS BIGINT) | CAST($a1 AS BIGINT))")
 _add("scalar", "numeric", "BITWISE_XOR", (2, 2), "xor(CAST($a0 AS BIGINT), CAST($a1 AS BIGINT))")
@@ -150,6 +150,15 @@ _add("scalar", "string", "LEFT RIGHT REPEAT", (2, 2))
 _add("scalar", "string", "REPLACE", (3, 3))
 _add("scalar", "string", "STRPOS", (2, 2))
 _add("scalar", "string", "POSITION", (2, 2))
+_add(
+    "scalar",
+    "string",
+    "DRUID_POSITION_FROM",
+    (3, 3),
+    "CASE WHEN $a2 <= 1 THEN strpos($a1, $a0) WHEN strpos(substring($a1, $a2), $a0) = 0 THEN 0 "
+    "ELSE strpos(substring($a1, $a2), $a0) + $a2 - 1 END",
+    internal=True,
+)
 _add("scalar", "string", "SUBSTRING SUBSTR", (2, 3), lambda c: f"substring({_args(c)})")
 _add("scalar", "string", "LENGTH CHAR_LENGTH CHARACTER_LENGTH STRLEN", (1, 1), "length($a0)")
 _add("scalar", "string", "LPAD", (2, 3), _pad("lpad"))
@@ -492,7 +501,10 @@ _add(
     (2, 3),
     _quantile,
     engine=frozenset({"quantile_disc"}),
-    note="exact over the rows (an item of the data, as a quantiles sketch is over few rows)",
+    note=(
+        "exact, not approximate: the quantile of the rows themselves (an item of the data, as a "
+        "quantiles sketch gives over few rows); Druid's sketch can give a nearby value"
+    ),
 )
 _add(
     _AGG,
@@ -813,7 +825,10 @@ def _like(call: Call, op: str) -> str:
 # --- what the status table says of some ---------------------------------------------------
 
 _NOTES = {
-    "APPROX_COUNT_DISTINCT": "the engine's HyperLogLog over the values (not over a stored sketch)",
+    "APPROX_COUNT_DISTINCT": (
+        "approximate, as in Druid: the engine's HyperLogLog over the values (not over a stored "
+        "sketch), so its estimate can differ from Druid's; use COUNT(DISTINCT x) for the exact count"
+    ),
     "APPROX_COUNT_DISTINCT_BUILTIN": "as APPROX_COUNT_DISTINCT",
     "APPROX_COUNT_DISTINCT_DS_HLL": "as APPROX_COUNT_DISTINCT; lgK and tgtHllType accepted, unused",
     "APPROX_COUNT_DISTINCT_DS_THETA": "as APPROX_COUNT_DISTINCT; size accepted, unused",
@@ -846,7 +861,8 @@ _NOTES = {
     "JSON_OBJECT": "`KEY k VALUE v` and `k: v` forms",
     "MV_TO_ARRAY": "a multi-value string as stored (JSON array text, or one value) to an ARRAY",
     "UNNEST": "of arrays, and of multi-value strings through MV_TO_ARRAY",
-    "SAFE_DIVIDE": "null when dividing by 0",
+    "SAFE_DIVIDE": "null when dividing by 0; a long by a long is a long (truncated), as in Druid",
+    "POSITION": "`POSITION(x IN y [FROM n])`: 1-based, 0 when not found",
     "DIV": "integer division of the arguments as longs",
     "HUMAN_READABLE_DECIMAL_FORMAT": "digits past the precision cut off, as in Druid",
 }

@@ -29,9 +29,17 @@ from metastore.models import Task, TaskStatus
 pytestmark = pytest.mark.django_db
 
 FNS_ROWS = [
-    ("2000-01-01T00:00:00", "a", '["a","b"]', 1, 1.5, '{"x":{"y":1},"n":5,"arr":[1,2],"s":"t"}'),
-    ("2000-01-02T03:04:05.678", "b", "c", 2, 2.5, '{"x":2}'),
-    ("2000-02-01T12:00:00", None, None, 3, None, None),
+    (
+        "2000-01-01T00:00:00",
+        "a",
+        '["a","b"]',
+        1,
+        1.5,
+        '{"x":{"y":1},"n":5,"arr":[1,2],"s":"t"}',
+        "10",
+    ),
+    ("2000-01-02T03:04:05.678", "b", "c", 2, 2.5, '{"x":2}', "x"),
+    ("2000-02-01T12:00:00", None, None, 3, None, None, None),
 ]
 
 
@@ -49,6 +57,7 @@ def fns(inline_spec):
             "cnt": pa.array([r[3] for r in FNS_ROWS], type=pa.int64()),
             "val": pa.array([r[4] for r in FNS_ROWS], type=pa.float64()),
             "js": pa.array([r[5] for r in FNS_ROWS], type=pa.string()),
+            "code": pa.array([r[6] for r in FNS_ROWS], type=pa.string()),
         }
     )
     pq.write_table(table, path)
@@ -70,7 +79,7 @@ def fns(inline_spec):
                 location=str(path),
                 num_rows=3,
                 size_bytes=path.stat().st_size,
-                schema={"dimensions": [{"name": n} for n in ("dim", "tags", "js")]},
+                schema={"dimensions": [{"name": n} for n in ("dim", "tags", "js", "code")]},
             )
         ],
     )
