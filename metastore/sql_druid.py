@@ -105,7 +105,9 @@ class Rule:
 def _parse(con, text: str) -> dict:
     from metastore.sql_guard import memoized
 
-    tree = json.loads(memoized(con, "json_serialize_sql", text))
+    text_tree = memoized(con, "json_serialize_sql", text)
+    # Positions in the rule's text are not positions in the query: drop them.
+    tree = json.loads(re.sub(r'"query_location":\d+,?', "", text_tree))
     if tree.get("error"):  # a rule's own SQL: a bug here, not the user's query
         raise RuntimeError(f"bad rule SQL {text!r}: {tree.get('error_message')}")
     return tree
@@ -236,6 +238,10 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
     the engine's SQL for it; refuse calls of functions Druid SQL does not have. With
     `columns` (a table's column kinds, see `apply_types`), Druid's implicit casts and
     multi-value strings too."""
+    from metastore.sql_druid_time import session_zone
+
+    if session_zone() != "UTC":
+        _session_time(con, tree, session_zone())
     for node, is_table in reversed(_function_nodes(tree)):
         engine = node.get("function_name", "")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", engine):
@@ -259,6 +265,38 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
         apply_types(con, tree, columns)
 
 
+def _session_time(con, tree: dict, zone: str) -> None:
+    """Under `sqlTimeZone`: a timestamp or date literal is a wall-clock time of the
+    zone, CURRENT_DATE the zone's date, and a timestamp cast to DATE the start of its
+    day there (as a TIMESTAMP: a DATE cannot hold that instant)."""
+    from metastore.sql_druid_time import from_local, to_local
+
+    stack, found = [tree["statements"][0]["node"]], []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            found.append(item)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    for node in found:
+        target = str((node.get("type_expr") or {}).get("type_name", "")).upper()
+        if node.get("class") == "CAST" and target in ("TIMESTAMP", "DATE"):
+            child = node["child"]
+            if child.get("class") == "CONSTANT" and child["literal"].get("kind") == "STRING":
+                text = from_local(f"CAST($a0 AS {target})", zone)
+            elif target == "DATE":
+                text = from_local(f"CAST(CAST({to_local('$a0', zone)} AS DATE) AS TIMESTAMP)", zone)
+            else:
+                continue
+            _replace(node, _substitute(_template_node(con, text), [copy.deepcopy(child)]))
+        elif node.get("class") == "COLUMN_REF" and [
+            n.upper() for n in node.get("column_names") or []
+        ] == ["CURRENT_DATE"]:
+            today = f"CAST(CAST({to_local('now()', zone)} AS DATE) AS TIMESTAMP)"
+            _replace(node, _template_node(con, from_local(today, zone)))
+
+
 def _whole_partition_frame(node: dict) -> None:
     """Without ORDER BY every row of a partition is a peer of the current one, so in
     Druid `ROWS ... CURRENT ROW` covers the whole partition: say so as a RANGE frame
@@ -272,10 +310,12 @@ def _whole_partition_frame(node: dict) -> None:
 
 def _replace(node: dict, new: dict | None) -> None:
     if new is not None:
-        location = node.get("query_location")
+        location, alias = node.get("query_location"), node.get("alias")
         node.clear()
         node.update(new)
         node["query_location"] = location
+        if alias and not node.get("alias"):
+            node["alias"] = alias
 
 
 _ENGINE_PREFIX = re.compile(
