@@ -313,7 +313,8 @@ def _replace(node: dict, new: dict | None) -> None:
         location, alias = node.get("query_location"), node.get("alias")
         node.clear()
         node.update(new)
-        node["query_location"] = location
+        if location is not None:
+            node["query_location"] = location
         if alias and not node.get("alias"):
             node["alias"] = alias
 
@@ -461,6 +462,8 @@ class _Kinds:
         if node.get("class") != "COLUMN_REF":
             return None
         names = [n.lower() for n in node.get("column_names") or []]
+        if names == [_VALUE]:  # one value of a multi-value string (see _any_value)
+            return (_VALUE, "string")
         if len(names) >= 2 and names[-2] in self.tables:
             kind = self.tables[names[-2]].get(names[-1])
             return (names[-1], kind) if kind else None
@@ -639,17 +642,24 @@ def _unnest_for_grouping(con, select: dict, kinds: _Kinds, column: str) -> None:
 
 
 _file_kinds: dict[str, dict[str, str]] = {}
+_table_kinds: dict[tuple, dict[str, str]] = {}
 
 
 def table_kinds(files) -> dict[str, str]:
     """The kinds of a table's columns (see above) from its segment files: a string
     column holding a JSON array in any file is a multi-value string. Cached by file
     (segment files never change)."""
+    key = tuple(files)
+    if key in _table_kinds:
+        return _table_kinds[key]
     kinds: dict[str, str] = {}
     for path in files:
         for column, kind in _kinds_of_file(path).items():
             if kinds.get(column) in (None, "string"):
                 kinds[column] = kind
+    if len(_table_kinds) > 1_000:
+        _table_kinds.clear()
+    _table_kinds[key] = kinds
     return kinds
 
 
@@ -706,7 +716,10 @@ def _may_hold_lists(metadata, index: int) -> bool:
             if metadata.row_group(group).num_rows:
                 return True
             continue
-        low, high = str(stats.min), str(stats.max)
+        low, high = (
+            v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+            for v in (stats.min, stats.max)
+        )
         if low < "\\" and high >= "[":
             return True
     return False
@@ -720,8 +733,11 @@ def _holds_lists(path: str, column: str) -> bool:
     listed = pc.filter(values, pc.fill_null(pc.starts_with(values, "["), False))
     for value in listed.to_pylist():
         try:
-            if isinstance(json.loads(value), list):
-                return True
+            parsed = json.loads(value)
         except ValueError:
             continue
+        # Ingestion stores a multi-value string as a JSON list of strings; a JSON
+        # dimension's list of numbers or objects is not one.
+        if isinstance(parsed, list) and all(isinstance(v, str) for v in parsed):
+            return True
     return False

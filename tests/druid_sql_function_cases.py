@@ -395,6 +395,7 @@ QUERIES = [
     ("multi-value", "SELECT cnt FROM fns WHERE tags LIKE 'b%'", [1]),
     ("multi-value", "SELECT cnt FROM fns WHERE NOT (tags = 'a')", [2]),
     ("multi-value", "SELECT cnt FROM fns WHERE tags IS NULL", [3]),
+    ("multi-value", "SELECT cnt FROM fns WHERE tags = 5", []),
     ("multi-value", "SELECT cnt FROM fns WHERE UPPER(tags) = 'B'", [1]),
     (
         "multi-value",
