@@ -509,6 +509,17 @@ def _cast(con, node: dict, engine_type: str) -> None:
 
 
 def _implicit_cast(con, node: dict, kinds: _Kinds) -> None:
+    if node.get("class") == "BETWEEN":
+        bounds = {kinds.of(node["lower"]), kinds.of(node["upper"])}
+        if (
+            kinds.of(node["input"]) == "string"
+            and len(bounds) == 1
+            and bounds <= {"long", "double"}
+        ):
+            _cast(con, node["input"], _ENGINE_TYPE[bounds.pop()])
+        elif kinds.of(node["input"]) == "timestamp":
+            _local_time_text(con, [node["lower"], node["upper"]])
+        return
     if node.get("class") == "COMPARISON":
         sides = [node["left"], node["right"]]
     elif node.get("class") == "OPERATOR" and node.get("type") in _COMPARISONS:
@@ -536,6 +547,20 @@ def _implicit_cast(con, node: dict, kinds: _Kinds) -> None:
     for side, kind, other in ((sides[0], found[0], found[1]), (sides[1], found[1], found[0])):
         if kind == "string" and other in _ENGINE_TYPE:
             _cast(con, side, _ENGINE_TYPE[other])
+        elif kind == "string" and other == "timestamp" and node.get("class") == "COMPARISON":
+            _local_time_text(con, [side])
+
+
+def _local_time_text(con, nodes: list[dict]) -> None:
+    """Text compared with a timestamp is a time of the session's `sqlTimeZone`."""
+    from metastore.sql_druid_time import from_local, session_zone
+
+    if session_zone() == "UTC":
+        return
+    for node in nodes:
+        if node.get("class") == "CONSTANT" and node["literal"].get("kind") == "STRING":
+            text = from_local("CAST($a0 AS TIMESTAMP)", session_zone())
+            _replace(node, _substitute(_template_node(con, text), [copy.deepcopy(node)]))
 
 
 def _mv_refs(node, kinds: _Kinds) -> list[dict]:

@@ -387,6 +387,7 @@ QUERIES = [
     ("implicit cast", "SELECT cnt FROM fns WHERE code > 5.5", [1]),
     ("implicit cast", "SELECT cnt FROM fns WHERE code IN (10, 20)", [1]),
     ("implicit cast", "SELECT cnt FROM fns WHERE cnt = '2'", [2]),
+    ("implicit cast", "SELECT cnt FROM fns WHERE code BETWEEN 5 AND 20", [1]),
     # Multi-value strings (multi-value-dimensions.md): a filter matches a row if any
     # value matches; GROUP BY counts the row once per value (null when it has none),
     # and a filter does not narrow the values grouped.

@@ -323,6 +323,10 @@ def test_sql_time_zone_moves_time_functions_literals_and_results_to_that_zone(fn
     sql = "SELECT COUNT(*) AS n FROM fns WHERE __time >= TIMESTAMP '2000-01-01 20:00:00'"
     assert _zoned(api_client, sql, "America/Los_Angeles") == [{"n": 1}]
     assert _zoned(api_client, sql, "UTC") == [{"n": 2}]
+    text = (
+        "SELECT COUNT(*) AS n FROM fns WHERE __time BETWEEN '2000-01-01 20:00:00' AND '2001-01-01'"
+    )
+    assert _zoned(api_client, text, "America/Los_Angeles") == [{"n": 1}]
     (now,) = _zoned(
         api_client,
         "SELECT CURRENT_DATE AS d, TIMESTAMPDIFF(HOUR, CURRENT_DATE, CURRENT_TIMESTAMP) AS h "
