@@ -401,7 +401,7 @@ def _cte_names_in(tree: dict) -> set[str]:
     return names
 
 
-def _tables(from_table, columns, ctes: set[str]) -> dict[str, dict[str, str]]:
+def _tables(from_table, columns, ctes: set[str]) -> dict[str, TableKinds]:
     """{alias or table name (lower): {column: kind}} of the base tables of a FROM."""
     from metastore.sql_guard import TableName
 
@@ -421,7 +421,7 @@ def _tables(from_table, columns, ctes: set[str]) -> dict[str, dict[str, str]]:
     )
     if not name.schema and not name.catalog and name.table.lower() in ctes:
         return {}
-    kinds = columns(name) or {}
+    kinds = columns(name)
     return {str(from_table.get("alias") or name.table).lower(): kinds} if kinds else {}
 
 
@@ -454,26 +454,28 @@ def _walk(node, *, into_mv: bool = True):
 
 
 class _Kinds:
-    def __init__(self, tables: dict[str, dict[str, str]]) -> None:
+    def __init__(self, tables: dict[str, TableKinds]) -> None:
         self.tables = tables
 
-    def column(self, node: dict) -> tuple[str, str] | None:
-        """(column, kind) of a column reference to one of the tables."""
+    def column(self, node: dict, *, probe: bool = True) -> tuple[str, str] | None:
+        """(column, kind) of a column reference to one of the tables; without `probe`,
+        a multi-value string may be told as a string."""
         if node.get("class") != "COLUMN_REF":
             return None
         names = [n.lower() for n in node.get("column_names") or []]
         if names == [_VALUE]:  # one value of a multi-value string (see _any_value)
             return (_VALUE, "string")
         if len(names) >= 2 and names[-2] in self.tables:
-            kind = self.tables[names[-2]].get(names[-1])
+            kind = self.tables[names[-2]].get(names[-1], probe=probe)
             return (names[-1], kind) if kind else None
         if len(names) == 1:
-            found = [t[names[0]] for t in self.tables.values() if names[0] in t]
-            return (names[0], found[0]) if len(found) == 1 else None
+            found = [t for t in self.tables.values() if names[0] in t]
+            if len(found) == 1:
+                return names[0], found[0].get(names[0], probe=probe)
         return None
 
     def of(self, node: dict) -> str | None:
-        column = self.column(node)
+        column = self.column(node, probe=False)
         if column:
             return column[1]
         kind = node.get("class")
@@ -496,8 +498,7 @@ def apply_types(con, tree: dict, columns) -> None:
         kinds = _Kinds(_tables(select.get("from_table"), columns, ctes))
         if not kinds.tables:
             continue
-        if any("mv" in t.values() for t in kinds.tables.values()):
-            _multi_value(con, select, kinds)
+        _multi_value(con, select, kinds)
         for part in _expressions(select):
             for node in list(_walk(part)):
                 _implicit_cast(con, node, kinds)
@@ -666,26 +667,50 @@ def _unnest_for_grouping(con, select: dict, kinds: _Kinds, column: str) -> None:
     select["from_table"] = subquery
 
 
-_file_kinds: dict[str, dict[str, str]] = {}
-_table_kinds: dict[tuple, dict[str, str]] = {}
+class TableKinds:
+    """A table's column kinds (see above) from its segment files. Whether a string
+    column is a multi-value string (a JSON list of strings in some row) is found when
+    first asked, from the row groups' statistics and, where they cannot tell, by
+    reading that column of those files; cached per column (segment files never change)."""
+
+    def __init__(self, files) -> None:
+        self.files = tuple(files)
+        self.base: dict[str, str] = {}
+        self.candidates: dict[str, list[str]] = {}  # column: files that may hold lists
+        for path in self.files:
+            kinds, candidates = _file_kinds_of(path)
+            for column, kind in kinds.items():
+                self.base.setdefault(column, kind)
+            for column in candidates:
+                self.candidates.setdefault(column, []).append(path)
+        self.multi_value: dict[str, bool] = {}
+
+    def __contains__(self, column: str) -> bool:
+        return column in self.base
+
+    def get(self, column: str, *, probe: bool = True) -> str | None:
+        kind = self.base.get(column)
+        if kind != "string" or not probe or column not in self.candidates:
+            return kind
+        if column not in self.multi_value:
+            self.multi_value[column] = _holds_lists(self.candidates[column], column)
+        return "mv" if self.multi_value[column] else "string"
 
 
-def table_kinds(files) -> dict[str, str]:
-    """The kinds of a table's columns (see above) from its segment files: a string
-    column holding a JSON array in any file is a multi-value string. Cached by file
-    (segment files never change)."""
+_file_kinds: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
+_table_kinds: dict[tuple, TableKinds] = {}
+
+
+def table_kinds(files) -> TableKinds:
+    """The kinds of the columns of a table made of `files`, cached by the files."""
     key = tuple(files)
-    if key in _table_kinds:
-        return _table_kinds[key]
-    kinds: dict[str, str] = {}
-    for path in files:
-        for column, kind in _kinds_of_file(path).items():
-            if kinds.get(column) in (None, "string"):
-                kinds[column] = kind
-    if len(_table_kinds) > 1_000:
-        _table_kinds.clear()
-    _table_kinds[key] = kinds
-    return kinds
+    found = _table_kinds.get(key)
+    if found is None:
+        found = TableKinds(key)
+        if len(_table_kinds) > 1_000:
+            _table_kinds.clear()
+        _table_kinds[key] = found
+    return found
 
 
 def _arrow_kind(arrow_type) -> str:
@@ -705,7 +730,8 @@ def _arrow_kind(arrow_type) -> str:
     return "other"
 
 
-def _kinds_of_file(path: str) -> dict[str, str]:
+def _file_kinds_of(path: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(kind by column, the string columns whose statistics allow a `[...` value)."""
     found = _file_kinds.get(path)
     if found is not None:
         return found
@@ -714,22 +740,20 @@ def _kinds_of_file(path: str) -> dict[str, str]:
     try:
         metadata = pq.read_metadata(path)
     except OSError:  # missing from deep storage: binding the table says so
-        return {}
+        return {}, ()
     schema = metadata.schema.to_arrow_schema()
-    found = {column.name.lower(): _arrow_kind(column.type) for column in schema}
+    kinds = {column.name.lower(): _arrow_kind(column.type) for column in schema}
     leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
-    for column in schema:
-        index = leaves.get(column.name)
-        if (
-            found[column.name.lower()] == "string"
-            and index is not None
-            and _may_hold_lists(metadata, index)
-            and _holds_lists(path, column.name)
-        ):
-            found[column.name.lower()] = "mv"
+    candidates = tuple(
+        column.name.lower()
+        for column in schema
+        if kinds[column.name.lower()] == "string"
+        and column.name in leaves
+        and _may_hold_lists(metadata, leaves[column.name])
+    )
     if len(_file_kinds) > 100_000:
         _file_kinds.clear()
-    _file_kinds[path] = found
+    _file_kinds[path] = found = (kinds, candidates)
     return found
 
 
@@ -750,19 +774,20 @@ def _may_hold_lists(metadata, index: int) -> bool:
     return False
 
 
-def _holds_lists(path: str, column: str) -> bool:
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+def _holds_lists(files: list[str], column: str) -> bool:
+    """Whether some row of `column` in `files` is a JSON list of strings, as ingestion
+    stores a multi-value string (a JSON dimension's list of numbers is not one)."""
+    import duckdb
 
-    values = pq.read_table(path, columns=[column]).column(0)
-    listed = pc.filter(values, pc.fill_null(pc.starts_with(values, "["), False))
-    for value in listed.to_pylist():
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            continue
-        # Ingestion stores a multi-value string as a JSON list of strings; a JSON
-        # dimension's list of numbers or objects is not one.
-        if isinstance(parsed, list) and all(isinstance(v, str) for v in parsed):
-            return True
-    return False
+    name = '"' + column.replace('"', '""') + '"'
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            f"SELECT {name} FROM read_parquet(?, union_by_name = true) "
+            f"WHERE starts_with({name}, '[') AND json_valid({name}) "
+            f"AND json_type({name}) = 'ARRAY' LIMIT 64",
+            [list(files)],
+        ).fetchall()
+    finally:
+        con.close()
+    return any(all(isinstance(v, str) for v in json.loads(value)) for (value,) in rows)
