@@ -8,6 +8,11 @@ any other function -- one only DuckDB has -- is refused as Druid refuses it. The
 rewritten tree then goes through `metastore.sql_guard.check` like every query, so
 what runs is still only what the guard's allow-lists name.
 
+Druid's type rules follow (`apply_types`), given the kinds of the tables' columns:
+implicit casts of strings with numbers, multi-value string dimensions filtered by
+any value and unnested by GROUP BY; and the session's `sqlTimeZone`
+(metastore.sql_druid_time) moves timestamp literals and CURRENT_DATE to its clock.
+
 Calls are found by the name the query wrote (read at the node's position in the
 text): DuckDB turns standard syntax into functions of its own (`EXTRACT(DOW FROM
 t)` into `date_part`, `TRIM(BOTH ...)` into `trim`, `COUNT(*)` into

@@ -319,25 +319,24 @@ def test_sql_time_zone_moves_time_functions_literals_and_results_to_that_zone(fn
         "p": "2000-01-01T00:00:00.000-08:00",
         "u": "2000-01-01T16:00:00.000-08:00",  # a time zone argument wins
     }
-    # A timestamp literal is a wall-clock time of the zone: 20:00 there is 04:00Z.
-    sql = "SELECT COUNT(*) AS n FROM fns WHERE __time >= TIMESTAMP '2000-01-01 20:00:00'"
-    assert _zoned(api_client, sql, "America/Los_Angeles") == [{"n": 1}]
-    assert _zoned(api_client, sql, "UTC") == [{"n": 2}]
-    text = (
-        "SELECT COUNT(*) AS n FROM fns WHERE __time BETWEEN '2000-01-01 20:00:00' AND '2001-01-01'"
-    )
-    assert _zoned(api_client, text, "America/Los_Angeles") == [{"n": 1}]
-    (now,) = _zoned(
+    # A timestamp literal (or text compared with a timestamp) is a wall-clock time of
+    # the zone: 20:00 there is 04:00Z, after row 2 (in UTC both rows 2 and 3 would count).
+    counts = _zoned(
         api_client,
-        "SELECT CURRENT_DATE AS d, TIMESTAMPDIFF(HOUR, CURRENT_DATE, CURRENT_TIMESTAMP) AS h "
-        "FROM fns WHERE cnt = 1",
+        "SELECT COUNT(*) FILTER (WHERE __time >= TIMESTAMP '2000-01-01 20:00:00') AS n, "
+        "COUNT(*) FILTER (WHERE __time BETWEEN '2000-01-01 20:00:00' AND '2001-01-01') AS b "
+        "FROM fns",
+        "America/Los_Angeles",
+    )
+    assert counts == [{"n": 1, "b": 1}]
+    (offset,) = _zoned(
+        api_client,
+        "SELECT CURRENT_DATE AS d, TIMESTAMPDIFF(HOUR, CURRENT_DATE, CURRENT_TIMESTAMP) AS h, "
+        "TIME_FLOOR(__time, 'P1D') AS f FROM fns WHERE cnt = 2",
         "+05:00",
     )
-    assert now["d"].endswith("T00:00:00.000+05:00") and 0 <= now["h"] < 24
-    (shifted,) = _zoned(
-        api_client, "SELECT TIME_FLOOR(__time, 'P1D') AS f FROM fns WHERE cnt = 2", "+05:00"
-    )
-    assert shifted == {"f": "2000-01-02T00:00:00.000+05:00"}
+    assert offset["d"].endswith("T00:00:00.000+05:00") and 0 <= offset["h"] < 24
+    assert offset["f"] == "2000-01-02T00:00:00.000+05:00"
     bad = api_client.post(
         "/druid/v2/sql",
         {"query": "SELECT 1", "context": {"sqlTimeZone": "localtime"}},
