@@ -590,9 +590,35 @@ def _any_value(con, atom: dict, kinds: _Kinds) -> None:
         ref.update({"class": "COLUMN_REF", "type": "COLUMN_REF", "column_names": [_VALUE]})
         ref["alias"] = ""
     body = copy.deepcopy(atom)
+    negated = _positive(body)  # `tags <> 'a'`: no value is 'a', as Druid's NOT(selector)
     values = "CASE WHEN len(druid_mv($a0)) > 0 THEN druid_mv($a0) ELSE [NULL::VARCHAR] END"
     text = f"list_bool_or(list_transform({values}, lambda {_VALUE}: $a1))"
-    _replace(atom, _substitute(_template_node(con, text), [column, body]))
+    _replace(
+        atom, _substitute(_template_node(con, f"NOT {text}" if negated else text), [column, body])
+    )
+
+
+_NEGATED = {
+    "COMPARE_NOTEQUAL": "COMPARE_EQUAL",
+    "COMPARE_NOT_IN": "COMPARE_IN",
+    "OPERATOR_IS_NOT_NULL": "OPERATOR_IS_NULL",
+}
+_NEGATED_LIKE = {"!~~": "~~", "!~~*": "~~*"}
+
+
+def _positive(predicate: dict) -> bool:
+    """Turn a negative predicate (<>, NOT IN, IS NOT NULL, NOT LIKE) into its positive
+    form, in place; whether it was negative."""
+    if predicate.get("type") in _NEGATED:
+        predicate["type"] = _NEGATED[predicate["type"]]
+        return True
+    name = predicate.get("function_name")
+    if name in _NEGATED_LIKE:
+        predicate["function_name"] = _NEGATED_LIKE[name]
+        if "qualified_name" in predicate:
+            predicate["qualified_name"] = {"path": [_NEGATED_LIKE[name]]}
+        return True
+    return False
 
 
 def _filter_atoms(node):
