@@ -262,7 +262,7 @@ SQL_REQUEST = {
                     "sqlTimeZone": {
                         "nullable": True,
                         "anyOf": [
-                            {"type": "string", "enum": sql_time_zone_names()},
+                            {"type": "string", "enum": sql_time_zone_names(), "nullable": True},
                             {
                                 "type": "string",
                                 "pattern": "^([+](0[0-9]|1[0-4])|-(0[0-9]|1[0-2])):?00$",

@@ -28,7 +28,7 @@ from console.druid_schema import SQL_REQUEST, SQL_RESPONSES
 from console.openapi import responses
 from console.security import StrataBasicAuthentication
 from metastore.query import MAX_SEQ, MAX_SQL_CHARS, QueryError, run_query
-from metastore.sql_druid_time import sql_time_zone, zone_result
+from metastore.sql_druid_time import sql_time_zone, zone, zone_result
 from metastore.sql_guard import SqlRefused
 
 
@@ -191,11 +191,15 @@ def _druid_sql_request(body) -> DruidSqlRequest:
     context = {} if context is None else context
     if not isinstance(context, dict):
         raise DruidSqlRefused("context", "must be an object")
-    try:  # a time zone name or offset (metastore.sql_druid_time)
-        with sql_time_zone(context.get("sqlTimeZone")):
-            pass
-    except SqlRefused as exc:
-        raise DruidSqlRefused("context.sqlTimeZone", str(exc)) from None
+    if context.get("sqlTimeZone") is not None:  # a time zone name or offset
+        try:
+            zone(context["sqlTimeZone"], "sqlTimeZone")
+        except SqlRefused as exc:
+            raise DruidSqlRefused(
+                "context.sqlTimeZone",
+                "give a time zone name or a whole-hour offset, e.g. 'America/Los_Angeles' "
+                f"or '-08:00' ({str(exc).split(': ', 1)[1]})",
+            ) from None
     query_id = context.get("sqlQueryId")
     if query_id is not None and not (isinstance(query_id, str) and 0 < len(query_id) <= 256):
         raise DruidSqlRefused("context.sqlQueryId", "must be a string of 1 to 256 characters")

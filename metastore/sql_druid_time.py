@@ -136,13 +136,19 @@ def zoned_text(text, zone_name: str):
 
 
 def zone_result(result, zone_name: str) -> None:
-    """The TIMESTAMP columns of a Druid SQL result, in place, written in the session's
-    time zone as Druid writes them."""
-    if zone_name == "UTC":
+    """The TIMESTAMP and DATE columns of a Druid SQL result, in place, as Druid writes
+    them: in the session's time zone, a date as the start of its day
+    (`2000-01-01T00:00:00.000Z`)."""
+    types = [str(kind) for kind in result.types]
+    times = [i for i, kind in enumerate(types) if kind.startswith("timestamp")]
+    dates = [i for i, kind in enumerate(types) if kind.startswith("date")]
+    if zone_name == "UTC" and not dates:
         return
-    columns = [i for i, kind in enumerate(result.types) if str(kind).startswith("timestamp")]
     for row in result.rows:
-        for i in columns:
+        for i in dates:
+            if isinstance(row[i], str) and len(row[i]) == 10:
+                row[i] = f"{row[i]}T00:00:00.000Z"
+        for i in times:
             row[i] = zoned_text(row[i], zone_name)
 
 

@@ -337,6 +337,9 @@ def test_sql_time_zone_moves_time_functions_literals_and_results_to_that_zone(fn
     )
     assert offset["d"].endswith("T00:00:00.000+05:00") and 0 <= offset["h"] < 24
     assert offset["f"] == "2000-01-02T00:00:00.000+05:00"
+    # In UTC too, a DATE is written as Druid writes it (Druid's SqlResourceTest).
+    dated = _zoned(api_client, "SELECT CAST(__time AS DATE) AS d FROM fns WHERE cnt = 2", "UTC")
+    assert dated == [{"d": "2000-01-02T00:00:00.000Z"}]
     bad = api_client.post(
         "/druid/v2/sql",
         {"query": "SELECT 1", "context": {"sqlTimeZone": "localtime"}},
