@@ -417,6 +417,11 @@ QUERIES = [
         ["a", "b"],
     ),
     ("multi-value", "SELECT COUNT(*) FILTER (WHERE tags = 'b') FROM fns", [1]),
+    (
+        "multi-value",
+        "SELECT UPPER(tags) FROM fns GROUP BY 1 HAVING UPPER(tags) <> 'C' ORDER BY 1",
+        ["A", "B"],
+    ),
     ("multi-value", "SELECT MV_LENGTH(tags) FROM fns WHERE MV_CONTAINS(tags, 'a')", [2]),
     (
         "multi-value",
