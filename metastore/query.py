@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from metastore import (
     retention_selectors,
     selectors,
+    sketches,
     sql_catalog,
     sql_druid,
     sql_druid_syntax,
@@ -214,6 +215,7 @@ def _database(root: str):
         db.execute("SET enable_external_access = false")
         for macro in MACROS:
             db.execute(macro)
+        sketches.register(db)
         db.execute("SET lock_configuration = true")
         _db = (root, db)
         return db

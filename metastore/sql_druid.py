@@ -213,10 +213,23 @@ def translate_call(con, call: Call, rule: Rule) -> dict | None:
         engine = frozenset(rule.engine)
         for inner in _aggregates_in(new, engine):
             inner["distinct"] = call.node.get("distinct", False)
-            inner["filter"] = call.node.get("filter")
+            inner["filter"] = _both(inner.get("filter"), call.node.get("filter"))
             inner["order_bys"] = call.node.get("order_bys") or inner["order_bys"]
     new["alias"] = call.node.get("alias", "")
     return new
+
+
+def _both(own: dict | None, given: dict | None) -> dict | None:
+    """A rule's own FILTER of an aggregate and the call's, both applying."""
+    if own is None or given is None:
+        return own or given
+    return {
+        "class": "CONJUNCTION",
+        "type": "CONJUNCTION_AND",
+        "alias": "",
+        "query_location": given.get("query_location", 0),
+        "children": [own, given],
+    }
 
 
 def _function_nodes(tree: dict) -> list[tuple[dict, bool]]:

@@ -6,13 +6,14 @@ that the checked-in file is what the table says. No Django."""
 
 from __future__ import annotations
 
+from metastore import sql_druid_sketches as sk
 from metastore import sql_druid_time as tm
 from metastore.sql_druid import Call, DruidFunctionRefused, Rule
 
 _SKETCH = (
-    "sketch objects (DataSketches, T-Digest, Bloom filters) are not values SQL can "
-    "return here; count or rank with APPROX_COUNT_DISTINCT and APPROX_QUANTILE_DS, "
-    "or use the sketch aggregators of native queries"
+    "Strata stores HLL, theta and quantiles (KLL) sketches only; tuple sketches, T-Digest, "
+    "Bloom filters, fixed-bucket histograms and sketch texts other than quantiles' are "
+    "not available"
 )
 RULES: dict[str, Rule] = {}
 
@@ -489,43 +490,49 @@ def _first_last(engine: str, by: bool):
     return sql
 
 
-def _quantile(call: Call) -> str:
-    return "CAST(quantile_disc($a0, $a1) AS DOUBLE)"
-
-
 _AGG = "aggregate"
 _add(_AGG, "aggregation", "COUNT", (1, 1))
 _add(_AGG, "aggregation", "SUM MIN MAX AVG BIT_AND BIT_OR BIT_XOR", (1, 1))
 _add(_AGG, "aggregation", "STDDEV STDDEV_POP STDDEV_SAMP VAR_POP VAR_SAMP VARIANCE", (1, 1))
 _add(_AGG, "aggregation", "GROUPING", (1, None))
+_SKETCH_AGGS = frozenset({"approx_count_distinct", "quantile_disc", "list", "any_value"})
 _add(
     _AGG,
     "aggregation",
     "APPROX_COUNT_DISTINCT APPROX_COUNT_DISTINCT_BUILTIN",
     (1, 1),
-    "approx_count_distinct($a0)",
-    engine=frozenset({"approx_count_distinct"}),
+    sk.count_distinct("hll"),
+    engine=_SKETCH_AGGS,
 )
 _add(
     _AGG,
     "aggregation",
-    "APPROX_COUNT_DISTINCT_DS_HLL APPROX_COUNT_DISTINCT_DS_THETA",
+    "APPROX_COUNT_DISTINCT_DS_HLL",
     (1, 3),
-    "approx_count_distinct($a0)",
-    engine=frozenset({"approx_count_distinct"}),
+    sk.count_distinct("hll"),
+    engine=_SKETCH_AGGS,
+)
+_add(
+    _AGG,
+    "aggregation",
+    "APPROX_COUNT_DISTINCT_DS_THETA",
+    (1, 2),
+    sk.count_distinct("theta"),
+    engine=_SKETCH_AGGS,
 )
 _add(
     _AGG,
     "aggregation",
     "APPROX_QUANTILE APPROX_QUANTILE_DS",
     (2, 3),
-    _quantile,
-    engine=frozenset({"quantile_disc"}),
-    note=(
-        "exact, not approximate: the quantile of the rows themselves (an item of the data, as a "
-        "quantiles sketch gives over few rows); Druid's sketch can give a nearby value"
-    ),
+    sk.approx_quantile,
+    engine=_SKETCH_AGGS,
 )
+_add(_AGG, "aggregation", "DS_HLL", (1, 3), sk.build("hll"), engine=_SKETCH_AGGS)
+_add(_AGG, "aggregation", "DS_THETA", (1, 2), sk.build("theta"), engine=_SKETCH_AGGS)
+_add(_AGG, "aggregation", "DS_QUANTILES_SKETCH", (1, 2), sk.build("kll"), engine=_SKETCH_AGGS)
+for _name, (_arity, _sql) in sk.SCALARS.items():
+    _add("scalar", "sketch", _name, _arity, _sql)
 _add(
     _AGG,
     "aggregation",
@@ -593,19 +600,15 @@ _add(
 _refuse(
     _AGG,
     "aggregation",
-    "APPROX_QUANTILE_FIXED_BUCKETS BLOOM_FILTER DS_HLL DS_THETA DS_QUANTILES_SKETCH "
-    "DS_TUPLE_DOUBLES TDIGEST_GENERATE_SKETCH TDIGEST_QUANTILE",
+    "APPROX_QUANTILE_FIXED_BUCKETS BLOOM_FILTER DS_TUPLE_DOUBLES TDIGEST_GENERATE_SKETCH "
+    "TDIGEST_QUANTILE",
     _SKETCH,
 )
 _refuse(
     "scalar",
     "sketch",
-    "DS_CDF DS_GET_QUANTILE DS_GET_QUANTILES DS_HISTOGRAM DS_QUANTILE_SUMMARY DS_RANK "
     "DS_TUPLE_DOUBLES_INTERSECT DS_TUPLE_DOUBLES_METRICS_SUM_ESTIMATE DS_TUPLE_DOUBLES_NOT "
-    "DS_TUPLE_DOUBLES_UNION HLL_SKETCH_ESTIMATE HLL_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS "
-    "HLL_SKETCH_TO_STRING HLL_SKETCH_UNION THETA_SKETCH_ESTIMATE "
-    "THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS THETA_SKETCH_INTERSECT THETA_SKETCH_NOT "
-    "THETA_SKETCH_UNION",
+    "DS_TUPLE_DOUBLES_UNION HLL_SKETCH_TO_STRING THETA_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS",
     _SKETCH,
 )
 
@@ -845,13 +848,20 @@ def _like(call: Call, op: str) -> str:
 # --- what the status table says of some ---------------------------------------------------
 
 _NOTES = {
-    "APPROX_COUNT_DISTINCT": (
-        "approximate, as in Druid: the engine's HyperLogLog over the values (not over a stored "
-        "sketch), so its estimate can differ from Druid's; use COUNT(DISTINCT x) for the exact count"
-    ),
+    "APPROX_COUNT_DISTINCT": "approximate, as in Druid: over values, the engine's HyperLogLog; "
+    "over a column of stored sketches, their HLL union's estimate (estimates can differ from "
+    "Druid's; COUNT(DISTINCT x) is exact)",
     "APPROX_COUNT_DISTINCT_BUILTIN": "as APPROX_COUNT_DISTINCT",
-    "APPROX_COUNT_DISTINCT_DS_HLL": "as APPROX_COUNT_DISTINCT; lgK and tgtHllType accepted, unused",
-    "APPROX_COUNT_DISTINCT_DS_THETA": "as APPROX_COUNT_DISTINCT; size accepted, unused",
+    "APPROX_COUNT_DISTINCT_DS_HLL": "as APPROX_COUNT_DISTINCT (an HLL sketch of lgK over values); "
+    "tgtHllType accepted, stored as HLL_4",
+    "APPROX_COUNT_DISTINCT_DS_THETA": "a theta sketch of `size` (default 16384) over values, or "
+    "the union of stored ones",
+    "APPROX_QUANTILE": "over values, exact (an item of the data); over stored sketches, "
+    "their KLL merge's quantile",
+    "APPROX_QUANTILE_DS": "as APPROX_QUANTILE",
+    "DS_HLL": "an HLL sketch (base64 in results), over values or unioning stored sketches",
+    "DS_THETA": "a theta sketch (base64 in results), over values or unioning stored sketches",
+    "DS_QUANTILES_SKETCH": "a KLL doubles sketch (Strata's quantiles sketch; base64 in results)",
     "EARLIEST": "value at the earliest `__time` (null values skipped); maxBytesPerValue cuts strings",
     "EARLIEST_BY": "value at the earliest time of the second argument",
     "LATEST": "value at the latest `__time` (null values skipped); maxBytesPerValue cuts strings",
@@ -992,8 +1002,8 @@ filter not narrowing the values grouped (`multi-value-dimensions.md`). The conte
 time zone argument, `FLOOR`/`CEIL(t TO unit)`, `EXTRACT`, `DATE_TRUNC`, timestamp
 literals and `CURRENT_DATE` to its wall clock, and timestamps in results are written
 in it (`1999-12-31T16:00:00.000-08:00`). `APPROX_COUNT_DISTINCT*` are approximate (the
-engine's HyperLogLog, not Druid's sketch, so estimates can differ); `APPROX_QUANTILE*`
-are exact.
+engine's sketches, not Druid's, so estimates can differ); `APPROX_QUANTILE*` over values
+are exact, over stored sketches their merge's estimate.
 
 Written from `metastore/sql_druid_rules.py` (`python -m metastore.sql_druid_rules`);
 a test checks this file is what the table says.

@@ -19,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from metastore.sketches import FUNCTION_NAMES as SKETCHES
+
 
 class SqlRefused(ValueError):
     """A query outside what Strata runs; the message names the construct."""
@@ -166,7 +168,7 @@ _WINDOWS = _names(
     "rank rank_dense row_number"
 )
 AGGREGATE_FUNCTIONS = _AGGREGATES
-SCALAR_FUNCTIONS = _OPERATORS | _NUMERIC | _TEXT | _TIME | _NESTED | _JSON | _OTHER
+SCALAR_FUNCTIONS = _OPERATORS | _NUMERIC | _TEXT | _TIME | _NESTED | _JSON | _OTHER | SKETCHES
 FUNCTIONS = SCALAR_FUNCTIONS | _AGGREGATES | _WINDOWS
 
 

@@ -46,6 +46,28 @@ def sorted_text(expected: str, separator: str = ","):
     return check
 
 
+def about(expected, tolerance: float = 1e-6):
+    """A sketch's estimate: within `tolerance` of `expected` (each item of a list)."""
+
+    def check(value):
+        if isinstance(expected, list):
+            return len(value) == len(expected) and all(
+                abs(v - e) <= tolerance for v, e in zip(value, expected, strict=True)
+            )
+        return abs(value - expected) <= tolerance
+
+    check.__doc__ = f"about {expected!r}"
+    return check
+
+
+def text_containing(part: str):
+    def check(value):
+        return isinstance(value, str) and part in value
+
+    check.__doc__ = f"a text containing {part!r}"
+    return check
+
+
 # (function, expression or query, expected, rows) -- rows: a WHERE clause or ALL.
 SCALAR = [
     # numeric (the documented examples)
@@ -322,6 +344,53 @@ SCALAR = [
     ("APPROX_COUNT_DISTINCT_DS_THETA", "APPROX_COUNT_DISTINCT_DS_THETA(dim)", 2, ALL),
     ("APPROX_QUANTILE", "APPROX_QUANTILE(cnt, 0.5)", 2.0, ALL),
     ("APPROX_QUANTILE_DS", "APPROX_QUANTILE_DS(cnt, 0.5)", 2.0, ALL),
+    # DataSketches (sketches of the values here; stored sketches: test_sql_sketches.py)
+    ("DS_HLL", "HLL_SKETCH_ESTIMATE(DS_HLL(dim))", about(2.0), ALL),
+    ("HLL_SKETCH_ESTIMATE", "HLL_SKETCH_ESTIMATE(DS_HLL(dim, 14), true)", 2, ALL),
+    (
+        "HLL_SKETCH_UNION",
+        "HLL_SKETCH_ESTIMATE(HLL_SKETCH_UNION(DS_HLL(dim), DS_HLL(CAST(cnt AS VARCHAR))), true)",
+        5,
+        ALL,
+    ),
+    (
+        "HLL_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS",
+        "HLL_SKETCH_ESTIMATE_WITH_ERROR_BOUNDS(DS_HLL(dim), 2)",
+        about([2.0, 2.0, 2.0], 0.01),
+        ALL,
+    ),
+    ("DS_THETA", "THETA_SKETCH_ESTIMATE(DS_THETA(dim))", 2.0, ALL),
+    ("THETA_SKETCH_ESTIMATE", "THETA_SKETCH_ESTIMATE(DS_THETA(dim, 32))", 2.0, ALL),
+    (
+        "THETA_SKETCH_UNION",
+        "THETA_SKETCH_ESTIMATE(THETA_SKETCH_UNION(DS_THETA(dim), DS_THETA(CAST(cnt AS VARCHAR))))",
+        5.0,
+        ALL,
+    ),
+    (
+        "THETA_SKETCH_INTERSECT",
+        "THETA_SKETCH_ESTIMATE(THETA_SKETCH_INTERSECT(16384, DS_THETA(dim), DS_THETA(dim)))",
+        2.0,
+        ALL,
+    ),
+    (
+        "THETA_SKETCH_NOT",
+        "THETA_SKETCH_ESTIMATE(THETA_SKETCH_NOT(DS_THETA(dim), DS_THETA(dim)))",
+        0.0,
+        ALL,
+    ),
+    ("DS_QUANTILES_SKETCH", "DS_GET_QUANTILE(DS_QUANTILES_SKETCH(cnt), 0.5)", 2.0, ALL),
+    ("DS_GET_QUANTILE", "DS_GET_QUANTILE(DS_QUANTILES_SKETCH(cnt, 64), 1)", 3.0, ALL),
+    ("DS_GET_QUANTILES", "DS_GET_QUANTILES(DS_QUANTILES_SKETCH(cnt), 0, 1)", [1.0, 3.0], ALL),
+    ("DS_RANK", "DS_RANK(DS_QUANTILES_SKETCH(cnt), 2)", about(2 / 3), ALL),
+    ("DS_CDF", "DS_CDF(DS_QUANTILES_SKETCH(cnt), 1.5)", about([1 / 3, 1.0]), ALL),
+    ("DS_HISTOGRAM", "DS_HISTOGRAM(DS_QUANTILES_SKETCH(cnt), 1.5)", about([1.0, 2.0]), ALL),
+    (
+        "DS_QUANTILE_SUMMARY",
+        "DS_QUANTILE_SUMMARY(DS_QUANTILES_SKETCH(cnt))",
+        text_containing("KLL"),
+        ALL,
+    ),
     ("EARLIEST", "EARLIEST(dim)", "a", ALL),
     ("EARLIEST", "EARLIEST(cnt)", 1, ALL),
     ("EARLIEST_BY", "EARLIEST_BY(dim, MILLIS_TO_TIMESTAMP(0 - cnt))", "b", "WHERE cnt < 3"),

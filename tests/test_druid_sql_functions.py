@@ -193,7 +193,7 @@ def test_a_refused_function_gets_druids_error_naming_it(fns, heading):
 
 def test_refusals_over_http_are_druids_400_naming_the_function(fns, api_client):
     cases = {
-        "SELECT DS_THETA(dim) FROM fns": "DS_THETA",
+        "SELECT DS_TUPLE_DOUBLES(dim) FROM fns": "DS_TUPLE_DOUBLES",
         "SELECT list_value(1) FROM fns": "No match found for function signature LIST_VALUE",
         "SELECT read_csv('/etc/passwd')": "No match found for function signature READ_CSV",
         "SELECT LPAD('a') FROM fns": "Invalid number of arguments to function 'LPAD'",
@@ -262,7 +262,8 @@ def test_information_schema_routines_lists_druids_functions_not_the_engines(fns)
     assert listed["TIME_FLOOR"] == "NO" and listed["MV_TO_ARRAY"] == "NO"
     assert listed["EARLIEST"] == "YES" and listed["STRING_AGG"] == "YES"
     assert "LIST_VALUE" not in listed and "READ_CSV" not in listed
-    assert "DS_THETA" not in listed  # refused
+    assert "DS_TUPLE_DOUBLES" not in listed  # refused
+    assert listed["DS_THETA"] == "YES" and listed["THETA_SKETCH_ESTIMATE"] == "NO"
 
 
 def test_a_segment_file_missing_from_deep_storage_is_a_clear_error_not_a_500(fns, api_client):

@@ -114,6 +114,24 @@ def interval_at(value: Any, path: str) -> Interval:
     return interval
 
 
+# Druid's named granularities (a query's `granularity`, an extraction's) as periods.
+NAMED_PERIODS = {
+    "second": "PT1S",
+    "minute": "PT1M",
+    "five_minute": "PT5M",
+    "ten_minute": "PT10M",
+    "fifteen_minute": "PT15M",
+    "thirty_minute": "PT30M",
+    "hour": "PT1H",
+    "six_hour": "PT6H",
+    "eight_hour": "PT8H",
+    "day": "P1D",
+    "week": "P1W",
+    "month": "P1M",
+    "quarter": "P3M",
+    "year": "P1Y",
+}
+
 # Druid's period and duration granularities that are one of the named ones.
 _STANDARD_PERIODS = {
     "PT1S": "SECOND",

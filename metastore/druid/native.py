@@ -24,11 +24,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from metastore.druid import native_sketches as sketch_sql
 from metastore.druid.expressions import Arg, ExpressionError, UnsupportedFunction
 from metastore.druid.expressions import parse as parse_expression
 from metastore.druid.expressions.duckdb_sql import to_duckdb
 from metastore.druid.expressions.emit import emit
 from metastore.druid.expressions.spark_sql import SPARK
+from metastore.druid.extraction import INPUT, DimensionSpec, ExtractionError, extraction_expression
+from metastore.druid.extraction import dimension_spec as parse_dimension_spec
+from metastore.druid.granularity import NAMED_PERIODS
 from metastore.intervals import MAX_TS, MIN_TS, Interval, parse_ts
 
 __all__ = [
@@ -253,7 +257,9 @@ def _typed(col: Col, out_type: str | None) -> Col:
 
 
 def _cast(col: Col, kind: str) -> str:
-    """`col` as a value of `kind`; text that is not a number becomes null."""
+    """`col` as a value of `kind`; text that is not a number becomes null; a sketch
+    is read as its finalized value."""
+    col = _finalized(col)
     if col.kind == kind or col.sql == "NULL":
         return col.sql
     if kind == "string":
@@ -319,22 +325,6 @@ def _truth(col: Col) -> str:
 
 # --- granularities -----------------------------------------------------------------------
 
-_SIMPLE = {
-    "second": "PT1S",
-    "minute": "PT1M",
-    "five_minute": "PT5M",
-    "ten_minute": "PT10M",
-    "fifteen_minute": "PT15M",
-    "thirty_minute": "PT30M",
-    "hour": "PT1H",
-    "six_hour": "PT6H",
-    "eight_hour": "PT8H",
-    "day": "P1D",
-    "week": "P1W",
-    "month": "P1M",
-    "quarter": "P3M",
-    "year": "P1Y",
-}
 _PERIOD = re.compile(
     r"^P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$"
 )
@@ -493,11 +483,12 @@ def parse_granularity(spec, field: str = "granularity") -> Granularity:
         name = spec.lower()
         if name in ("all", "none"):
             return Granularity(name)
-        if name not in _SIMPLE:
+        if name not in NAMED_PERIODS:
             raise NativeQueryError(
-                field, f"unknown granularity {spec!r}; one of all, none, " + ", ".join(_SIMPLE)
+                field,
+                f"unknown granularity {spec!r}; one of all, none, " + ", ".join(NAMED_PERIODS),
             )
-        return _period_granularity(_SIMPLE[name], None, None, field)
+        return _period_granularity(NAMED_PERIODS[name], None, None, field)
     spec = _obj(spec, field)
     kind = _type_of(spec, field)
     if kind in ("all", "none"):
@@ -604,13 +595,37 @@ def _numeric_kind(col: Col) -> bool:
 
 
 def _filter_column(spec: dict, field: str, cols: _Columns) -> Col:
-    if spec.get("extractionFn") is not None:
-        raise _unsupported(f"{field}.extractionFn", "extraction functions are not supported")
     key = "column" if "column" in spec else "dimension"
-    col = cols.get(_str(spec.get(key), f"{field}.{key}"))
+    name = _str(spec.get(key), f"{field}.{key}")
+    col = cols.get(name)
     if col.kind in ("sketch", "pair", "other"):
         raise _unsupported(f"{field}.{key}", f"filtering a {col.kind} column")
-    return col
+    fn = spec.get("extractionFn")
+    if fn is None:
+        return col
+    path = f"{field}.extractionFn"
+    kind = "time" if name == "__time" and name not in cols.virtual else col.kind
+    return _extracted(col, lambda x, k: extraction_expression(fn, path, x, k), kind, path)
+
+
+class _Input(_Columns):
+    """What an extraction function's expression sees: its input, `__in`."""
+
+    def __init__(self, col: Col) -> None:
+        super().__init__({})
+        self.col = col
+
+    def get(self, name: str) -> Col:
+        return self.col if name == INPUT else _NULL
+
+
+def _extracted(col: Col, transform, kind: str, field: str) -> Col:
+    """`col` through an extraction function or filtered dimension spec (a string)."""
+    try:
+        text = transform(INPUT, kind)
+    except ExtractionError as exc:
+        raise NativeQueryError(exc.field, exc.message, unsupported=exc.unsupported) from None
+    return Col(_expression(text, _Input(col), field).sql, "string")
 
 
 def _equals_value(col: Col, value) -> str:
@@ -839,21 +854,21 @@ def compile_filter(spec, cols: _Columns, field: str = "filter") -> str:
     return _FILTERS[kind](spec, field, cols)
 
 
+def full_dimension_spec(spec, field: str) -> DimensionSpec:
+    """A DimensionSpec (`metastore.druid.extraction`), its refusals in Druid's shape."""
+    try:
+        return parse_dimension_spec(spec, field)
+    except ExtractionError as exc:
+        raise NativeQueryError(exc.field, exc.message, unsupported=exc.unsupported) from None
+
+
 def dimension_spec(spec, field: str) -> tuple[str, str, str]:
-    """(input column, output name, output kind) of a DimensionSpec."""
-    if isinstance(spec, str) and spec:
-        return spec, spec, "string"
-    spec = _obj(spec, field)
-    if spec.get("type", "default") != "default":
-        raise _unsupported(f"{field}.type", f"dimension spec {spec.get('type')!r} (only default)")
-    _only(spec, field, {"type", "dimension", "outputName", "outputType"})
-    name = _str(spec.get("dimension"), f"{field}.dimension")
-    out = spec.get("outputName") or name
-    otype = str(spec.get("outputType") or "STRING").upper()
-    kinds = {"STRING": "string", "LONG": "long", "DOUBLE": "double", "FLOAT": "float"}
-    if otype not in kinds:
-        raise _unsupported(f"{field}.outputType", f"{otype} (STRING, LONG, DOUBLE, FLOAT)")
-    return name, _str(out, f"{field}.outputName"), kinds[otype]
+    """(input column, output name, output kind) of a DimensionSpec that reads a
+    column as is, where a transformed one is not supported."""
+    dim = full_dimension_spec(spec, field)
+    if dim.transform is not None:
+        raise _unsupported(f"{field}.type", "only default dimension specs here")
+    return dim.dimension, dim.output_name, dim.output_type
 
 
 # --- aggregators -------------------------------------------------------------------------
@@ -865,6 +880,20 @@ class Agg:
     sql: str  # an aggregate over the filtered rows
     kind: str  # how Druid returns it: long | double | float | string
     empty: str = "NULL"  # its value over no rows
+    sketch: str | None = None  # hll | theta | kll: `sql` is a sketch, finalized on output
+
+    def col(self) -> Col:
+        """The aggregate as post-aggregators read it (a sketch stays a sketch)."""
+        return Col(_q(self.name), self.sketch or self.kind)
+
+    def out(self) -> str:
+        """The aggregate as Druid writes it in a result (finalized)."""
+        if self.sketch is None:
+            return _q(self.name)
+        final = sketch_sql.finalize(_DIALECT.get(), self.sketch, _q(self.name))
+        if self.kind == "long" and self.sketch == "hll":  # `round`
+            return f"CAST(round({final}) AS BIGINT)"
+        return final
 
 
 _SKETCHES = (
@@ -959,6 +988,62 @@ def _cardinality(spec, field, cols, cond) -> Agg:
     return Agg(spec["name"], f"CAST({sql} AS {'BIGINT' if rounded else 'DOUBLE'})", kind, "0")
 
 
+# Druid's sketch aggregator -> (sketch kind, its size field, default, size as given -> param)
+_SKETCH_AGGS = {
+    "thetaSketch": ("theta", "size", 16384),
+    "HLLSketchBuild": ("hll", "lgK", 12),
+    "HLLSketchMerge": ("hll", "lgK", 12),
+    "hyperUnique": ("hll", None, 12),
+    "quantilesDoublesSketch": ("kll", "k", 128),
+}
+_SKETCH_FIELDS = {
+    "thetaSketch": {"isInputThetaSketch", "errorBoundsStdDev"},
+    "HLLSketchBuild": {"tgtHllType", "round"},
+    "HLLSketchMerge": {"tgtHllType", "round"},
+    "hyperUnique": {"isInputHyperUnique", "round"},
+    "quantilesDoublesSketch": {"maxStreamLength"},
+}
+
+
+def _sketch_param(spec: dict, field: str, key: str | None, default: int) -> int:
+    value = default if key is None or spec.get(key) is None else spec[key]
+    value = _int(value, f"{field}.{key}", minimum=1)
+    if key == "size":  # theta's nominal entries, a power of 2; the engines take its log
+        if value & (value - 1) or not 16 <= value <= 2**26:
+            raise NativeQueryError(f"{field}.size", "must be a power of 2 from 16 to 67108864")
+        return value.bit_length() - 1
+    if key == "lgK" and not 4 <= value <= 21:
+        raise NativeQueryError(f"{field}.lgK", "must be from 4 to 21")
+    if key == "k" and not 2 <= value <= 32768:
+        raise NativeQueryError(f"{field}.k", "must be from 2 to 32768")
+    return value
+
+
+def _sketch_agg(spec, field, cols, cond) -> Agg:
+    """A DataSketches aggregator: sketches a column's values, or unions the sketches
+    a sketch column holds; finalized (estimate, or count) unless `shouldFinalize`
+    is false, when the sketch is written in base64 as Druid writes it."""
+    kind, size_key, default = _SKETCH_AGGS[spec["type"]]
+    _only(
+        spec,
+        field,
+        {"type", "name", "fieldName", size_key, "shouldFinalize"} | _SKETCH_FIELDS[spec["type"]],
+    )
+    if spec.get("errorBoundsStdDev") is not None:
+        raise _unsupported(f"{field}.errorBoundsStdDev", "estimates with error bounds")
+    param = _sketch_param(spec, field, size_key, default)
+    col = cols.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+    if col.kind in ("pair", "other"):
+        raise _unsupported(f"{field}.fieldName", f"a sketch of a {col.kind} column")
+    merge = col.kind == "sketch"
+    sql = sketch_sql.aggregate(_DIALECT.get(), kind, col.sql, param, cond, merge=merge)
+    if not _bool(spec.get("shouldFinalize", True), f"{field}.shouldFinalize"):
+        return Agg(spec["name"], sketch_sql.as_base64(sql), "string")
+    if kind == "hll" and _bool(spec.get("round"), f"{field}.round"):
+        return Agg(spec["name"], sql, "long", "NULL", kind)
+    return Agg(spec["name"], sql, sketch_sql.FINAL_KIND[kind], "NULL", kind)
+
+
 def compile_aggregator(spec, field: str, cols: _Columns, cond: str | None = None) -> Agg:
     spec = _obj(spec, field)
     kind = _type_of(spec, field)
@@ -968,7 +1053,7 @@ def compile_aggregator(spec, field: str, cols: _Columns, cond: str | None = None
         both = where if cond is None else f"({cond}) AND {where}"
         agg = compile_aggregator(inner, f"{field}.aggregator", cols, both)
         name = spec.get("name") or agg.name
-        return Agg(_str(name, f"{field}.name"), agg.sql, agg.kind, agg.empty)
+        return Agg(_str(name, f"{field}.name"), agg.sql, agg.kind, agg.empty, agg.sketch)
     _str(spec.get("name"), f"{field}.name")
     if kind == "count":
         return Agg(spec["name"], _with_filter("COUNT(*)", cond), "long", "0")
@@ -981,11 +1066,13 @@ def compile_aggregator(spec, field: str, cols: _Columns, cond: str | None = None
         return Agg(spec["name"], _with_filter(f"AVG({value})", cond), "double")
     if kind == "cardinality":
         return _cardinality(spec, field, cols, cond)
+    if kind in _SKETCH_AGGS:
+        return _sketch_agg(spec, field, cols, cond)
     if kind in _SKETCHES:
         raise _unsupported(
             f"{field}.type",
-            f"{kind}: Strata stores sketches in Spark's DataSketches format, which the "
-            "embedded query engine cannot read; use cardinality for a distinct count",
+            f"{kind}: Strata has no {kind} columns; its sketches are HLL, theta and "
+            "quantiles (KLL) sketches",
         )
     raise _unsupported(f"{field}.type", f"aggregator type {kind!r}")
 
@@ -1011,8 +1098,12 @@ _ARITH = {"+", "-", "*", "/", "quotient", "pow"}
 def _post_value(spec, field: str, out: _Outputs) -> Col:
     spec = _obj(spec, field)
     kind = _type_of(spec, field)
-    if kind in ("fieldAccess", "finalizingFieldAccess"):
+    if kind == "fieldAccess":
         return out.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+    if kind == "finalizingFieldAccess":
+        return _finalized(out.get(_str(spec.get("fieldName"), f"{field}.fieldName")))
+    if kind in _SKETCH_POSTS:
+        return _SKETCH_POSTS[kind](spec, field, out)
     if kind == "constant":
         value = spec.get("value")
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -1040,6 +1131,118 @@ def _post_value(spec, field: str, out: _Outputs) -> Col:
         col = out.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
         return Col(_cast(col, "double"), "double")
     raise _unsupported(f"{field}.type", f"post-aggregator type {kind!r}")
+
+
+def _finalized(col: Col) -> Col:
+    """A sketch's finalized value (estimate, or count); any other value as is."""
+    if col.kind not in sketch_sql.KINDS:
+        return col
+    return Col(
+        sketch_sql.finalize(_DIALECT.get(), col.kind, col.sql), sketch_sql.FINAL_KIND[col.kind]
+    )
+
+
+def _sketch_field(spec: dict, field: str, out: _Outputs, kind: str, key: str = "field") -> Col:
+    col = _post_value(spec.get(key), f"{field}.{key}", out)
+    if col.kind != kind:
+        raise NativeQueryError(f"{field}.{key}", f"must give a {kind} sketch")
+    return col
+
+
+def _sketch_fields(spec: dict, field: str, out: _Outputs, kind: str) -> list[Col]:
+    fields = _list(spec.get("fields"), f"{field}.fields")
+    if not fields:
+        raise NativeQueryError(f"{field}.fields", "name at least one sketch")
+    return [
+        _sketch_field({"f": f}, f"{field}.fields[{i}]", out, kind, "f")
+        for i, f in enumerate(fields)
+    ]
+
+
+def _estimate_post(spec, field, out) -> Col:
+    kind = "theta" if spec["type"] == "thetaSketchEstimate" else "hll"
+    if spec.get("errorBoundsStdDev") is not None:
+        raise _unsupported(f"{field}.errorBoundsStdDev", "estimates with error bounds")
+    col = _finalized(_sketch_field(spec, field, out, kind))
+    if _bool(spec.get("round"), f"{field}.round"):
+        return Col(f"CAST(round({col.sql}) AS BIGINT)", "long")
+    return col
+
+
+def _on_engine(sql: str | None, field: str, what: str) -> str:
+    if sql is None:
+        raise _unsupported(field, f"{what} on Spark SQL")
+    return sql
+
+
+def _theta_set_op(spec, field, out) -> Col:
+    op = spec.get("func")
+    if op not in ("UNION", "INTERSECT", "NOT"):
+        raise NativeQueryError(f"{field}.func", "must be UNION, INTERSECT or NOT")
+    parts = [c.sql for c in _sketch_fields(spec, field, out, "theta")]
+    return Col(sketch_sql.theta_set_op(_DIALECT.get(), op, parts), "theta")
+
+
+def _hll_union(spec, field, out) -> Col:
+    lg_k = _sketch_param(spec, field, "lgK", 12)
+    parts = [c.sql for c in _sketch_fields(spec, field, out, "hll")]
+    return Col(sketch_sql.hll_union(_DIALECT.get(), parts, lg_k), "hll")
+
+
+def _hll_bounds(spec, field, out) -> Col:
+    col = _sketch_field(spec, field, out, "hll")
+    devs = _int(spec.get("numStdDev", 1), f"{field}.numStdDev", minimum=1)
+    if devs > 3:
+        raise NativeQueryError(f"{field}.numStdDev", "must be 1, 2 or 3")
+    sql = sketch_sql.hll_bounds(_DIALECT.get(), col.sql, devs)
+    return Col(_on_engine(sql, f"{field}.type", "HLL error bounds"), "other")
+
+
+def _doubles(value, field: str) -> list[float]:
+    values = _list(value, field)
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise NativeQueryError(f"{field}[{i}]", "must be a number")
+    return [float(v) for v in values]
+
+
+def _quantiles_post(spec, field, out) -> Col:
+    col = _sketch_field(spec, field, out, "kll")
+    kind, dialect = spec["type"].removeprefix("quantilesDoublesSketchTo"), _DIALECT.get()
+    if kind == "Quantile":
+        fraction = _doubles([spec.get("fraction")], f"{field}.fraction")[0]
+        if not 0 <= fraction <= 1:
+            raise NativeQueryError(f"{field}.fraction", "must be from 0 to 1")
+        return Col(sketch_sql.kll_quantile(dialect, col.sql, fraction), "double")
+    if kind == "Rank":
+        value = _doubles([spec.get("value")], f"{field}.value")[0]
+        return Col(sketch_sql.kll_rank(dialect, col.sql, value), "double")
+    if kind == "String":
+        return Col(sketch_sql.kll_summary(dialect, col.sql), "string")
+    if kind == "Quantiles":
+        values = _doubles(spec.get("fractions"), f"{field}.fractions")
+        if any(not 0 <= f <= 1 for f in values):
+            raise NativeQueryError(f"{field}.fractions", "must be from 0 to 1")
+    elif spec.get("numBins") is not None:
+        raise _unsupported(f"{field}.numBins", "give `splitPoints`")
+    else:
+        values = _doubles(spec.get("splitPoints"), f"{field}.splitPoints")
+    what = {"Quantiles": "quantiles", "CDF": "cdf", "Histogram": "histogram"}[kind]
+    sql = sketch_sql.kll_list(dialect, what, col.sql, values)
+    return Col(_on_engine(sql, f"{field}.type", f"quantilesDoublesSketchTo{kind}"), "other")
+
+
+_SKETCH_POSTS = {
+    "thetaSketchEstimate": _estimate_post,
+    "HLLSketchEstimate": _estimate_post,
+    "thetaSketchSetOp": _theta_set_op,
+    "HLLSketchUnion": _hll_union,
+    "HLLSketchEstimateWithBounds": _hll_bounds,
+    **{
+        f"quantilesDoublesSketchTo{k}": _quantiles_post
+        for k in ("Quantile", "Quantiles", "Rank", "CDF", "Histogram", "String")
+    },
+}
 
 
 def _arithmetic(spec: dict, field: str, out: _Outputs) -> Col:
@@ -1077,6 +1280,8 @@ def compile_post_aggregators(specs, known: dict[str, Col], field="postAggregatio
         col = _post_value(spec, path, out)
         name = _str(_obj(spec, path).get("name"), f"{path}.name")
         out.known[name] = Col(f"({col.sql})", col.kind)
+        if col.kind in sketch_sql.KINDS:  # a sketch is written as Druid writes one
+            col = Col(sketch_sql.as_base64(col.sql), "string")
         result.append((name, col))
     return result
 
@@ -1151,13 +1356,61 @@ def _datasource(spec) -> str:
     return _str(spec, "dataSource")
 
 
+def _json_path(spec: dict, field: str) -> str:
+    """A nested-field column's JSONPath, from `path` (JSONPath, or jq with
+    `useJqSyntax`) or `pathParts`."""
+    if spec.get("pathParts") is not None:
+        path = "$"
+        for i, part in enumerate(_list(spec["pathParts"], f"{field}.pathParts")):
+            part = _obj(part, f"{field}.pathParts[{i}]")
+            if part.get("type") == "field":
+                path += "." + _str(part.get("field"), f"{field}.pathParts[{i}].field")
+            elif part.get("type") == "arrayElement":
+                path += f"[{_int(part.get('index'), f'{field}.pathParts[{i}].index')}]"
+            else:
+                raise NativeQueryError(
+                    f"{field}.pathParts[{i}].type", "must be field or arrayElement"
+                )
+        return path
+    path = _str(spec.get("path"), f"{field}.path")
+    if _bool(spec.get("useJqSyntax"), f"{field}.useJqSyntax"):
+        return "$" + (path if path.startswith(("[", ".")) else "." + path)
+    return path
+
+
+def _nested_field(spec: dict, field: str) -> tuple[str, str, str | None]:
+    """(name, Druid expression, output type) of a `nested-field` virtual column."""
+    allowed = {"type", "columnName", "outputName", "expectedType", "path", "pathParts"}
+    _only(spec, field, allowed | {"processFromRaw", "useJqSyntax", "useStringValueOfNullLiteral"})
+    column = _str(spec.get("columnName"), f"{field}.columnName")
+    name = _str(spec.get("outputName"), f"{field}.outputName")
+    path = _json_path(spec, field).replace("\\", "\\\\").replace("'", "\\'")
+    ref = '"' + column.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    expected = str(spec.get("expectedType") or "STRING").upper().replace(" ", "")
+    if expected.startswith("COMPLEX"):
+        return name, f"json_query({ref}, '{path}')", None
+    if expected in ("LONG", "DOUBLE", "FLOAT", "STRING"):
+        return name, f"json_value({ref}, '{path}', '{expected}')", expected
+    if expected in ("ARRAY<LONG>", "ARRAY<DOUBLE>", "ARRAY<STRING>"):
+        return name, f"json_value({ref}, '{path}', '{expected}')", None
+    raise _unsupported(
+        f"{field}.expectedType", f"{expected} (STRING, LONG, DOUBLE, ARRAY, COMPLEX<json>)"
+    )
+
+
 def _virtual_columns(specs) -> dict[str, tuple]:
     out = {}
     for i, spec in enumerate(_list(specs or [], "virtualColumns")):
         path = f"virtualColumns[{i}]"
         spec = _obj(spec, path)
+        if spec.get("type") == "nested-field":
+            name, expression, otype = _nested_field(spec, path)
+            out[name] = (expression, otype, path)
+            continue
         if spec.get("type") != "expression":
-            raise _unsupported(f"{path}.type", f"{spec.get('type')!r} (only expression)")
+            raise _unsupported(
+                f"{path}.type", f"{spec.get('type')!r} (only expression and nested-field)"
+            )
         _only(spec, path, {"type", "name", "expression", "outputType"})
         otype = spec.get("outputType")
         otype = str(otype).upper() if otype else None
@@ -1217,7 +1470,7 @@ def _timeseries(q: _Query) -> Plan:
     gran = parse_granularity(q.body.get("granularity"))
     aggs = _aggregators(q)
     posts = compile_post_aggregators(
-        q.body.get("postAggregations"), {a.name: Col(_q(a.name), a.kind) for a in aggs}
+        q.body.get("postAggregations"), {a.name: a.col() for a in aggs}
     )
     skip = _bool(q.context.get("skipEmptyBuckets"), "context.skipEmptyBuckets")
     total = _bool(q.context.get("grandTotal"), "context.grandTotal")
@@ -1256,7 +1509,7 @@ def _timeseries(q: _Query) -> Plan:
     if total:
         rows += f" UNION ALL SELECT NULL, 1{_comma(agg_sql)} FROM __base WHERE {q.where}"
     order = "DESC" if _bool(q.body.get("descending"), "descending") else "ASC"
-    outputs = [(a.name, _q(a.name)) for a in aggs] + [(n, c.sql) for n, c in posts]
+    outputs = [(a.name, a.out()) for a in aggs] + [(n, c.sql) for n, c in posts]
     sql = (
         f"WITH {', '.join(ctes)} SELECT __bucket, __total{_comma(outputs)} FROM ({rows}) "
         f"ORDER BY __total, __bucket {order}"
@@ -1278,11 +1531,15 @@ def _comma(items: list[tuple[str, str]]) -> str:
 
 def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
     """(output name, SQL, kind) of a dimension: strings unless an outputType says otherwise."""
-    name, out, kind = dimension_spec(spec, field)
-    col = q.cols.get(name)
+    dim = full_dimension_spec(spec, field)
+    col = q.cols.get(dim.dimension)
     if col.kind in ("sketch", "pair", "other"):
         raise _unsupported(field, f"grouping on a {col.kind} column")
-    return out, _cast(col, "double" if kind == "float" else kind), kind
+    if dim.transform is not None:
+        is_time = dim.dimension == "__time" and dim.dimension not in q.cols.virtual
+        col = _extracted(col, dim.transform, "time" if is_time else col.kind, field)
+    kind = dim.output_type
+    return dim.output_name, _cast(col, "double" if kind == "float" else kind), kind
 
 
 def _grouped_bucket(q: _Query, gran: Granularity) -> tuple[str, str]:
@@ -1329,15 +1586,13 @@ def _topn(q: _Query) -> Plan:
     dim, dim_sql, dim_kind = _dimension_sql(q, q.body.get("dimension"), "dimension")
     threshold = _int(q.body.get("threshold"), "threshold", minimum=1)
     aggs = _aggregators(q)
-    known = {dim: Col(_q(dim), dim_kind), **{a.name: Col(_q(a.name), a.kind) for a in aggs}}
+    known = {dim: Col(_q(dim), dim_kind), **{a.name: a.col() for a in aggs}}
     posts = compile_post_aggregators(q.body.get("postAggregations"), known)
     names = {a.name: a.kind for a in aggs} | {n: c.kind for n, c in posts}
     order, where = _metric_order(q.body.get("metric"), names, dim)
     bucket, span = _grouped_bucket(q, gran)
     items = [(dim, dim_sql)] + [(a.name, a.sql) for a in aggs]
-    outputs = (
-        [(dim, _q(dim))] + [(a.name, _q(a.name)) for a in aggs] + [(n, c.sql) for n, c in posts]
-    )
+    outputs = [(dim, _q(dim))] + [(a.name, a.out()) for a in aggs] + [(n, c.sql) for n, c in posts]
     sql = (
         f"WITH {_base(q)}, __span AS (SELECT min(__time) AS lo FROM __base), "
         f"__grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
@@ -1434,18 +1689,63 @@ def _limit_order(
     return ["__bucket ASC"] + terms + tail, limit, offset
 
 
+def _subtotals(spec, names: list[str]) -> list[list[str]] | None:
+    """subtotalsSpec: sets of the dimensions' output names, each in their order."""
+    if spec is None:
+        return None
+    sets = []
+    for i, names_i in enumerate(_list(spec, "subtotalsSpec")):
+        chosen = [
+            _str(n, f"subtotalsSpec[{i}][{j}]")
+            for j, n in enumerate(_list(names_i, f"subtotalsSpec[{i}]"))
+        ]
+        unknown = [n for n in chosen if n not in names]
+        if unknown:
+            raise NativeQueryError(
+                f"subtotalsSpec[{i}]", f"{unknown[0]!r} is not an outputName of `dimensions`"
+            )
+        sets.append(chosen)
+    if not sets:
+        raise NativeQueryError("subtotalsSpec", "give at least one set of dimensions")
+    return sets
+
+
+def _grouped_sql(q: _Query, bucket: str, span: str, dims, aggs, subtotals) -> str:
+    """The grouping SELECT; with subtotals, one per set (`__sub` its index), the
+    dimensions outside the set null, as Druid returns them."""
+    agg_items = [(a.name, a.sql) for a in aggs]
+    if subtotals is None:
+        items = [(n, s) for n, s, _ in dims] + agg_items
+        group_by = ", ".join(str(i) for i in range(1, len(dims) + 2))
+        return (
+            f"SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
+            f"WHERE {q.where} GROUP BY {group_by}"
+        )
+    parts = []
+    for i, chosen in enumerate(subtotals):
+        types = {"string": _text(), "long": "BIGINT"}
+        items = [
+            (n, s if n in chosen else f"CAST(NULL AS {types.get(k, 'DOUBLE')})") for n, s, k in dims
+        ]
+        keys = ["__bucket"] + [_q(n) for n in chosen]
+        parts.append(
+            f"SELECT {i} AS __sub, {bucket} AS __bucket{_comma(items + agg_items)} "
+            f"FROM __base{span} WHERE {q.where} GROUP BY {', '.join(keys)}"
+        )
+    return " UNION ALL ".join(parts)
+
+
 def _groupby(q: _Query) -> Plan:
-    if q.body.get("subtotalsSpec") is not None:
-        raise _unsupported("subtotalsSpec", "subtotals are not supported")
     gran = parse_granularity(q.body.get("granularity"))
     dims = [
         _dimension_sql(q, d, f"dimensions[{i}]")
         for i, d in enumerate(_list(q.body.get("dimensions") or [], "dimensions"))
     ]
+    subtotals = _subtotals(q.body.get("subtotalsSpec"), [n for n, _, _ in dims])
     aggs = _aggregators(q)
     known = {
         **{n: Col(_q(n), k) for n, _, k in dims},
-        **{a.name: Col(_q(a.name), a.kind) for a in aggs},
+        **{a.name: a.col() for a in aggs},
     }
     posts = compile_post_aggregators(q.body.get("postAggregations"), known)
     if gran.kind == "all":  # Druid stamps every row with the first interval's start
@@ -1454,8 +1754,7 @@ def _groupby(q: _Query) -> Plan:
         bucket, span = f"CAST({stamp} AS BIGINT)", ""
     else:
         bucket, span = _grouped_bucket(q, gran)
-    items = [(n, s) for n, s, _ in dims] + [(a.name, a.sql) for a in aggs]
-    outputs = [(n, _q(n)) for n, _, _ in dims] + [(a.name, _q(a.name)) for a in aggs]
+    outputs = [(n, _q(n)) for n, _, _ in dims] + [(a.name, a.out()) for a in aggs]
     outputs += [(n, c.sql) for n, c in posts]
     kinds = (
         {n: k for n, _, k in dims} | {a.name: a.kind for a in aggs} | {n: c.kind for n, c in posts}
@@ -1465,16 +1764,26 @@ def _groupby(q: _Query) -> Plan:
     order, limit, offset = _limit_order(
         q, q.body.get("limitSpec"), kinds, [n for n, _, _ in dims], gran
     )
-    group_by = ", ".join(str(i) for i in range(1, len(dims) + 2))
+    order_sql = ", ".join(order) or "__bucket"
+    sub = "" if subtotals is None else "__sub, "
+    selected = f"__bucket{_comma([(n, _q(n)) for n, _ in outputs])}"
     sql = (
-        f"WITH {_base(q)}, __grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
-        f"WHERE {q.where} GROUP BY {group_by}), "
-        f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped) "
-        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM __post WHERE {having} "
-        f"ORDER BY {', '.join(order) or '__bucket'}"
-        + (f" LIMIT {limit}" if limit is not None else "")
-        + (f" OFFSET {offset}" if offset else "")
+        f"WITH {_base(q)}, __grouped AS ({_grouped_sql(q, bucket, span, dims, aggs, subtotals)}), "
+        f"__post AS (SELECT {sub}__bucket{_comma(outputs)} FROM __grouped) "
     )
+    if subtotals is None:
+        sql += (
+            f"SELECT {selected} FROM __post WHERE {having} ORDER BY {order_sql}"
+            + (f" LIMIT {limit}" if limit is not None else "")
+            + (f" OFFSET {offset}" if offset else "")
+        )
+    else:  # the limitSpec applies to each subtotal's rows
+        last = "" if limit is None else f" AND __n <= {(offset or 0) + limit}"
+        sql += (
+            f"SELECT {selected} FROM (SELECT *, row_number() OVER (PARTITION BY __sub "
+            f"ORDER BY {order_sql}) AS __n FROM __post WHERE {having}) "
+            f"WHERE __n > {offset or 0}{last} ORDER BY __sub, __n"
+        )
     return Plan(
         "groupBy",
         q.datasource,

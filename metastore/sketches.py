@@ -1,0 +1,277 @@
+"""Reading the sketches Strata stores, on the embedded query engine.
+
+Ingestion writes Druid's sketch metrics as Spark's Apache DataSketches sketches
+(`workers/jobs/rollup.py`): HLL (`hll_sketch_agg`), theta (`theta_sketch_agg`)
+and KLL doubles (`kll_sketch_agg_double`), in the library's standard binary
+forms. The `datasketches` package reads and merges those same forms, so DuckDB
+gets them as scalar functions (`register`): an aggregate is the function of
+`list(column)`, e.g. `strata_theta_union(list(users), 12)`, and the estimates
+and quantiles are functions of one sketch. Spark SQL has the same operations
+built in (`hll_union_agg`, `theta_union_agg`, `kll_merge_agg_double`, ...).
+
+Raw values are sketched from their text, so a sketch built at query time over a
+column estimates the same distinct count as Druid's (sketches are never mixed
+with stored ones: a column holds either values or sketches).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import datasketches as ds
+
+HLL_LG_K = 12
+THETA_LG_K = 12
+KLL_K = 200
+
+
+def _present(values) -> list:
+    return [v for v in values or () if v is not None]
+
+
+# --- HLL ------------------------------------------------------------------------------------
+
+
+def hll_union(sketches: list[bytes] | None, lg_k: int = HLL_LG_K) -> bytes | None:
+    union = ds.hll_union(lg_k)
+    for blob in _present(sketches):
+        union.update(ds.hll_sketch.deserialize(bytes(blob)))
+    return union.get_result(ds.tgt_hll_type.HLL_4).serialize_compact()
+
+
+def hll_build(values: list | None, lg_k: int = HLL_LG_K) -> bytes:
+    sketch = ds.hll_sketch(lg_k, ds.tgt_hll_type.HLL_4)
+    for value in _present(values):
+        sketch.update(str(value))
+    return sketch.serialize_compact()
+
+
+def hll_estimate(blob: bytes | None) -> float:
+    return 0.0 if blob is None else ds.hll_sketch.deserialize(bytes(blob)).get_estimate()
+
+
+def hll_bounds(blob: bytes | None, std_devs: int = 1) -> list[float]:
+    """[estimate, lower bound, upper bound], as Druid's HLLSketchEstimateWithBounds."""
+    if blob is None:
+        return [0.0, 0.0, 0.0]
+    s = ds.hll_sketch.deserialize(bytes(blob))
+    return [s.get_estimate(), s.get_lower_bound(std_devs), s.get_upper_bound(std_devs)]
+
+
+# --- theta ----------------------------------------------------------------------------------
+
+
+def theta_union(sketches: list[bytes] | None, lg_k: int = THETA_LG_K) -> bytes:
+    union = ds.theta_union(lg_k)
+    for blob in _present(sketches):
+        union.update(ds.compact_theta_sketch.deserialize(bytes(blob)))
+    return union.get_result().serialize()
+
+
+def theta_build(values: list | None, lg_k: int = THETA_LG_K) -> bytes:
+    sketch = ds.update_theta_sketch(lg_k)
+    for value in _present(values):
+        sketch.update(str(value))
+    return sketch.compact().serialize()
+
+
+def theta_estimate(blob: bytes | None) -> float:
+    return 0.0 if blob is None else ds.compact_theta_sketch.deserialize(bytes(blob)).get_estimate()
+
+
+def theta_set_op(op: str, sketches: list[bytes | None]) -> bytes:
+    """Druid's thetaSketchSetOp: UNION, INTERSECT or NOT (the first minus the rest);
+    a null sketch is an empty one."""
+    parts = [
+        ds.compact_theta_sketch.deserialize(bytes(b))
+        if b is not None
+        else ds.update_theta_sketch().compact()
+        for b in sketches or ()
+    ]
+    if not parts:
+        return ds.update_theta_sketch().compact().serialize()
+    if op == "UNION":
+        union = ds.theta_union()
+        for part in parts:
+            union.update(part)
+        return union.get_result().serialize()
+    if op == "INTERSECT":
+        both = ds.theta_intersection()
+        for part in parts:
+            both.update(part)
+        return both.get_result().serialize()
+    result = parts[0]
+    for part in parts[1:]:
+        result = ds.theta_a_not_b().compute(result, part)
+    return result.serialize()
+
+
+# --- KLL (Druid's quantilesDoublesSketch) --------------------------------------------------
+
+
+def kll_merge(sketches: list[bytes] | None, k: int = KLL_K) -> bytes:
+    merged = ds.kll_doubles_sketch(k)
+    for blob in _present(sketches):
+        merged.merge(ds.kll_doubles_sketch.deserialize(bytes(blob)))
+    return merged.serialize()
+
+
+def kll_build(values: list | None, k: int = KLL_K) -> bytes:
+    sketch = ds.kll_doubles_sketch(k)
+    for value in _present(values):
+        sketch.update(float(value))
+    return sketch.serialize()
+
+
+def _kll(blob: bytes | None):
+    return None if blob is None else ds.kll_doubles_sketch.deserialize(bytes(blob))
+
+
+def kll_n(blob: bytes | None) -> int:
+    sketch = _kll(blob)
+    return 0 if sketch is None else sketch.n
+
+
+# Ranks count a value itself (INCLUSIVE), as DataSketches' Java library (Druid, Spark)
+# does by default.
+
+
+def kll_quantile(blob: bytes | None, fraction: float) -> float | None:
+    sketch = _kll(blob)
+    if sketch is None or sketch.is_empty():
+        return None  # Druid: NaN for an empty sketch
+    return sketch.get_quantile(fraction, True)
+
+
+def kll_quantiles(blob: bytes | None, fractions: list[float]) -> list[float] | None:
+    sketch = _kll(blob)
+    if sketch is None or sketch.is_empty():
+        return None
+    return [sketch.get_quantile(f, True) for f in fractions]
+
+
+def kll_rank(blob: bytes | None, value: float) -> float | None:
+    sketch = _kll(blob)
+    if sketch is None or sketch.is_empty():
+        return None
+    return sketch.get_rank(value, True)
+
+
+def kll_cdf(blob: bytes | None, split_points: list[float]) -> list[float] | None:
+    sketch = _kll(blob)
+    if sketch is None or sketch.is_empty():
+        return None
+    return list(sketch.get_cdf(split_points, True))
+
+
+def kll_histogram(blob: bytes | None, split_points: list[float]) -> list[float] | None:
+    """Druid's ToHistogram: the (approximate) number of values in each bin."""
+    sketch = _kll(blob)
+    if sketch is None or sketch.is_empty():
+        return None
+    return [p * sketch.n for p in sketch.get_pmf(split_points, True)]
+
+
+def kll_summary(blob: bytes | None) -> str | None:
+    sketch = _kll(blob)
+    return None if sketch is None else sketch.to_string()
+
+
+# --- the DuckDB functions -------------------------------------------------------------------
+
+
+# --- any column, for SQL ----------------------------------------------------------------------
+# Druid SQL's sketch functions take a column of values or of sketches. The SQL
+# passes `list(CAST(x AS VARCHAR))` and `typeof(x)`: DuckDB writes a BLOB as text
+# with every byte outside printable ASCII, and the quotes and backslash, as \xHH.
+
+_ESCAPE = re.compile(r"\\x([0-9A-Fa-f]{2})")
+
+
+def blob_from_text(text: str) -> bytes:
+    """The bytes of a BLOB from DuckDB's text of it."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text).encode("latin-1")
+
+
+def _blobs(texts, column_type) -> list[bytes] | None:
+    if column_type != "BLOB":
+        return None
+    return [blob_from_text(t) for t in _present(texts)]
+
+
+def hll_of(texts: list[str] | None, column_type: str | None, lg_k: int) -> bytes:
+    blobs = _blobs(texts, column_type)
+    return hll_build(texts, lg_k) if blobs is None else hll_union(blobs, lg_k)
+
+
+def theta_of(texts: list[str] | None, column_type: str | None, lg_k: int) -> bytes:
+    blobs = _blobs(texts, column_type)
+    return theta_build(texts, lg_k) if blobs is None else theta_union(blobs, lg_k)
+
+
+def kll_of(texts: list[str] | None, column_type: str | None, k: int) -> bytes:
+    blobs = _blobs(texts, column_type)
+    if blobs is not None:
+        return kll_merge(blobs, k)
+    numbers = []
+    for text in _present(texts):
+        with contextlib.suppress(ValueError):  # Druid skips what is not a number
+            numbers.append(float(text))
+    return kll_build(numbers, k)
+
+
+# name -> (function, argument types, result type); `[T]` is a list of T.
+SIGNATURES = {
+    "strata_hll_union": (hll_union, ["[BLOB]", "INTEGER"], "BLOB"),
+    "strata_hll_build": (hll_build, ["[VARCHAR]", "INTEGER"], "BLOB"),
+    "strata_hll_estimate": (hll_estimate, ["BLOB"], "DOUBLE"),
+    "strata_hll_bounds": (hll_bounds, ["BLOB", "INTEGER"], "[DOUBLE]"),
+    "strata_theta_union": (theta_union, ["[BLOB]", "INTEGER"], "BLOB"),
+    "strata_theta_build": (theta_build, ["[VARCHAR]", "INTEGER"], "BLOB"),
+    "strata_theta_estimate": (theta_estimate, ["BLOB"], "DOUBLE"),
+    "strata_theta_set_op": (theta_set_op, ["VARCHAR", "[BLOB]"], "BLOB"),
+    "strata_kll_merge": (kll_merge, ["[BLOB]", "INTEGER"], "BLOB"),
+    "strata_kll_build": (kll_build, ["[DOUBLE]", "INTEGER"], "BLOB"),
+    "strata_kll_n": (kll_n, ["BLOB"], "BIGINT"),
+    "strata_kll_quantile": (kll_quantile, ["BLOB", "DOUBLE"], "DOUBLE"),
+    "strata_kll_quantiles": (kll_quantiles, ["BLOB", "[DOUBLE]"], "[DOUBLE]"),
+    "strata_kll_rank": (kll_rank, ["BLOB", "DOUBLE"], "DOUBLE"),
+    "strata_kll_cdf": (kll_cdf, ["BLOB", "[DOUBLE]"], "[DOUBLE]"),
+    "strata_kll_histogram": (kll_histogram, ["BLOB", "[DOUBLE]"], "[DOUBLE]"),
+    "strata_kll_summary": (kll_summary, ["BLOB"], "VARCHAR"),
+    "strata_hll_of": (hll_of, ["[VARCHAR]", "VARCHAR", "INTEGER"], "BLOB"),
+    "strata_theta_of": (theta_of, ["[VARCHAR]", "VARCHAR", "INTEGER"], "BLOB"),
+    "strata_kll_of": (kll_of, ["[VARCHAR]", "VARCHAR", "INTEGER"], "BLOB"),
+}
+FUNCTION_NAMES = frozenset(SIGNATURES)
+# Functions whose value for a null argument is not null (an estimate of nothing is 0).
+_NULL_AWARE = {
+    "strata_hll_estimate",
+    "strata_theta_estimate",
+    "strata_kll_n",
+    "strata_hll_bounds",
+    "strata_hll_of",
+    "strata_theta_of",
+    "strata_kll_of",
+}
+
+
+def register(connection) -> None:
+    """Make the sketch functions callable on a DuckDB connection."""
+    import duckdb
+    from duckdb import sqltypes
+
+    def resolve(name: str):
+        if name.startswith("["):
+            return duckdb.list_type(resolve(name[1:-1]))
+        return getattr(sqltypes, name)
+
+    for name, (fn, params, result) in SIGNATURES.items():
+        connection.create_function(
+            name,
+            fn,
+            [resolve(p) for p in params],
+            resolve(result),
+            null_handling="special" if name in _NULL_AWARE else "default",
+        )
