@@ -430,6 +430,9 @@ def _tables(from_table, columns, ctes: set[str]) -> dict[str, TableKinds]:
             **_tables(from_table.get("left"), columns, ctes),
             **_tables(from_table.get("right"), columns, ctes),
         }
+    if from_table.get("type") == "SUBQUERY":
+        derived = _derived_kinds(from_table, columns, ctes)
+        return {str(from_table.get("alias") or "").lower(): derived} if derived else {}
     if from_table.get("type") != "BASE_TABLE":
         return {}
     name = TableName(
@@ -441,6 +444,35 @@ def _tables(from_table, columns, ctes: set[str]) -> dict[str, TableKinds]:
         return {}
     kinds = columns(name)
     return {str(from_table.get("alias") or name.table).lower(): kinds} if kinds else {}
+
+
+class _DerivedKinds(dict):
+    """The kinds of a subquery's columns that are columns of its tables."""
+
+    def get(self, column: str, *, probe: bool = True) -> str | None:
+        found = super().get(column)
+        return found(probe) if found else None
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+
+def _derived_kinds(subquery: dict, columns, ctes: set[str]) -> _DerivedKinds:
+    """`(SELECT tags AS t, * FROM ds) AS s`: the kinds of its plain column outputs."""
+    node = (subquery.get("subquery") or {}).get("node") or {}
+    if node.get("type") != "SELECT_NODE":
+        return _DerivedKinds()
+    inner = _Kinds(_tables(node.get("from_table"), columns, ctes))
+    out = _DerivedKinds()
+    for item in node.get("select_list") or []:
+        if item.get("class") == "STAR" and not item.get("relation_name"):
+            for table in inner.tables.values():
+                for name in getattr(table, "base", table):
+                    out[name] = lambda probe, t=table, n=name: t.get(n, probe=probe)
+        elif item.get("class") == "COLUMN_REF" and inner.column(item, probe=False):
+            name = str(item.get("alias") or item["column_names"][-1]).lower()
+            out[name] = lambda probe, ref=item: (inner.column(ref, probe=probe) or (0, None))[1]
+    return out
 
 
 def _expressions(select: dict) -> list:
@@ -654,7 +686,7 @@ def _multi_value(con, select: dict, kinds: _Kinds) -> None:
     for where in filters:
         for atom in list(_filter_atoms(where)):
             _any_value(con, atom, kinds)
-    if select.get("from_table", {}).get("type") == "BASE_TABLE":
+    if select.get("from_table", {}).get("type") in ("BASE_TABLE", "SUBQUERY"):
         for column in _grouped_multi_value(select, kinds):
             _unnest_for_grouping(con, select, kinds, column)
 
@@ -694,7 +726,7 @@ def _unnest_for_grouping(con, select: dict, kinds: _Kinds, column: str) -> None:
         if item.get("column_names") and item["column_names"][-1] == value_name:
             item["alias"] = item.get("alias") or column
     table = select["from_table"]
-    alias = table.get("alias") or table["table_name"]
+    alias = table.get("alias") or table.get("table_name") or ""
     quoted = column.replace('"', '""')
     values = (
         f'CASE WHEN len(druid_mv("{quoted}")) > 0 THEN druid_mv("{quoted}") '

@@ -488,6 +488,23 @@ QUERIES = [
     ("multi-value", "SELECT COUNT(*) FILTER (WHERE tags = 'b') FROM fns", [1]),
     (
         "multi-value",
+        "SELECT t, COUNT(*) FROM (SELECT tags AS t, dim FROM fns WHERE cnt < 3) GROUP BY t "
+        "ORDER BY t",
+        ["a", "b", "c"],
+    ),
+    (
+        "multi-value",
+        "SELECT s.tags, dim FROM (SELECT * FROM fns) AS s WHERE tags = 'a' GROUP BY 1, 2 "
+        "ORDER BY 1",
+        ["a", "b"],
+    ),
+    (
+        "multi-value",
+        "SELECT COUNT(*) FROM fns GROUP BY tags, MV_TO_STRING(tags, '|') ORDER BY 1",
+        [1, 1, 1, 1],
+    ),
+    (
+        "multi-value",
         "SELECT UPPER(tags) FROM fns GROUP BY 1 HAVING UPPER(tags) <> 'C' ORDER BY 1",
         ["A", "B"],
     ),
