@@ -701,7 +701,8 @@ def _grouped_multi_value(select: dict, kinds: _Kinds) -> list[str]:
         if literal.get("kind") == "INTEGER" and 0 < int(literal["text"]) <= len(items):
             expression = items[int(literal["text"]) - 1]
         elif expression.get("class") == "POSITIONAL_REFERENCE":
-            expression = items[int(expression.get("index", 1)) - 1]
+            index = int(expression.get("index") or 0)
+            expression = items[index - 1] if 0 < index <= len(items) else expression
         elif expression.get("class") == "COLUMN_REF" and kinds.column(expression) is None:
             names = expression.get("column_names") or []
             expression = aliases.get(str(names[-1]).lower(), expression) if names else expression
