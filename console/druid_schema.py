@@ -12,6 +12,7 @@ from console.openapi import JSON_TEXT, TEXT, DruidSqlErrorOutput, json_object, r
 from console.security import MAX_LIST_ITEMS
 from metastore import spec_schema
 from metastore.query import MAX_SQL_CHARS
+from metastore.sql_druid_time import sql_time_zone_names
 
 _TASK_ID = OpenApiParameter("task_id", str, OpenApiParameter.PATH, pattern=r"^[^/\x00-\x1f\x7f]+$")
 _DATASOURCE = OpenApiParameter(
@@ -259,9 +260,14 @@ SQL_REQUEST = {
                 "nullable": True,
                 "properties": {
                     "sqlTimeZone": {
-                        "type": "string",
-                        "enum": ["UTC", "Etc/UTC", "Z"],
                         "nullable": True,
+                        "anyOf": [
+                            {"type": "string", "enum": sql_time_zone_names(), "nullable": True},
+                            {
+                                "type": "string",
+                                "pattern": "^([+](0[0-9]|1[0-4])|-(0[0-9]|1[0-2])):?00$",
+                            },
+                        ],
                     },
                     "timeout": {
                         "anyOf": [

@@ -28,6 +28,8 @@ from console.druid_schema import SQL_REQUEST, SQL_RESPONSES
 from console.openapi import responses
 from console.security import StrataBasicAuthentication
 from metastore.query import MAX_SEQ, MAX_SQL_CHARS, QueryError, run_query
+from metastore.sql_druid_time import sql_time_zone, zone, zone_result
+from metastore.sql_guard import SqlRefused
 
 
 class SqlText(serializers.CharField):
@@ -189,9 +191,15 @@ def _druid_sql_request(body) -> DruidSqlRequest:
     context = {} if context is None else context
     if not isinstance(context, dict):
         raise DruidSqlRefused("context", "must be an object")
-    zone = context.get("sqlTimeZone")
-    if zone not in (None, "UTC", "Etc/UTC", "Z"):
-        raise DruidSqlRefused("context.sqlTimeZone", f"only UTC is supported, not {zone!r}")
+    if context.get("sqlTimeZone") is not None:  # a time zone name or offset
+        try:
+            zone(context["sqlTimeZone"], "sqlTimeZone")
+        except SqlRefused as exc:
+            raise DruidSqlRefused(
+                "context.sqlTimeZone",
+                "give a time zone name or a whole-hour offset, e.g. 'America/Los_Angeles' "
+                f"or '-08:00' ({str(exc).split(': ', 1)[1]})",
+            ) from None
     query_id = context.get("sqlQueryId")
     if query_id is not None and not (isinstance(query_id, str) and 0 < len(query_id) <= 256):
         raise DruidSqlRefused("context.sqlQueryId", "must be a string of 1 to 256 characters")
@@ -387,13 +395,15 @@ class DruidSqlView(APIView):
         sql, params = sql_request.query, sql_request.parameters
         context = request.data.get("context") or {}
         try:
-            result = run_query(
-                sql=sql,
-                params=params or None,
-                timeout_ms=context.get("timeout"),
-                druid_names=True,
-                druid_sql=True,
-            )
+            with sql_time_zone(context.get("sqlTimeZone")) as zone:
+                result = run_query(
+                    sql=sql,
+                    params=params or None,
+                    timeout_ms=context.get("timeout"),
+                    druid_names=True,
+                    druid_sql=True,
+                )
+            zone_result(result, zone)
         except QueryError as exc:
             if getattr(exc, "druid_error", None):
                 return _druid_bound_error(exc)

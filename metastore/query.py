@@ -329,11 +329,17 @@ def bind_query(
             f"table {name} not found: query a dataSource, sys.<table> or INFORMATION_SCHEMA.<table>"
         )
 
-    text = _guarded(con, sql, bind, druid_names=druid_names, druid_sql=druid_sql)
+    def kinds(name):  # for Druid SQL's implicit casts and multi-value strings
+        real, _ = bind(name)
+        return sql_druid.table_kinds(sources[real].files) if real in sources else {}
+
+    text = _guarded(con, sql, bind, druid_names=druid_names, druid_sql=druid_sql, columns=kinds)
     return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
 
 
-def _guarded(con, sql: str, bind, *, druid_names: bool = False, druid_sql: bool = False) -> str:
+def _guarded(
+    con, sql: str, bind, *, druid_names: bool = False, druid_sql: bool = False, columns=None
+) -> str:
     """The SQL to run for `sql`, checked and bound by metastore.sql_guard (with its
     unnamed columns named as Druid SQL names them, if asked; with Druid SQL's
     functions translated first when it is Druid SQL)."""
@@ -344,7 +350,7 @@ def _guarded(con, sql: str, bind, *, druid_names: bool = False, druid_sql: bool 
         if druid_names or druid_sql:
             sql_guard.name_columns_like_druid(tree)
         if druid_sql:
-            sql_druid.translate(con, sql, tree, RULES)
+            sql_druid.translate(con, sql, tree, RULES, columns)
         sql_guard.check(tree, functions=allowed_functions(), bind=bind)
         return sql_guard.deparse(con, tree)
     except sql_guard.SqlRefused as exc:

@@ -8,6 +8,11 @@ any other function -- one only DuckDB has -- is refused as Druid refuses it. The
 rewritten tree then goes through `metastore.sql_guard.check` like every query, so
 what runs is still only what the guard's allow-lists name.
 
+Druid's type rules follow (`apply_types`), given the kinds of the tables' columns:
+implicit casts of strings with numbers, multi-value string dimensions filtered by
+any value and unnested by GROUP BY; and the session's `sqlTimeZone`
+(metastore.sql_druid_time) moves timestamp literals and CURRENT_DATE to its clock.
+
 Calls are found by the name the query wrote (read at the node's position in the
 text): DuckDB turns standard syntax into functions of its own (`EXTRACT(DOW FROM
 t)` into `date_part`, `TRIM(BOTH ...)` into `trim`, `COUNT(*)` into
@@ -102,13 +107,19 @@ class Rule:
     engine: frozenset = field(default_factory=frozenset)
 
 
-def _template_node(con, text: str) -> dict:
+def _parse(con, text: str) -> dict:
     from metastore.sql_guard import memoized
 
-    tree = json.loads(memoized(con, "json_serialize_sql", f"SELECT {text}"))
+    text_tree = memoized(con, "json_serialize_sql", text)
+    # Positions in the rule's text are not positions in the query: drop them.
+    tree = json.loads(re.sub(r'"query_location":\d+,?', "", text_tree))
     if tree.get("error"):  # a rule's own SQL: a bug here, not the user's query
         raise RuntimeError(f"bad rule SQL {text!r}: {tree.get('error_message')}")
-    return tree["statements"][0]["node"]["select_list"][0]
+    return tree
+
+
+def _template_node(con, text: str) -> dict:
+    return _parse(con, f"SELECT {text}")["statements"][0]["node"]["select_list"][0]
 
 
 def _substitute(template: dict, args: list[dict]) -> dict:
@@ -240,9 +251,15 @@ def _function_nodes(tree: dict) -> list[tuple[dict, bool]]:
     return found
 
 
-def translate(con, sql: str, tree: dict, rules: dict[str, Rule]) -> None:
+def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -> None:
     """Rewrite every Druid function call of `tree` (parsed from `sql`) in place into
-    the engine's SQL for it; refuse calls of functions Druid SQL does not have."""
+    the engine's SQL for it; refuse calls of functions Druid SQL does not have. With
+    `columns` (a table's column kinds, see `apply_types`), Druid's implicit casts and
+    multi-value strings too."""
+    from metastore.sql_druid_time import session_zone
+
+    if session_zone() != "UTC":
+        _session_time(con, tree, session_zone())
     for node, is_table in reversed(_function_nodes(tree)):
         engine = node.get("function_name", "")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", engine):
@@ -262,6 +279,40 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule]) -> None:
         if call.window:
             _whole_partition_frame(node)
         _replace(node, translate_call(con, call, rule))
+    if columns is not None:
+        apply_types(con, tree, columns)
+
+
+def _session_time(con, tree: dict, zone: str) -> None:
+    """Under `sqlTimeZone`: a timestamp or date literal is a wall-clock time of the
+    zone, CURRENT_DATE the zone's date, and a timestamp cast to DATE the start of its
+    day there (as a TIMESTAMP: a DATE cannot hold that instant)."""
+    from metastore.sql_druid_time import from_local, to_local
+
+    stack, found = [tree["statements"][0]["node"]], []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            found.append(item)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    for node in found:
+        target = str((node.get("type_expr") or {}).get("type_name", "")).upper()
+        if node.get("class") == "CAST" and target in ("TIMESTAMP", "DATE"):
+            child = node["child"]
+            if child.get("class") == "CONSTANT" and child["literal"].get("kind") == "STRING":
+                text = from_local(f"CAST($a0 AS {target})", zone)
+            elif target == "DATE":
+                text = from_local(f"CAST(CAST({to_local('$a0', zone)} AS DATE) AS TIMESTAMP)", zone)
+            else:
+                continue
+            _replace(node, _substitute(_template_node(con, text), [copy.deepcopy(child)]))
+        elif node.get("class") == "COLUMN_REF" and [
+            n.upper() for n in node.get("column_names") or []
+        ] == ["CURRENT_DATE"]:
+            today = f"CAST(CAST({to_local('now()', zone)} AS DATE) AS TIMESTAMP)"
+            _replace(node, _template_node(con, from_local(today, zone)))
 
 
 def _whole_partition_frame(node: dict) -> None:
@@ -277,10 +328,13 @@ def _whole_partition_frame(node: dict) -> None:
 
 def _replace(node: dict, new: dict | None) -> None:
     if new is not None:
-        location = node.get("query_location")
+        location, alias = node.get("query_location"), node.get("alias")
         node.clear()
         node.update(new)
-        node["query_location"] = location
+        if location is not None:
+            node["query_location"] = location
+        if alias and not node.get("alias"):
+            node["alias"] = alias
 
 
 _ENGINE_PREFIX = re.compile(
@@ -312,3 +366,505 @@ def engine_message(text: str) -> str:
     if text.startswith("cannot parse the query: "):
         return f"cannot parse the query: {stripped}"
     return stripped
+
+
+# --- Druid's types: implicit casts and multi-value strings ---------------------------------
+# Druid SQL (Calcite, with Druid's type coercion) casts a string compared with or added
+# to a number to that number's type, and a string given to a numeric function to a
+# double; a string that is not a number casts to null. A multi-value string
+# dimension matches a filter if any of its values does, and a GROUP BY on it counts
+# the row once per value (docs/querying/multi-value-dimensions.md). Both need the
+# columns' kinds: `columns(TableName)` gives them (string, mv, long, double,
+# timestamp, other), by lower-case name.
+
+_LITERAL_KINDS = {"INTEGER": "long", "BIGINT": "long", "HUGEINT": "long"}
+_TYPE_KINDS = {"BIGINT": "long", "INTEGER": "long", "DOUBLE": "double", "FLOAT": "double"}
+_ENGINE_TYPE = {"long": "BIGINT", "double": "DOUBLE"}
+_ARITHMETIC = {"+", "-", "*", "/", "//", "%"}
+_COMPARISONS = {"COMPARE_IN", "COMPARE_NOT_IN"}
+# Calcite's numeric functions with a family type check: a string argument is cast.
+_NUMERIC_FUNCTIONS = {
+    "sqrt": "double", "exp": "double", "ln": "double", "log10": "double", "acos": "double",
+    "asin": "double", "atan": "double", "cos": "double", "cot": "double", "sin": "double",
+    "tan": "double", "degrees": "double", "radians": "double", "power": "double",
+    "pow": "double", "atan2": "double", "round": "double", "trunc": "double",
+    "mod": "long",
+}  # fmt: skip
+_VALUE = "druid_value"  # the lambda parameter standing for one value of a multi-value string
+
+
+def _query_nodes(tree: dict) -> list[dict]:
+    found, stack = [], [tree["statements"][0]["node"]]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            if item.get("type") == "SELECT_NODE":
+                found.append(item)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    return found
+
+
+def _cte_names_in(tree: dict) -> set[str]:
+    names, stack = set(), [tree["statements"][0]["node"]]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            for entry in (item.get("cte_map") or {}).get("map") or []:
+                names.add(str(entry.get("key", "")).lower())
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    return names
+
+
+def _tables(from_table, columns, ctes: set[str]) -> dict[str, TableKinds]:
+    """{alias or table name (lower): {column: kind}} of the base tables of a FROM."""
+    from metastore.sql_guard import TableName
+
+    if not isinstance(from_table, dict):
+        return {}
+    if from_table.get("type") == "JOIN":
+        return {
+            **_tables(from_table.get("left"), columns, ctes),
+            **_tables(from_table.get("right"), columns, ctes),
+        }
+    if from_table.get("type") == "SUBQUERY":
+        derived = _derived_kinds(from_table, columns, ctes)
+        return {str(from_table.get("alias") or "").lower(): derived} if derived else {}
+    if from_table.get("type") != "BASE_TABLE":
+        return {}
+    name = TableName(
+        from_table.get("catalog_name", ""),
+        from_table.get("schema_name", ""),
+        from_table["table_name"],
+    )
+    if not name.schema and not name.catalog and name.table.lower() in ctes:
+        return {}
+    kinds = columns(name)
+    return {str(from_table.get("alias") or name.table).lower(): kinds} if kinds else {}
+
+
+class _DerivedKinds(dict):
+    """The kinds of a subquery's columns that are columns of its tables."""
+
+    def get(self, column: str, *, probe: bool = True) -> str | None:
+        found = super().get(column)
+        return found(probe) if found else None
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+
+def _derived_kinds(subquery: dict, columns, ctes: set[str]) -> _DerivedKinds:
+    """`(SELECT tags AS t, * FROM ds) AS s`: the kinds of its plain column outputs."""
+    node = (subquery.get("subquery") or {}).get("node") or {}
+    if node.get("type") != "SELECT_NODE":
+        return _DerivedKinds()
+    inner = _Kinds(_tables(node.get("from_table"), columns, ctes))
+    out = _DerivedKinds()
+    for item in node.get("select_list") or []:
+        if item.get("class") == "STAR" and not item.get("relation_name"):
+            for table in inner.tables.values():
+                for name in getattr(table, "base", table):
+                    out[name] = lambda probe, t=table, n=name: t.get(n, probe=probe)
+        elif item.get("class") == "COLUMN_REF" and inner.column(item, probe=False):
+            name = str(item.get("alias") or item["column_names"][-1]).lower()
+            out[name] = lambda probe, ref=item: (inner.column(ref, probe=probe) or (0, None))[1]
+    return out
+
+
+def _expressions(select: dict) -> list:
+    """The expression lists of a SELECT (not of the queries nested in it)."""
+    parts = [select.get(k) for k in ("select_list", "where_clause", "group_expressions")]
+    parts += [select.get("having"), select.get("qualify")]
+    for modifier in select.get("modifiers") or []:
+        parts.extend(order.get("expression") for order in modifier.get("orders") or [])
+    return [p for p in parts if p]
+
+
+def _walk(node, *, into_mv: bool = True):
+    """Every expression dict under `node`, parents first, not entering subqueries
+    (nor, unless `into_mv`, the argument of druid_mv: a multi-value string as a whole)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+            continue
+        if not isinstance(item, dict) or item.get("type") == "SELECT_NODE":
+            continue
+        if item.get("class") == "SUBQUERY":
+            continue
+        yield item
+        if not into_mv and item.get("function_name") == "druid_mv":
+            continue
+        stack.extend(reversed([v for v in item.values() if isinstance(v, dict | list)]))
+
+
+class _Kinds:
+    def __init__(self, tables: dict[str, TableKinds]) -> None:
+        self.tables = tables
+
+    def column(self, node: dict, *, probe: bool = True) -> tuple[str, str] | None:
+        """(column, kind) of a column reference to one of the tables; without `probe`,
+        a multi-value string may be told as a string."""
+        if node.get("class") != "COLUMN_REF":
+            return None
+        names = [n.lower() for n in node.get("column_names") or []]
+        if names == [_VALUE]:  # one value of a multi-value string (see _any_value)
+            return (_VALUE, "string")
+        if len(names) >= 2 and names[-2] in self.tables:
+            kind = self.tables[names[-2]].get(names[-1], probe=probe)
+            return (names[-1], kind) if kind else None
+        if len(names) == 1:
+            found = [t for t in self.tables.values() if names[0] in t]
+            if len(found) == 1:
+                return names[0], found[0].get(names[0], probe=probe)
+        return None
+
+    def of(self, node: dict) -> str | None:
+        column = self.column(node, probe=False)
+        if column:
+            return column[1]
+        kind = node.get("class")
+        if kind == "CONSTANT":
+            literal = node["literal"].get("kind")
+            if literal == "STRING":
+                return "string"
+            return _LITERAL_KINDS.get(
+                literal, "double" if literal in ("NUMERIC", "DECIMAL", "DOUBLE", "FLOAT") else None
+            )
+        if kind == "CAST" and not node.get("try_cast"):
+            return _TYPE_KINDS.get(str((node.get("type_expr") or {}).get("type_name", "")).upper())
+        return None
+
+
+def apply_types(con, tree: dict, columns) -> None:
+    """Druid's multi-value strings and implicit casts, on `tree` in place (see above)."""
+    ctes = _cte_names_in(tree)
+    for select in _query_nodes(tree):
+        kinds = _Kinds(_tables(select.get("from_table"), columns, ctes))
+        if not kinds.tables:
+            continue
+        _multi_value(con, select, kinds)
+        for part in _expressions(select):
+            for node in list(_walk(part)):
+                _implicit_cast(con, node, kinds)
+
+
+def _cast(con, node: dict, engine_type: str) -> None:
+    inner = copy.deepcopy(node)
+    _replace(node, _substitute(_template_node(con, f"TRY_CAST($a0 AS {engine_type})"), [inner]))
+
+
+def _implicit_cast(con, node: dict, kinds: _Kinds) -> None:
+    if node.get("class") == "BETWEEN":
+        bounds = {kinds.of(node["lower"]), kinds.of(node["upper"])}
+        if (
+            kinds.of(node["input"]) == "string"
+            and len(bounds) == 1
+            and bounds <= {"long", "double"}
+        ):
+            _cast(con, node["input"], _ENGINE_TYPE[bounds.pop()])
+        elif kinds.of(node["input"]) == "timestamp":
+            _local_time_text(con, [node["lower"], node["upper"]])
+        return
+    if node.get("class") == "COMPARISON":
+        sides = [node["left"], node["right"]]
+    elif node.get("class") == "OPERATOR" and node.get("type") in _COMPARISONS:
+        first, rest = node["children"][0], node["children"][1:]
+        rest_kinds = {kinds.of(n) for n in rest}
+        if (
+            kinds.of(first) == "string"
+            and len(rest_kinds) == 1
+            and rest_kinds <= {"long", "double"}
+        ):
+            _cast(con, first, _ENGINE_TYPE[rest_kinds.pop()])
+        return
+    elif node.get("class") == "FUNCTION" and node.get("function_name") in _ARITHMETIC:
+        sides = _call_args(node)
+        if len(sides) != 2:
+            return
+    elif node.get("class") == "FUNCTION" and node.get("function_name") in _NUMERIC_FUNCTIONS:
+        for arg in _call_args(node):
+            if kinds.of(arg) == "string":
+                _cast(con, arg, _ENGINE_TYPE[_NUMERIC_FUNCTIONS[node["function_name"]]])
+        return
+    else:
+        return
+    found = [kinds.of(side) for side in sides]
+    for side, kind, other in ((sides[0], found[0], found[1]), (sides[1], found[1], found[0])):
+        if kind == "string" and other in _ENGINE_TYPE:
+            _cast(con, side, _ENGINE_TYPE[other])
+        elif kind == "string" and other == "timestamp" and node.get("class") == "COMPARISON":
+            _local_time_text(con, [side])
+
+
+def _local_time_text(con, nodes: list[dict]) -> None:
+    """Text compared with a timestamp is a time of the session's `sqlTimeZone`."""
+    from metastore.sql_druid_time import from_local, session_zone
+
+    if session_zone() == "UTC":
+        return
+    for node in nodes:
+        if node.get("class") == "CONSTANT" and node["literal"].get("kind") == "STRING":
+            text = from_local("CAST($a0 AS TIMESTAMP)", session_zone())
+            _replace(node, _substitute(_template_node(con, text), [copy.deepcopy(node)]))
+
+
+def _mv_refs(node, kinds: _Kinds) -> list[dict]:
+    return [
+        n
+        for n in _walk(node, into_mv=False)
+        if (column := kinds.column(n)) is not None and column[1] == "mv"
+    ]
+
+
+def _any_value(con, atom: dict, kinds: _Kinds) -> None:
+    """A filter on a multi-value string: true if it holds for any of the values (a
+    null or empty row is one null value)."""
+    refs = _mv_refs(atom, kinds)
+    if not refs:
+        return
+    column = copy.deepcopy(refs[0])
+    same = [r for r in refs if kinds.column(r) == kinds.column(refs[0])]
+    for ref in same:
+        ref.clear()
+        ref.update({"class": "COLUMN_REF", "type": "COLUMN_REF", "column_names": [_VALUE]})
+        ref["alias"] = ""
+    body = copy.deepcopy(atom)
+    negated = _positive(body)  # `tags <> 'a'`: no value is 'a', as Druid's NOT(selector)
+    values = "CASE WHEN len(druid_mv($a0)) > 0 THEN druid_mv($a0) ELSE [NULL::VARCHAR] END"
+    text = f"list_bool_or(list_transform({values}, lambda {_VALUE}: $a1))"
+    _replace(
+        atom, _substitute(_template_node(con, f"NOT {text}" if negated else text), [column, body])
+    )
+
+
+_NEGATED = {
+    "COMPARE_NOTEQUAL": "COMPARE_EQUAL",
+    "COMPARE_NOT_IN": "COMPARE_IN",
+    "OPERATOR_IS_NOT_NULL": "OPERATOR_IS_NULL",
+}
+_NEGATED_LIKE = {"!~~": "~~", "!~~*": "~~*"}
+
+
+def _positive(predicate: dict) -> bool:
+    """Turn a negative predicate (<>, NOT IN, IS NOT NULL, NOT LIKE) into its positive
+    form, in place; whether it was negative."""
+    if predicate.get("type") in _NEGATED:
+        predicate["type"] = _NEGATED[predicate["type"]]
+        return True
+    name = predicate.get("function_name")
+    if name in _NEGATED_LIKE:
+        predicate["function_name"] = _NEGATED_LIKE[name]
+        if "qualified_name" in predicate:
+            predicate["qualified_name"] = {"path": [_NEGATED_LIKE[name]]}
+        return True
+    return False
+
+
+def _filter_atoms(node):
+    """The predicates of a filter under its AND, OR and NOT."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, dict):
+            continue
+        if item.get("class") == "CONJUNCTION" or item.get("type") == "OPERATOR_NOT":
+            stack.extend(item.get("children") or [])
+        else:
+            yield item
+
+
+def _multi_value(con, select: dict, kinds: _Kinds) -> None:
+    filters = [select.get("where_clause")]
+    for part in (select.get("select_list") or []) + [select.get("having")]:
+        filters.extend(n.get("filter") for n in _walk(part) if n.get("filter"))
+    for where in filters:
+        for atom in list(_filter_atoms(where)):
+            _any_value(con, atom, kinds)
+    if select.get("from_table", {}).get("type") in ("BASE_TABLE", "SUBQUERY"):
+        for column in _grouped_multi_value(select, kinds):
+            _unnest_for_grouping(con, select, kinds, column)
+
+
+def _grouped_multi_value(select: dict, kinds: _Kinds) -> list[str]:
+    """The multi-value columns a GROUP BY groups on (by name, position or alias)."""
+    items = select.get("select_list") or []
+    aliases = {str(i.get("alias", "")).lower(): i for i in items if i.get("alias")}
+    found: list[str] = []
+    for expression in select.get("group_expressions") or []:
+        literal = expression.get("literal", {}) if expression.get("class") == "CONSTANT" else {}
+        if literal.get("kind") == "INTEGER" and 0 < int(literal["text"]) <= len(items):
+            expression = items[int(literal["text"]) - 1]
+        elif expression.get("class") == "POSITIONAL_REFERENCE":
+            index = int(expression.get("index") or 0)
+            expression = items[index - 1] if 0 < index <= len(items) else expression
+        elif expression.get("class") == "COLUMN_REF" and kinds.column(expression) is None:
+            names = expression.get("column_names") or []
+            expression = aliases.get(str(names[-1]).lower(), expression) if names else expression
+        for ref in _mv_refs(expression, kinds):
+            if kinds.column(ref)[0] not in found:
+                found.append(kinds.column(ref)[0])
+    return found
+
+
+def _unnest_for_grouping(con, select: dict, kinds: _Kinds, column: str) -> None:
+    """GROUP BY a multi-value string: the row once per value (null when it has none),
+    as Druid groups; the filters above still see the whole row."""
+    value_name = f"{column}$value"
+    for part in _expressions(select):
+        if part is select.get("where_clause"):
+            continue
+        for ref in list(_walk(part, into_mv=False)):
+            found = kinds.column(ref)
+            if found and found[0] == column:
+                ref["column_names"] = [*ref["column_names"][:-1], value_name]
+    for item in select.get("select_list") or []:
+        if item.get("column_names") and item["column_names"][-1] == value_name:
+            item["alias"] = item.get("alias") or column
+    table = select["from_table"]
+    alias = table.get("alias") or table.get("table_name") or ""
+    quoted = column.replace('"', '""')
+    values = (
+        f'CASE WHEN len(druid_mv("{quoted}")) > 0 THEN druid_mv("{quoted}") '
+        "ELSE [NULL::VARCHAR] END"
+    )
+    name = value_name.replace('"', '""')
+    template = _parse(
+        con,
+        f'SELECT * FROM (SELECT *, unnest({values}) AS "{name}" FROM druid_unnest_source) AS a',
+    )
+    subquery = template["statements"][0]["node"]["from_table"]
+    subquery["alias"] = alias
+    subquery["subquery"]["node"]["from_table"] = copy.deepcopy(table)
+    select["from_table"] = subquery
+
+
+class TableKinds:
+    """A table's column kinds (see above) from its segment files. Whether a string
+    column is a multi-value string (a JSON list of strings in some row) is found when
+    first asked, from the row groups' statistics and, where they cannot tell, by
+    reading that column of those files; cached per column (segment files never change)."""
+
+    def __init__(self, files) -> None:
+        self.files = tuple(files)
+        self.base: dict[str, str] = {}
+        self.candidates: dict[str, list[str]] = {}  # column: files that may hold lists
+        for path in self.files:
+            kinds, candidates = _file_kinds_of(path)
+            for column, kind in kinds.items():
+                self.base.setdefault(column, kind)
+            for column in candidates:
+                self.candidates.setdefault(column, []).append(path)
+        self.multi_value: dict[str, bool] = {}
+
+    def __contains__(self, column: str) -> bool:
+        return column in self.base
+
+    def get(self, column: str, *, probe: bool = True) -> str | None:
+        kind = self.base.get(column)
+        if kind != "string" or not probe or column not in self.candidates:
+            return kind
+        if column not in self.multi_value:
+            self.multi_value[column] = _holds_lists(self.candidates[column], column)
+        return "mv" if self.multi_value[column] else "string"
+
+
+_file_kinds: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
+_table_kinds: dict[tuple, TableKinds] = {}
+
+
+def table_kinds(files) -> TableKinds:
+    """The kinds of the columns of a table made of `files`, cached by the files."""
+    key = tuple(files)
+    found = _table_kinds.get(key)
+    if found is None:
+        found = TableKinds(key)
+        if len(_table_kinds) > 1_000:
+            _table_kinds.clear()
+        _table_kinds[key] = found
+    return found
+
+
+def _arrow_kind(arrow_type) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "string"
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        element = arrow_type.value_type
+        return "mv" if pa.types.is_string(element) or pa.types.is_large_string(element) else "other"
+    if pa.types.is_integer(arrow_type):
+        return "long"
+    if pa.types.is_floating(arrow_type):
+        return "double"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp"
+    return "other"
+
+
+def _file_kinds_of(path: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(kind by column, the string columns whose statistics allow a `[...` value)."""
+    found = _file_kinds.get(path)
+    if found is not None:
+        return found
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.read_metadata(path)
+    except OSError:  # missing from deep storage: binding the table says so
+        return {}, ()
+    schema = metadata.schema.to_arrow_schema()
+    kinds = {column.name.lower(): _arrow_kind(column.type) for column in schema}
+    leaves = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    candidates = tuple(
+        column.name.lower()
+        for column in schema
+        if kinds[column.name.lower()] == "string"
+        and column.name in leaves
+        and _may_hold_lists(metadata, leaves[column.name])
+    )
+    if len(_file_kinds) > 100_000:
+        _file_kinds.clear()
+    _file_kinds[path] = found = (kinds, candidates)
+    return found
+
+
+def _may_hold_lists(metadata, index: int) -> bool:
+    """Whether a value may start with `[`, by the row groups' min/max statistics."""
+    for group in range(metadata.num_row_groups):
+        stats = metadata.row_group(group).column(index).statistics
+        if stats is None or not stats.has_min_max:
+            if metadata.row_group(group).num_rows:
+                return True
+            continue
+        low, high = (
+            v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+            for v in (stats.min, stats.max)
+        )
+        if low < "\\" and high >= "[":
+            return True
+    return False
+
+
+def _holds_lists(files: list[str], column: str) -> bool:
+    """Whether some row of `column` in `files` is a JSON list of strings, as ingestion
+    stores a multi-value string (a JSON dimension's list of numbers is not one)."""
+    import duckdb
+
+    name = '"' + column.replace('"', '""') + '"'
+    con = duckdb.connect()
+    try:
+        rows = con.execute(
+            f"SELECT {name} FROM read_parquet(?, union_by_name = true) "
+            f"WHERE starts_with({name}, '[') AND json_valid({name}) "
+            f"AND json_type({name}) = 'ARRAY' LIMIT 64",
+            [list(files)],
+        ).fetchall()
+    finally:
+        con.close()
+    return any(all(isinstance(v, str) for v in json.loads(value)) for (value,) in rows)

@@ -36,7 +36,7 @@ _add("scalar", "numeric", "ATAN2 MOD POWER", (2, 2))
 _add("scalar", "numeric", "ROUND", (1, 2))
 _add("scalar", "numeric", "TRUNCATE TRUNC", (1, 2), lambda c: f"trunc({_args(c)})")
 _add("scalar", "numeric", "DIV", (2, 2), "(CAST($a0 AS BIGINT) // CAST($a1 AS BIGINT))")
-_add("scalar", "numeric", "SAFE_DIVIDE", (2, 2), "CASE WHEN $a1 = 0 THEN NULL ELSE $a0 / $a1 END")
+_add("scalar", "numeric", "SAFE_DIVIDE", (2, 2), "CASE WHEN $a1 = 0 THEN NULL ELSE $a0 // $a1 END")
 _add("scalar", "numeric", "BITWISE_AND", (2, 2), "(CAST($a0 AS BIGINT) & CAST($a1 AS BIGINT))")
 _add("scalar", "numeric", "BITWISE_OR", (2, 2), "(CAST($a0 AS BIGINT) | CAST($a1 AS BIGINT))")
 _add("scalar", "numeric", "BITWISE_XOR", (2, 2), "xor(CAST($a0 AS BIGINT), CAST($a1 AS BIGINT))")
@@ -151,6 +151,15 @@ _add("scalar", "string", "LEFT RIGHT REPEAT", (2, 2))
 _add("scalar", "string", "REPLACE", (3, 3))
 _add("scalar", "string", "STRPOS", (2, 2))
 _add("scalar", "string", "POSITION", (2, 2))
+_add(
+    "scalar",
+    "string",
+    "DRUID_POSITION_FROM",
+    (3, 3),
+    "CASE WHEN $a2 <= 1 THEN strpos($a1, $a0) WHEN strpos(substring($a1, $a2), $a0) = 0 THEN 0 "
+    "ELSE strpos(substring($a1, $a2), $a0) + $a2 - 1 END",
+    internal=True,
+)
 _add("scalar", "string", "SUBSTRING SUBSTR", (2, 3), lambda c: f"substring({_args(c)})")
 _add("scalar", "string", "LENGTH CHAR_LENGTH CHARACTER_LENGTH STRLEN", (1, 1), "length($a0)")
 _add("scalar", "string", "LPAD", (2, 3), _pad("lpad"))
@@ -235,21 +244,30 @@ _refuse("scalar", "ip", "IPV6_MATCH", "the engine here has no IPv6 address type"
 _TS = "CAST($a0 AS TIMESTAMP)"
 
 
+def _zone_of(call: Call, index: int | None) -> str | None:
+    """The time zone a call works in: its time zone argument, else the session's
+    (`sqlTimeZone`); None for UTC by default."""
+    if index is not None and call.given(index):
+        return tm.zone(call.literal(index, "the time zone"), call.name)
+    zone = tm.session_zone()
+    return None if zone == "UTC" else zone
+
+
 def _floor_sql(call: Call, width_index: int = 1) -> str:
     """TIME_FLOOR's SQL: buckets of the period counted from the origin (Druid's
     default: the epoch, and Monday for weeks), in the time zone if one is given."""
     fields = tm.period(call.literal(width_index, "the period"), call.name)
     width = tm.interval_text(fields)
+    zone = _zone_of(call, 3)
     if call.given(2):
         origin = "CAST($a2 AS TIMESTAMP)"
-    else:
+        origin = tm.to_local(origin, zone) if zone else origin
+    else:  # the epoch of the time zone's wall clock
         weeks_only = set(fields) == {"weeks"}
         origin = "TIMESTAMP '1970-01-05'" if weeks_only else "TIMESTAMP '1970-01-01'"
-    if not call.given(3):
+    if zone is None:
         return f"time_bucket({width}, {_TS}, {origin})"
-    zone = tm.zone(call.literal(3, "the time zone"), call.name)
-    local = f"timezone('{zone}', CAST($a0 AS TIMESTAMPTZ))"
-    return f"CAST(timezone('{zone}', time_bucket({width}, {local}, {origin})) AS TIMESTAMP)"
+    return tm.from_local(f"time_bucket({width}, {tm.to_local('$a0', zone)}, {origin})", zone)
 
 
 def _time_ceil(call: Call) -> str:
@@ -260,11 +278,10 @@ def _time_ceil(call: Call) -> str:
 
 def _time_shift(call: Call) -> str:
     width = tm.interval_text(tm.period(call.literal(1, "the period"), call.name))
-    if not call.given(3):
+    zone = _zone_of(call, 3)
+    if zone is None:
         return f"{_TS} + CAST($a2 AS BIGINT) * {width}"
-    zone = tm.zone(call.literal(3, "the time zone"), call.name)
-    local = f"timezone('{zone}', CAST($a0 AS TIMESTAMPTZ))"
-    return f"CAST(timezone('{zone}', {local} + CAST($a2 AS BIGINT) * {width}) AS TIMESTAMP)"
+    return tm.from_local(f"{tm.to_local('$a0', zone)} + CAST($a2 AS BIGINT) * {width}", zone)
 
 
 # TIME_EXTRACT's units as Druid's TimestampExtractExprMacro computes them.
@@ -298,10 +315,10 @@ def _extract_sql(call: Call, unit, time: str, zone_index: int | None) -> str:
         raise DruidFunctionRefused(
             f"{call.name}: unit {unit!r} is not one of {', '.join(_EXTRACT)}"
         )
-    t = f"CAST({time} AS TIMESTAMP)"
-    if zone_index is not None and call.given(zone_index):
-        zone = tm.zone(call.literal(zone_index, "the time zone"), call.name)
-        t = f"timezone('{zone}', CAST({time} AS TIMESTAMPTZ))"
+    zone = _zone_of(call, zone_index)
+    t = tm.to_local(time, zone) if zone else f"CAST({time} AS TIMESTAMP)"
+    if unit == "EPOCH":  # an instant: the same in every time zone
+        t = f"CAST({time} AS TIMESTAMP)"
     return _EXTRACT[unit].format(t=t)
 
 
@@ -318,7 +335,7 @@ _ISO_OUT = "'%Y-%m-%dT%H:%M:%S.%gZ'"
 
 
 def _time_format(call: Call) -> str:
-    zone = tm.zone(call.literal(2, "the time zone"), call.name) if call.given(2) else None
+    zone = _zone_of(call, 2)
     local = f"timezone('{zone}', CAST($a0 AS TIMESTAMPTZ))" if zone else _TS
     if call.given(1):
         pattern = tm.strftime_pattern(call.literal(1, "the pattern"), call.name)
@@ -338,7 +355,7 @@ def _time_format(call: Call) -> str:
 
 def _time_parse(call: Call) -> str:
     text = "trim(CAST($a0 AS VARCHAR))"
-    zone = tm.zone(call.literal(2, "the time zone"), call.name) if call.given(2) else None
+    zone = _zone_of(call, 2)
     if call.given(1):
         pattern = tm.strftime_pattern(call.literal(1, "the pattern"), call.name)
         parsed = f"try_strptime({text}, '{pattern}')"
@@ -380,13 +397,25 @@ def _unit(call: Call, index: int) -> str:
     return unit
 
 
+def _truncated(unit: str, time: str = "$a0") -> str:
+    """`time` cut down to the unit (SQL text), on the session time zone's wall clock."""
+    zone = tm.session_zone()
+    if zone == "UTC":
+        return f"date_trunc({unit}, CAST({time} AS TIMESTAMP))"
+    return tm.from_local(f"date_trunc({unit}, {tm.to_local(time, zone)})", zone)
+
+
 def _floor_to(call: Call) -> str:
-    return f"date_trunc('{_unit(call, 1).lower()}', {_TS})"
+    return _truncated(f"'{_unit(call, 1).lower()}'")
 
 
 def _ceil_to(call: Call) -> str:
     unit = _unit(call, 1)
-    floor = f"date_trunc('{unit.lower()}', {_TS})"
+    floor = _truncated(f"'{unit.lower()}'")
+    if tm.session_zone() != "UTC":  # the next unit on the wall clock, not a fixed width
+        step = f"date_trunc('{unit.lower()}', {tm.to_local('$a0', tm.session_zone())})"
+        up = tm.from_local(f"{step} + INTERVAL '{_UNITS[unit]}'", tm.session_zone())
+        return f"CASE WHEN {floor} = {_TS} THEN {_TS} ELSE {up} END"
     return f"CASE WHEN {floor} = {_TS} THEN {_TS} ELSE {floor} + INTERVAL '{_UNITS[unit]}' END"
 
 
@@ -410,7 +439,7 @@ _add("scalar", "time", "TIME_FORMAT", (1, 3), _time_format)
 _add("scalar", "time", "TIME_IN_INTERVAL", (2, 2), _time_in_interval)
 _add("scalar", "time", "MILLIS_TO_TIMESTAMP", (1, 1), "epoch_ms(CAST($a0 AS BIGINT))")
 _add("scalar", "time", "TIMESTAMP_TO_MILLIS", (1, 1), f"epoch_ms({_TS})")
-_add("scalar", "time", "DATE_TRUNC", (2, 2), "date_trunc(lower($a0), CAST($a1 AS TIMESTAMP))")
+_add("scalar", "time", "DATE_TRUNC", (2, 2), lambda c: _truncated("lower($a0)", "$a1"))
 _add("scalar", "time", "TIMESTAMPADD", (3, 3), _timestampadd)
 _add("scalar", "time", "TIMESTAMPDIFF", (3, 3), _timestampdiff)
 _add("scalar", "time", "DRUID_FLOOR_TO", (2, 2), _floor_to, internal=True)
@@ -819,8 +848,9 @@ def _like(call: Call, op: str) -> str:
 # --- what the status table says of some ---------------------------------------------------
 
 _NOTES = {
-    "APPROX_COUNT_DISTINCT": "over values, the engine's HyperLogLog; over a column of stored "
-    "sketches, their HLL union's estimate",
+    "APPROX_COUNT_DISTINCT": "approximate, as in Druid: over values, the engine's HyperLogLog; "
+    "over a column of stored sketches, their HLL union's estimate (estimates can differ from "
+    "Druid's; COUNT(DISTINCT x) is exact)",
     "APPROX_COUNT_DISTINCT_BUILTIN": "as APPROX_COUNT_DISTINCT",
     "APPROX_COUNT_DISTINCT_DS_HLL": "as APPROX_COUNT_DISTINCT (an HLL sketch of lgK over values); "
     "tgtHllType accepted, stored as HLL_4",
@@ -841,7 +871,10 @@ _NOTES = {
     "LISTAGG": "as STRING_AGG",
     "ARRAY_AGG": "nulls kept; a result over the size (bytes of its JSON, default 1024) fails",
     "ARRAY_CONCAT_AGG": "null arrays skipped; size as ARRAY_AGG",
-    "TIME_FLOOR": "ISO 8601 period from the epoch (weeks from a Monday), origin and time zone",
+    "TIME_FLOOR": (
+        "ISO 8601 period from the epoch (weeks from a Monday), origin and time zone (else the "
+        "session's `sqlTimeZone`, as for every time function and timestamp literal)"
+    ),
     "TIME_CEIL": "as TIME_FLOOR, rounding up",
     "TIME_SHIFT": "ISO 8601 period times step, in the time zone if given",
     "TIME_EXTRACT": "Druid's units and values (DOW 1 = Monday, EPOCH in seconds, CENTURY)",
@@ -849,8 +882,8 @@ _NOTES = {
     "TIME_PARSE": "ISO 8601, or a Joda pattern; unparseable text is null",
     "TIME_FORMAT": "ISO 8601 with milliseconds, or a Joda pattern; time zone names and offsets",
     "TIME_IN_INTERVAL": "start/end, start/period or period/end; end excluded",
-    "DRUID_FLOOR_TO": "`FLOOR(t TO unit)`, SECOND to YEAR",
-    "DRUID_CEIL_TO": "`CEIL(t TO unit)`, SECOND to YEAR",
+    "DRUID_FLOOR_TO": "`FLOOR(t TO unit)`, SECOND to YEAR, in the session's `sqlTimeZone`",
+    "DRUID_CEIL_TO": "`CEIL(t TO unit)`, SECOND to YEAR, in the session's `sqlTimeZone`",
     "CONCAT": "null if any argument is null",
     "REGEXP_EXTRACT": "null when nothing matches",
     "REGEXP_REPLACE": "every match; `$1` in the replacement is group 1",
@@ -861,7 +894,8 @@ _NOTES = {
     "JSON_OBJECT": "`KEY k VALUE v` and `k: v` forms",
     "MV_TO_ARRAY": "a multi-value string as stored (JSON array text, or one value) to an ARRAY",
     "UNNEST": "of arrays, and of multi-value strings through MV_TO_ARRAY",
-    "SAFE_DIVIDE": "null when dividing by 0",
+    "SAFE_DIVIDE": "null when dividing by 0; a long by a long is a long (truncated), as in Druid",
+    "POSITION": "`POSITION(x IN y [FROM n])`: 1-based, 0 when not found",
     "DIV": "integer division of the arguments as longs",
     "HUMAN_READABLE_DECIMAL_FORMAT": "digits past the precision cut off, as in Druid",
 }
@@ -910,8 +944,11 @@ _SYNTAX = {
     "ARRAY[]": ("array", "the engine's array constructor"),
     "CASE": ("other", "the engine's CASE"),
     "CAST": ("other", "the engine's CAST; `<type> ARRAY` read as the engine's `<type>[]`"),
-    "CURRENT_DATE": ("time", "UTC, the only `sqlTimeZone` accepted"),
-    "CURRENT_TIMESTAMP": ("time", "UTC, the only `sqlTimeZone` accepted"),
+    "CURRENT_DATE": ("time", "the date in the session's `sqlTimeZone` (UTC by default)"),
+    "CURRENT_TIMESTAMP": (
+        "time",
+        "now; written in the session's `sqlTimeZone` like every timestamp",
+    ),
 }
 _BY_HEADING = {
     "CEIL (date and time)": "DRUID_CEIL_TO",
@@ -953,6 +990,20 @@ checks it against the values the docs give. *Refused*: the query gets Druid's er
 (HTTP 400, `errorCode` `invalidInput`) naming the function and why. A function Druid
 SQL does not have (one only the engine has) is refused as Druid refuses it, `No match
 found for function signature <NAME>`.
+
+Beyond the functions, Druid's type rules (`metastore/sql_druid.py`): a string compared
+with, or in arithmetic with, a number is cast to that number's type, and a string given
+to a numeric function (SQRT, POWER, ...) to a double -- text that is not a number
+becomes null, as Druid's casts do (ABS, FLOOR and CEIL of a string are refused, as
+Druid refuses them); a multi-value string dimension matches a filter when any of its
+values does, and `GROUP BY` on it counts the row once per value (null for none), the
+filter not narrowing the values grouped (`multi-value-dimensions.md`). The context's
+`sqlTimeZone` (a zone name or a whole-hour offset) moves the time functions without a
+time zone argument, `FLOOR`/`CEIL(t TO unit)`, `EXTRACT`, `DATE_TRUNC`, timestamp
+literals and `CURRENT_DATE` to its wall clock, and timestamps in results are written
+in it (`1999-12-31T16:00:00.000-08:00`). `APPROX_COUNT_DISTINCT*` are approximate (the
+engine's sketches, not Druid's, so estimates can differ); `APPROX_QUANTILE*` over values
+are exact, over stored sketches their merge's estimate.
 
 Written from `metastore/sql_druid_rules.py` (`python -m metastore.sql_druid_rules`);
 a test checks this file is what the table says.

@@ -2,7 +2,7 @@
 Django). Druid SQL is Calcite's dialect; a few of its forms are not in DuckDB's
 grammar: `FLOOR(t TO unit)` / `CEIL(t TO unit)`, `JSON_VALUE(x, path RETURNING
 type)`, `JSON_OBJECT(KEY k VALUE v, ...)` and `JSON_OBJECT(k: v)`, `<type> ARRAY`
-in a cast, and `EXPLAIN PLAN FOR <query>`. Each is rewritten on DuckDB's tokens
+in a cast, `POSITION(x IN y FROM n)`, and `EXPLAIN PLAN FOR <query>`. Each is rewritten on DuckDB's tokens
 (so a string constant, a quoted name or a comment is never touched) into a call
 of an internal function (`druid_floor_to(t, 'UNIT')`, ...) that
 `metastore.sql_druid` then translates on the parse tree like any Druid function.
@@ -104,10 +104,12 @@ def _edits_for_call(tokens: list[_Token], i: int) -> list[tuple[int, int, str]]:
     name = tokens[i].word
     if i + 1 >= len(tokens) or tokens[i + 1].symbol != "(":
         return []
-    if name not in ("FLOOR", "CEIL", "CEILING", "JSON_VALUE", "JSON_OBJECT"):
+    if name not in ("FLOOR", "CEIL", "CEILING", "JSON_VALUE", "JSON_OBJECT", "POSITION"):
         return []
     close = _closing(tokens, i + 1)
     inner = list(_top_level(tokens, i + 1, close))
+    if name == "POSITION":
+        return _position_from(tokens, i, inner)
     if name in ("FLOOR", "CEIL", "CEILING"):
         to = [j for j in inner if tokens[j].word == "TO"]
         if not to:
@@ -136,6 +138,19 @@ def _edits_for_call(tokens: list[_Token], i: int) -> list[tuple[int, int, str]]:
         elif tokens[j].word == "VALUE" or tokens[j].symbol == ":":
             edits.append((tokens[j].start, tokens[j].end, ","))
     return edits
+
+
+def _position_from(tokens: list[_Token], i: int, inner: list[int]) -> list[tuple[int, int, str]]:
+    """`POSITION(x IN y FROM n)`: the engine reads only `POSITION(x IN y)`."""
+    word_in = [j for j in inner if tokens[j].word == "IN"]
+    word_from = [j for j in inner if tokens[j].word == "FROM"]
+    if not word_in or not word_from or word_from[0] < word_in[0]:
+        return []
+    return [
+        (tokens[i].start, tokens[i].end, "druid_position_from"),
+        (tokens[word_in[0]].start, tokens[word_in[0]].end, ","),
+        (tokens[word_from[0]].start, tokens[word_from[0]].end, ","),
+    ]
 
 
 def _array_type_edits(tokens: list[_Token]) -> list[tuple[int, int, str]]:
@@ -168,7 +183,9 @@ def split_explain(sql: str) -> tuple[bool, str]:
 
 def rewrite(sql: str) -> str:
     """The query with Druid's own forms written as engine-readable calls."""
-    if not any(word in sql.upper() for word in (" TO ", "RETURNING", "JSON_OBJECT", "ARRAY")):
+    if not any(
+        word in sql.upper() for word in (" TO ", "RETURNING", "JSON_OBJECT", "ARRAY", "POSITION")
+    ):
         return sql  # the common case: nothing to rewrite, no tokenizing
     tokens = _operators(_tokens(sql))
     edits = []

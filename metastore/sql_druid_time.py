@@ -4,6 +4,9 @@ engine's SQL text (DuckDB). A bad argument raises SqlRefused naming the function
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import re
 
 from metastore.intervals import parse_ts
@@ -37,8 +40,6 @@ def interval_text(fields: dict[str, float]) -> str:
 
 def zone(text, function: str) -> str:
     """A time zone name or `+hh:mm` offset, as the engine names it."""
-    import zoneinfo
-
     if not isinstance(text, str) or not text:
         raise SqlRefused(f"{function}: give the time zone as a literal, e.g. 'America/Los_Angeles'")
     offset = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", text)
@@ -48,13 +49,14 @@ def zone(text, function: str) -> str:
             raise SqlRefused(f"{function}: only whole-hour offsets are supported, not {text!r}")
         if int(hours) == 0:
             return "UTC"
-        return f"Etc/GMT{'-' if sign == '+' else '+'}{int(hours)}"  # POSIX names flip the sign
+        name = f"Etc/GMT{'-' if sign == '+' else '+'}{int(hours)}"  # POSIX names flip the sign
+        if name not in _zone_names():
+            raise SqlRefused(f"{function}: no time zone has the offset {text!r}")
+        return name
     if text.upper() in ("UTC", "Z", "GMT"):
         return "UTC"
-    try:
-        zoneinfo.ZoneInfo(text)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise SqlRefused(f"{function}: unknown time zone {text!r}") from None
+    if text not in _zone_names():  # never the server's own `localtime`
+        raise SqlRefused(f"{function}: unknown time zone {text!r}")
     return text
 
 
@@ -63,7 +65,91 @@ def _timestamp_literal(text: str, function: str) -> str:
         moment = parse_ts(text)
     except ValueError as exc:
         raise SqlRefused(f"{function}: {exc}") from None
-    return f"TIMESTAMP '{moment.replace(tzinfo=None).isoformat()}'"
+    literal = f"TIMESTAMP '{moment.replace(tzinfo=None).isoformat()}'"
+    if session_zone() == "UTC" or re.search(r"(Z|[+-]\d{2}(:?\d{2})?)$", text.strip()):
+        return literal
+    return from_local(literal, session_zone())  # a time without an offset: the session's
+
+
+# --- the session's time zone (Druid's `sqlTimeZone` context parameter) ---------------------
+
+_SESSION_ZONE: contextvars.ContextVar[str] = contextvars.ContextVar("sqlTimeZone", default="UTC")
+
+
+def session_zone() -> str:
+    """The time zone of the Druid SQL query being translated (the engine's name)."""
+    return _SESSION_ZONE.get()
+
+
+@contextlib.contextmanager
+def sql_time_zone(text):
+    """Druid SQL translated inside this block follows `sqlTimeZone` `text` (a zone name
+    or offset; None: UTC): time functions without a time zone argument, FLOOR/CEIL
+    TO a unit, EXTRACT, DATE_TRUNC, timestamp literals and CURRENT_DATE. A bad zone
+    raises SqlRefused naming the parameter."""
+    zone_name = "UTC" if text is None else zone(text, "context.sqlTimeZone")
+    token = _SESSION_ZONE.set(zone_name)
+    try:
+        yield zone_name
+    finally:
+        _SESSION_ZONE.reset(token)
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    import zoneinfo
+
+    return frozenset(zoneinfo.available_timezones() - {"localtime"})
+
+
+def sql_time_zone_names() -> list[str]:
+    """Every time zone name `sqlTimeZone` takes (offsets such as `-08:00` too)."""
+    return sorted({"UTC", "Z", "GMT", *_zone_names()})
+
+
+def to_local(instant: str, zone_name: str) -> str:
+    """SQL of the wall-clock time in `zone_name` of a UTC timestamp."""
+    return f"CAST(timezone('{zone_name}', CAST({instant} AS TIMESTAMPTZ)) AS TIMESTAMP)"
+
+
+def from_local(local: str, zone_name: str) -> str:
+    """SQL of the UTC timestamp of a wall-clock time in `zone_name`."""
+    return f"CAST(timezone('{zone_name}', CAST({local} AS TIMESTAMP)) AS TIMESTAMP)"
+
+
+def zoned_text(text, zone_name: str):
+    """A UTC timestamp as Druid writes it (`2000-01-01T00:00:00.000Z`) written in
+    `zone_name` as Druid writes it for that `sqlTimeZone` (`1999-12-31T16:00:00.000-08:00`)."""
+    import datetime as dt
+    import zoneinfo
+
+    if not isinstance(text, str) or not text.endswith("Z") or zone_name == "UTC":
+        return text
+    try:
+        moment = dt.datetime.fromisoformat(text[:-1]).replace(tzinfo=dt.UTC)
+    except ValueError:
+        return text
+    local = moment.astimezone(zoneinfo.ZoneInfo(zone_name))
+    offset = local.strftime("%z")
+    offset = "Z" if offset in ("+0000", "-0000") else f"{offset[:3]}:{offset[3:]}"
+    return local.strftime("%Y-%m-%dT%H:%M:%S.") + f"{local.microsecond // 1000:03d}{offset}"
+
+
+def zone_result(result, zone_name: str) -> None:
+    """The TIMESTAMP and DATE columns of a Druid SQL result, in place, as Druid writes
+    them: in the session's time zone, a date as the start of its day
+    (`2000-01-01T00:00:00.000Z`)."""
+    types = [str(kind) for kind in result.types]
+    times = [i for i, kind in enumerate(types) if kind.startswith("timestamp")]
+    dates = [i for i, kind in enumerate(types) if kind.startswith("date")]
+    if zone_name == "UTC" and not dates:
+        return
+    for row in result.rows:
+        for i in dates:
+            if isinstance(row[i], str) and len(row[i]) == 10:
+                row[i] = f"{row[i]}T00:00:00.000Z"
+        for i in times:
+            row[i] = zoned_text(row[i], zone_name)
 
 
 def interval_bounds(text, function: str) -> tuple[str, str]:

@@ -5,10 +5,10 @@ the documented examples where the docs have one (ABS, CEIL, EXP, FLOOR, LN, LOG1
 MOD, POWER, ROUND, SQRT, TRUNCATE, HUMAN_READABLE_*), otherwise the value the
 docs' description of the function gives over the tiny `fns` dataSource:
 
-| __time                   | dim | tags        | cnt | val | js                                    |
-| 2000-01-01T00:00:00.000Z | a   | ["a","b"]   | 1   | 1.5 | {"x":{"y":1},"n":5,"arr":[1,2],"s":"t"} |
-| 2000-01-02T03:04:05.678Z | b   | c           | 2   | 2.5 | {"x":2}                               |
-| 2000-02-01T12:00:00.000Z | -   | -           | 3   | -   | -                                     |
+| __time                   | dim | tags      | cnt | val | js                                      | code |
+| 2000-01-01T00:00:00.000Z | a   | ["a","b"] | 1   | 1.5 | {"x":{"y":1},"n":5,"arr":[1,2],"s":"t"} | 10   |
+| 2000-01-02T03:04:05.678Z | b   | c         | 2   | 2.5 | {"x":2}                                 | x    |
+| 2000-02-01T12:00:00.000Z | -   | -         | 3   | -   | -                                       | -    |
 
 (`tags` is a multi-value string as ingestion stores one: JSON array text for
 several values, the value itself for one.)
@@ -96,6 +96,8 @@ SCALAR = [
     ("TRUNC", "TRUNC(-73.9377670288086, 1)", -73.9, ROW1),
     ("SAFE_DIVIDE", "SAFE_DIVIDE(10, 0)", None, ROW1),
     ("SAFE_DIVIDE", "SAFE_DIVIDE(val, 0.5)", 3.0, ROW1),
+    ("SAFE_DIVIDE", "SAFE_DIVIDE(7, 2)", 3, ROW1),
+    ("SAFE_DIVIDE", "SAFE_DIVIDE(cnt, 2)", 1, ROW2),
     ("BITWISE_AND", "BITWISE_AND(12, 10)", 8, ROW1),
     ("BITWISE_OR", "BITWISE_OR(12, 10)", 14, ROW1),
     ("BITWISE_XOR", "BITWISE_XOR(12, 10)", 6, ROW1),
@@ -127,6 +129,19 @@ SCALAR = [
     ("/ (division)", "7.0 / 2", 3.5, ROW1),
     ("/ (division)", "val / 2", 0.75, ROW1),
     ("/ (division)", "cnt / 2", 0, ROW1),
+    # Druid's implicit casts (sql-data-types.md): a string with a number is cast to the
+    # number's type, a string given to a numeric function to a double; not a number: null
+    ("implicit cast", "'5' + 1", 6, ROW1),
+    ("implicit cast", "code + 1", 11, ROW1),
+    ("implicit cast", "code * 2.5", 25.0, ROW1),
+    ("implicit cast", "code + 1", None, ROW2),
+    ("implicit cast", "SQRT('25')", 5.0, ROW1),
+    ("implicit cast", "SQRT(code)", None, ROW2),
+    ("implicit cast", "POWER(code, 2)", 100.0, ROW1),
+    ("implicit cast", "CONCAT(cnt, '-', val)", "1-1.5", ROW1),
+    ("implicit cast", "cnt || 'x'", "1x", ROW1),
+    ("implicit cast", "code = 10", True, ROW1),
+    ("implicit cast", "code = 10", None, ROW2),
     # strings
     ("CONCAT", "CONCAT('x', dim, 'z')", "xaz", ROW1),
     ("CONCAT", "CONCAT('x', dim, 'z')", None, "WHERE cnt = 3"),
@@ -150,6 +165,9 @@ SCALAR = [
     ("PARSE_LONG", "PARSE_LONG('ff', 16)", 255, ROW1),
     ("PARSE_LONG", "PARSE_LONG('x1')", None, ROW1),
     ("POSITION", "POSITION('u' IN 'druid')", 3, ROW1),
+    ("POSITION", "POSITION('d' IN 'druid druid' FROM 2)", 5, ROW1),
+    ("POSITION", "POSITION('d' IN 'druid druid' FROM 6)", 7, ROW1),
+    ("POSITION", "POSITION('z' IN 'druid' FROM 2)", 0, ROW1),
     ("REGEXP_EXTRACT", "REGEXP_EXTRACT('foo123bar', '[0-9]+')", "123", ROW1),
     ("REGEXP_EXTRACT", "REGEXP_EXTRACT('foo', '[0-9]+')", None, ROW1),
     ("REGEXP_EXTRACT", "REGEXP_EXTRACT('foo123', '([a-z]+)([0-9]+)', 2)", "123", ROW1),
@@ -432,5 +450,68 @@ QUERIES = [
         "UNNEST",
         "SELECT u.tag FROM fns CROSS JOIN UNNEST(MV_TO_ARRAY(tags)) AS u(tag) ORDER BY 1",
         ["a", "b", "c"],
+    ),
+    # Implicit casts in filters: a string column compared with a number.
+    ("implicit cast", "SELECT cnt FROM fns WHERE code = 10", [1]),
+    ("implicit cast", "SELECT cnt FROM fns WHERE code > 5.5", [1]),
+    ("implicit cast", "SELECT cnt FROM fns WHERE code IN (10, 20)", [1]),
+    ("implicit cast", "SELECT cnt FROM fns WHERE cnt = '2'", [2]),
+    ("implicit cast", "SELECT cnt FROM fns WHERE code BETWEEN 5 AND 20", [1]),
+    # Multi-value strings (multi-value-dimensions.md): a filter matches a row if any
+    # value matches; GROUP BY counts the row once per value (null when it has none),
+    # and a filter does not narrow the values grouped.
+    ("multi-value", "SELECT cnt FROM fns WHERE tags = 'b'", [1]),
+    ("multi-value", "SELECT cnt FROM fns WHERE tags IN ('c', 'z')", [2]),
+    ("multi-value", "SELECT cnt FROM fns WHERE tags LIKE 'b%'", [1]),
+    ("multi-value", "SELECT cnt FROM fns WHERE NOT (tags = 'a')", [2]),
+    ("multi-value", "SELECT cnt FROM fns WHERE tags <> 'a'", [2]),
+    ("multi-value", "SELECT cnt FROM fns WHERE tags NOT IN ('b') AND tags NOT LIKE 'x%'", [2]),
+    ("multi-value", "SELECT cnt FROM fns WHERE tags IS NOT NULL ORDER BY cnt", [1, 2]),
+    ("multi-value", "SELECT cnt FROM fns WHERE tags IS NULL", [3]),
+    ("multi-value", "SELECT cnt FROM fns WHERE tags = 5", []),
+    ("multi-value", "SELECT cnt FROM fns WHERE UPPER(tags) = 'B'", [1]),
+    (
+        "multi-value",
+        "SELECT SUM(cnt) FROM fns GROUP BY tags ORDER BY tags NULLS FIRST",
+        [3, 1, 1, 2],
+    ),
+    (
+        "multi-value",
+        "SELECT tags AS t, COUNT(*) FROM fns GROUP BY 1 ORDER BY 1 NULLS FIRST",
+        [None, "a", "b", "c"],
+    ),
+    (
+        "multi-value",
+        "SELECT f.tags FROM fns f WHERE tags = 'a' GROUP BY f.tags ORDER BY 1",
+        ["a", "b"],
+    ),
+    ("multi-value", "SELECT COUNT(*) FILTER (WHERE tags = 'b') FROM fns", [1]),
+    (
+        "multi-value",
+        "SELECT t, COUNT(*) FROM (SELECT tags AS t, dim FROM fns WHERE cnt < 3) GROUP BY t "
+        "ORDER BY t",
+        ["a", "b", "c"],
+    ),
+    (
+        "multi-value",
+        "SELECT s.tags, dim FROM (SELECT * FROM fns) AS s WHERE tags = 'a' GROUP BY 1, 2 "
+        "ORDER BY 1",
+        ["a", "b"],
+    ),
+    (
+        "multi-value",
+        "SELECT COUNT(*) FROM fns GROUP BY tags, MV_TO_STRING(tags, '|') ORDER BY 1",
+        [1, 1, 1, 1],
+    ),
+    (
+        "multi-value",
+        "SELECT UPPER(tags) FROM fns GROUP BY 1 HAVING UPPER(tags) <> 'C' ORDER BY 1",
+        ["A", "B"],
+    ),
+    ("multi-value", "SELECT MV_LENGTH(tags) FROM fns WHERE MV_CONTAINS(tags, 'a')", [2]),
+    (
+        "multi-value",
+        "SELECT MV_TO_STRING(tags, ',') FROM fns GROUP BY 1 ORDER BY 1",
+        ["a,b", "c", None],
     ),
 ]

@@ -407,7 +407,7 @@ def test_bad_options_are_400s_naming_the_field(api_client, wiki_sql):
         ({"typesHeader": 1}, "typesHeader"),
         ({"sqlTypesHeader": "true"}, "sqlTypesHeader"),
         ({"context": []}, "context"),
-        ({"context": {"sqlTimeZone": "Europe/Paris"}}, "context.sqlTimeZone"),
+        ({"context": {"sqlTimeZone": "Europe/Nowhere"}}, "context.sqlTimeZone"),
         ({"context": {"sqlQueryId": ""}}, "context.sqlQueryId"),
         ({"parameters": {"type": "VARCHAR"}}, "parameters"),
     ):

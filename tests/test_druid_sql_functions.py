@@ -29,9 +29,17 @@ from metastore.models import Task, TaskStatus
 pytestmark = pytest.mark.django_db
 
 FNS_ROWS = [
-    ("2000-01-01T00:00:00", "a", '["a","b"]', 1, 1.5, '{"x":{"y":1},"n":5,"arr":[1,2],"s":"t"}'),
-    ("2000-01-02T03:04:05.678", "b", "c", 2, 2.5, '{"x":2}'),
-    ("2000-02-01T12:00:00", None, None, 3, None, None),
+    (
+        "2000-01-01T00:00:00",
+        "a",
+        '["a","b"]',
+        1,
+        1.5,
+        '{"x":{"y":1},"n":5,"arr":[1,2],"s":"t"}',
+        "10",
+    ),
+    ("2000-01-02T03:04:05.678", "b", "c", 2, 2.5, '{"x":2}', "x"),
+    ("2000-02-01T12:00:00", None, None, 3, None, None, None),
 ]
 
 
@@ -49,6 +57,7 @@ def fns(inline_spec):
             "cnt": pa.array([r[3] for r in FNS_ROWS], type=pa.int64()),
             "val": pa.array([r[4] for r in FNS_ROWS], type=pa.float64()),
             "js": pa.array([r[5] for r in FNS_ROWS], type=pa.string()),
+            "code": pa.array([r[6] for r in FNS_ROWS], type=pa.string()),
         }
     )
     pq.write_table(table, path)
@@ -70,7 +79,7 @@ def fns(inline_spec):
                 location=str(path),
                 num_rows=3,
                 size_bytes=path.stat().st_size,
-                schema={"dimensions": [{"name": n} for n in ("dim", "tags", "js")]},
+                schema={"dimensions": [{"name": n} for n in ("dim", "tags", "js", "code")]},
             )
         ],
     )
@@ -193,6 +202,8 @@ def test_refusals_over_http_are_druids_400_naming_the_function(fns, api_client):
         "SELECT STRING_AGG(dim, ',', 1) FROM fns": "STRING_AGG: the result is larger than 1",
         "SELECT PARSE_JSON(dim) FROM fns": "PARSE_JSON: the input is not valid JSON",
         "SELECT ABS('x') FROM fns": "Cannot apply 'ABS' to arguments",
+        # Calcite's ABS/FLOOR/CEIL take no string, even a numeric one (no implicit cast).
+        "SELECT FLOOR(code) FROM fns": "Cannot apply 'FLOOR' to arguments",
         "SELECT nope FROM fns": "Column 'nope' not found in any table",
     }
     for sql, words in cases.items():
@@ -272,3 +283,67 @@ def test_a_segment_file_missing_from_deep_storage_is_a_clear_error_not_a_500(fns
         text = response.content.decode()
         assert "missing from deep storage" in text and "fns" in text
         assert str(settings.STRATA_DEEP_STORAGE) not in text
+
+
+def _zoned(api_client, sql: str, zone: str):
+    body = {"query": sql, "context": {"sqlTimeZone": zone}}
+    response = api_client.post("/druid/v2/sql", body, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_sql_time_zone_moves_time_functions_literals_and_results_to_that_zone(fns, api_client):
+    """sqlTimeZone (sql-query-context.md, sql-scalar.md's date and time functions):
+    row 2 is 2000-01-02T03:04:05.678Z, 2000-01-01T19:04:05.678 in Los Angeles."""
+    (row,) = _zoned(
+        api_client,
+        "SELECT __time, CAST(__time AS DATE) AS d, TIME_FLOOR(__time, 'P1D') AS f, "
+        "FLOOR(__time TO MONTH) AS m, CEIL(__time TO DAY) AS c, DATE_TRUNC('day', __time) AS t, "
+        "TIME_FORMAT(__time) AS iso, TIME_FORMAT(__time, 'yyyy-MM-dd HH:mm') AS fmt, "
+        "TIME_EXTRACT(__time, 'HOUR') AS h, EXTRACT(DAY FROM __time) AS dd, "
+        "TIME_SHIFT(__time, 'P1D', 1) AS s, TIME_PARSE('2000-01-01 00:00:00') AS p, "
+        "TIME_FLOOR(__time, 'P1D', NULL, 'UTC') AS u FROM fns WHERE cnt = 2",
+        "America/Los_Angeles",
+    )
+    assert row == {
+        "__time": "2000-01-01T19:04:05.678-08:00",
+        "d": "2000-01-01T00:00:00.000-08:00",  # Druid's own SqlResourceTest shape
+        "f": "2000-01-01T00:00:00.000-08:00",
+        "m": "2000-01-01T00:00:00.000-08:00",
+        "c": "2000-01-02T00:00:00.000-08:00",
+        "t": "2000-01-01T00:00:00.000-08:00",
+        "iso": "2000-01-01T19:04:05.678-08:00",
+        "fmt": "2000-01-01 19:04",
+        "h": 19,
+        "dd": 1,
+        "s": "2000-01-02T19:04:05.678-08:00",
+        "p": "2000-01-01T00:00:00.000-08:00",
+        "u": "2000-01-01T16:00:00.000-08:00",  # a time zone argument wins
+    }
+    # A timestamp literal (or text compared with a timestamp) is a wall-clock time of
+    # the zone: 20:00 there is 04:00Z, after row 2 (in UTC both rows 2 and 3 would count).
+    counts = _zoned(
+        api_client,
+        "SELECT COUNT(*) FILTER (WHERE __time >= TIMESTAMP '2000-01-01 20:00:00') AS n, "
+        "COUNT(*) FILTER (WHERE __time BETWEEN '2000-01-01 20:00:00' AND '2001-01-01') AS b "
+        "FROM fns",
+        "America/Los_Angeles",
+    )
+    assert counts == [{"n": 1, "b": 1}]
+    (offset,) = _zoned(
+        api_client,
+        "SELECT CURRENT_DATE AS d, TIMESTAMPDIFF(HOUR, CURRENT_DATE, CURRENT_TIMESTAMP) AS h, "
+        "TIME_FLOOR(__time, 'P1D') AS f FROM fns WHERE cnt = 2",
+        "+05:00",
+    )
+    assert offset["d"].endswith("T00:00:00.000+05:00") and 0 <= offset["h"] < 24
+    assert offset["f"] == "2000-01-02T00:00:00.000+05:00"
+    # In UTC too, a DATE is written as Druid writes it (Druid's SqlResourceTest).
+    dated = _zoned(api_client, "SELECT CAST(__time AS DATE) AS d FROM fns WHERE cnt = 2", "UTC")
+    assert dated == [{"d": "2000-01-02T00:00:00.000Z"}]
+    bad = api_client.post(
+        "/druid/v2/sql",
+        {"query": "SELECT 1", "context": {"sqlTimeZone": "localtime"}},
+        format="json",
+    )
+    assert bad.status_code == 400 and bad.json()["field"] == "context.sqlTimeZone"

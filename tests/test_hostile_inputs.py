@@ -1002,7 +1002,7 @@ CASES = [
             ("x", "context"),
             ([], "context"),
             (0, "context"),
-            ({"sqlTimeZone": "America/New_York"}, "context.sqlTimeZone"),
+            ({"sqlTimeZone": "Mars/Olympus_Mons"}, "context.sqlTimeZone"),
             ({"sqlTimeZone": ["UTC"]}, "context.sqlTimeZone"),
             ({"sqlTimeZone": {"id": "UTC"}}, "context.sqlTimeZone"),
             ({"sqlQueryId": "a\x00b"}, "context.sqlQueryId"),
