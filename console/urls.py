@@ -55,6 +55,7 @@ urlpatterns = [
     path("", include("console.druid_native")),
     path("", include("console.druid_rules")),
     path("", include("console.druid_read")),
+    path("", include("console.druid_cluster")),
     path("", include("console.query_api")),
     path("", include("console.query_views")),
     path("", include("console.segment_views")),

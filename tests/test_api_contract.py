@@ -188,6 +188,9 @@ def seeded(user, inline_spec, no_queue) -> Seeded:
     )
 
 
+# Over 100 operations at EXAMPLES each: minutes on a quiet machine, near a quarter
+# of an hour on a loaded one; the limits leave room for that, never a verdict on speed.
+@pytest.mark.timeout(2400)
 def test_schemathesis_finds_no_failure_over_the_whole_schema(
     live_server, operator_token, seeded, tmp_path
 ):
@@ -223,7 +226,7 @@ def test_schemathesis_finds_no_failure_over_the_whole_schema(
     ]
     started = time.monotonic()
     run = subprocess.run(
-        argv, capture_output=True, text=True, timeout=900, cwd=tmp_path, check=False
+        argv, capture_output=True, text=True, timeout=2100, cwd=tmp_path, check=False
     )
     took = time.monotonic() - started
     output = run.stdout + run.stderr

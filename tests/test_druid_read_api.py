@@ -417,3 +417,53 @@ def test_bad_options_are_400s_naming_the_field(api_client, wiki_sql):
     # A placeholder without its parameter is refused, never run with a NULL.
     missing = api_client.post(SQL, {"query": "SELECT ? AS x"}, format="json")
     assert missing.status_code == 400
+
+
+# --- cluster endpoints (console/druid_cluster.py) -------------------------------------------
+
+
+def test_leadership_answers_as_a_single_leader(api_client):
+    for service in ("indexer", "coordinator"):
+        leader = api_client.get(f"/druid/{service}/v1/leader")
+        assert leader.status_code == 200 and leader["Content-Type"].startswith("text/plain")
+        assert leader.content.decode() == "http://testserver"
+        assert api_client.get(f"/druid/{service}/v1/isLeader").json() == {"leader": True}
+
+
+def test_intervals_and_segments_of_a_datasource_newest_first(api_client, wiki):
+    base = "/druid/coordinator/v1/datasources/wiki"
+    assert api_client.get(f"{base}/intervals").json() == [
+        "2015-09-13T00:00:00.000Z/2015-09-14T00:00:00.000Z",
+        "2015-09-12T00:00:00.000Z/2015-09-13T00:00:00.000Z",
+    ]
+    simple = api_client.get(f"{base}/intervals?simple").json()
+    assert simple["2015-09-12T00:00:00.000Z/2015-09-13T00:00:00.000Z"] == {"size": 200, "count": 2}
+    full = api_client.get(f"{base}/intervals?full").json()
+    day12 = full["2015-09-12T00:00:00.000Z/2015-09-13T00:00:00.000Z"]
+    assert sorted(day12) == sorted(wiki["day12"])
+    assert day12[wiki["day12"][0]]["servers"] == ["strata"]
+
+    ids = api_client.get(f"{base}/segments").json()
+    assert set(ids) == {*wiki["day12"], *wiki["old13"], *wiki["new13"]}
+    one = api_client.get(f"{base}/segments/{wiki['new13'][0]}").json()
+    assert one["metadata"]["id"] == wiki["new13"][0] and one["metadata"]["size"] == 50
+    assert api_client.get(f"{base}/segments/nosuch").status_code == 404
+    assert api_client.get("/druid/coordinator/v1/datasources/gone/intervals").json() == []
+
+
+def test_workers_list_the_live_workers(api_client, db):
+    from django.utils import timezone
+
+    from metastore.models import Worker
+
+    Worker.objects.create(name="host-a:12", capacity=2, heartbeat_at=timezone.now())
+    Worker.objects.create(
+        name="host-b:13", capacity=2, heartbeat_at=timezone.now() - timedelta(days=1)
+    )
+    [worker] = api_client.get("/druid/indexer/v1/workers").json()
+    assert worker["worker"]["host"] == "host-a:12" and worker["worker"]["capacity"] == 2
+    assert worker["currCapacityUsed"] == 0 and worker["runningTasks"] == []
+
+
+def test_self_discovered_needs_no_credentials(client):
+    assert client.get("/status/selfDiscovered/status").json() == {"selfDiscovered": True}
