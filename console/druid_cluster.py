@@ -107,7 +107,7 @@ class Workers(DruidView):
 
 
 def _used(datasource: str):
-    return selectors.segments_for(datasource=datasource).select_related("datasource")
+    return selectors.segments_for(datasource=datasource, with_datasource=True)
 
 
 def _by_interval(datasource: str) -> dict[str, list]:

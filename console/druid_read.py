@@ -71,7 +71,7 @@ def _simple_properties(summary: selectors.DataSourceSummary) -> dict:
 
 
 def _full(summary: selectors.DataSourceSummary) -> dict:
-    segments = selectors.segments_for(datasource=summary.name).select_related("datasource")
+    segments = selectors.segments_for(datasource=summary.name, with_datasource=True)
     return {
         "name": summary.name,
         "properties": {"created": druid_ts(summary.created_at)},

@@ -13,6 +13,8 @@ CONSOLE = Path(__file__).resolve().parent.parent / "console"
 EDGES = [
     "api.py",
     "druid.py",
+    "druid_cluster.py",
+    "druid_read.py",
     "views.py",
     "segment_views.py",
     "overview_views.py",
