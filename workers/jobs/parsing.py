@@ -26,7 +26,13 @@ from metastore.druid.expressions import translate
 from metastore.druid.filters import filter_columns
 from metastore.druid.ingestion import IngestionSpec
 from metastore.druid.input_sources import InputSpec
-from metastore.druid.metrics import FIRST_LAST_TYPES, Metric
+from metastore.druid.metrics import (
+    FIRST_LAST_TYPES,
+    STORED_INPUT_KINDS,
+    Metric,
+    input_kind,
+    input_number_type,
+)
 from metastore.intervals import ETERNITY, Granularity, Interval
 from workers.jobs import json_paths
 from workers.jobs.filter_sql import filter_sql, sql_str
@@ -97,8 +103,12 @@ class MetricInput:
     rows: summed), "value" (a number), "distinct" (a value to HLL-sketch),
     "sketch" (an HLL sketch to union), "theta" / "theta_union" (a value to
     theta-sketch / theta sketches to union), "kll" / "kll_merge" (a double to
-    put in a KLL quantiles sketch / KLL sketches to merge), or "pair" (a
-    first/last metric's struct<time: epoch millis, value>).
+    put in a KLL quantiles sketch / KLL sketches to merge), "kll_float" /
+    "kll_float_merge" (the same with floats), "variance" / "variance_merge" and
+    "histogram" / "histogram_merge" (a number / stored states of druid-stats'
+    variance and druid-histogram's fixedBucketsHistogram), or "pair" (a
+    first/last metric's struct<time: epoch millis, value>). See
+    `metastore.druid.metrics.input_kind`.
     """
 
     metric: Metric
@@ -1005,9 +1015,6 @@ def _dimension_columns(spec, dims, cols: _RawColumns, typed: _Typed, from_druid:
             typed.number(cols, name, dtype, name)
 
 
-_SKETCHES = {"thetaSketch": ("theta_union", "theta")}  # others: HLL (sketch, distinct)
-
-
 def _metric_columns(spec, cols: _RawColumns, ts: str, typed: _Typed, from_druid: bool):
     """One MetricInput per metric; metrics reading the same field the same way
     share one input column (one expression, computed once)."""
@@ -1023,12 +1030,12 @@ def _metric_columns(spec, cols: _RawColumns, ts: str, typed: _Typed, from_druid:
             else:
                 inputs.append(MetricInput(m, None, "rows"))
             continue
-        kind = _input_kind(m, field_type)
-        key = (kind, m.field_name, _value_type(m) if kind in ("pair", "value") else "")
+        kind = input_kind(m, field_type)
+        key = (kind, m.field_name, _value_type(m) if kind in ("pair", "value", "variance") else "")
         if key in shared:
             inputs.append(MetricInput(m, shared[key].column, kind))
             continue
-        if kind in ("sketch", "theta_union", "kll_merge") or (
+        if kind in STORED_INPUT_KINDS or (
             kind == "pair" and field_type.startswith("struct")  # already (time, value) pairs
         ):
             typed.columns[alias] = cols.col(m.field_name)
@@ -1038,27 +1045,17 @@ def _metric_columns(spec, cols: _RawColumns, ts: str, typed: _Typed, from_druid:
             value = _first_last_value(m, cols, typed)
             pair = f"named_struct('time', unix_millis({ts}), 'value', {value})"
             typed.columns[alias] = f"CASE WHEN {value} IS NOT NULL THEN {pair} END"
-        else:  # value / kll: a number
-            number = "long" if kind == "value" and m.type.startswith("long") else "double"
-            typed.number(cols, m.field_name, number, alias)
+        else:  # value, variance, kll, histogram: a number
+            typed.number(cols, m.field_name, input_number_type(m, kind), alias)
         shared[key] = MetricInput(m, alias, kind)
         inputs.append(shared[key])
     return inputs
 
 
-def _input_kind(m: Metric, field_type: str) -> str:
-    if m.type in ("hyperUnique", "HLLSketchBuild", "HLLSketchMerge", "thetaSketch"):
-        union, build = _SKETCHES.get(m.type, ("sketch", "distinct"))
-        return union if field_type == "binary" else build
-    if m.type == "quantilesDoublesSketch":
-        return "kll_merge" if field_type == "binary" else "kll"
-    if m.type in FIRST_LAST_TYPES:
-        return "pair"
-    return "value"
-
-
 def _value_type(m: Metric) -> str:
     """What a value or first/last metric reads its field as (metrics alike share it)."""
+    if m.type == "variance":
+        return input_number_type(m, "variance")
     if m.type in FIRST_LAST_TYPES:
         return f"{m.type.removesuffix('First').removesuffix('Last')}:{m.size or 1024}"
     return "long" if m.type.startswith("long") else "double"
