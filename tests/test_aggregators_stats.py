@@ -211,3 +211,52 @@ def test_aggregator_parameters_are_checked_as_druid_checks_them():
     with pytest.raises(SpecError, match="not stored variance states"):
         input_kind(fold, "double")
     assert input_kind(fold, "struct<count:bigint,sum:double,nvariance:double>") == "variance_merge"
+
+
+def test_native_variance_reads_values_and_stored_states_and_stddev_is_its_root():
+    """Native queries (DuckDB, the embedded engine): `variance` over a numeric
+    column and `varianceFold` over stored states give the variance of all the
+    values; states split unevenly give the same answer."""
+    import duckdb
+
+    from metastore.druid import native
+    from metastore.druid.native_results import shape
+
+    values = [1.5, 2.5, 10.0, -3.0, 4.25, 7.0]
+    # The same values as three stored states: (count, sum, nvariance) of each part.
+    parts = [values[:1], values[1:4], values[4:]]
+    db = duckdb.connect()
+    db.execute(
+        "CREATE TABLE t (__time TIMESTAMP, v DOUBLE, "
+        "st STRUCT(count BIGINT, sum DOUBLE, nvariance DOUBLE))"
+    )
+    for i, v in enumerate(values):
+        part = parts[i] if i < len(parts) else None
+        state = None
+        if part:
+            mean = sum(part) / len(part)
+            state = {
+                "count": len(part),
+                "sum": sum(part),
+                "nvariance": sum((x - mean) ** 2 for x in part),
+            }
+        db.execute("INSERT INTO t VALUES (TIMESTAMP '2024-01-01 01:00:00', ?, ?)", [v, state])
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "t",
+        "granularity": "all",
+        "intervals": ["2024-01-01/2024-01-02"],
+        "aggregations": [
+            {"type": "variance", "name": "sample", "fieldName": "v"},
+            {"type": "variance", "name": "pop", "fieldName": "v", "estimator": "population"},
+            {"type": "varianceFold", "name": "folded", "fieldName": "st"},
+        ],
+        "postAggregations": [{"type": "stddev", "name": "sd", "fieldName": "sample"}],
+    }
+    plan = native.compile_query(body, {"__time": "time", "v": "double", "st": "variance"})
+    [row] = shape(plan, db.execute(plan.sql).fetchall())
+    result = row["result"]
+    assert result["sample"] == pytest.approx(statistics.variance(values))
+    assert result["pop"] == pytest.approx(statistics.pvariance(values))
+    assert result["folded"] == pytest.approx(statistics.variance(values))
+    assert result["sd"] == pytest.approx(statistics.stdev(values))

@@ -324,6 +324,44 @@ def _discovers(spec: IngestionSpec) -> bool:
     return spec.schemaless or spec.include_all_dimensions
 
 
+def _auto_scalar_types(reader, spec: IngestionSpec, files) -> dict:
+    """The JSON types of listed `auto` dimensions whose every value is a boolean or
+    a number (one inference pass, only when there are some): Druid types those
+    columns long (booleans 1/0) or double; read as strings they would be text."""
+    from pyspark.sql import types as T
+
+    auto = {d.name for d in spec.dimensions if d.type == "auto"}
+    if not auto:
+        return {}
+    scalar = (T.BooleanType, T.LongType, T.DoubleType)
+    inferred = reader.json(files).schema.fields
+    return {
+        f.name: f.dataType for f in inferred if f.name in auto and isinstance(f.dataType, scalar)
+    }
+
+
+def _read_json(spark, spec: IngestionSpec, inp: InputSpec, files):
+    """JSON lines: inferred types when the input decides the dimensions, else the
+    wanted fields as strings (typed `auto` scalars excepted)."""
+    from pyspark.sql import types as T
+
+    reader = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+    discover = _discovers(spec) or (inp.flatten and inp.use_field_discovery and spec.schemaless)
+    if discover:
+        if not spec.schema_discovery:
+            reader = reader.option("primitivesAsString", "true")
+        return reader.json(files)
+    typed = _auto_scalar_types(reader, spec, files)
+    schema = T.StructType(
+        [
+            T.StructField(name, typed.get(name, T.StringType()))
+            for name in _wanted_columns(spec, inp)
+        ]
+        + [T.StructField(CORRUPT, T.StringType())]
+    )
+    return reader.schema(schema).json(files)
+
+
 def read_files(
     spark, spec: IngestionSpec, scratch: Path, inp: InputSpec | None = None, number: int = 0
 ):
@@ -344,20 +382,7 @@ def read_files(
     if any(f.kind == "jq" for f in inp.flatten):
         files = with_jq_fields(files, scratch / "input" / f"jq{number}", inp)
     if fmt in ("json", "avro_ocf"):
-        reader = spark.read.option("mode", "PERMISSIVE").option(
-            "columnNameOfCorruptRecord", CORRUPT
-        )
-        discover = _discovers(spec) or (inp.flatten and inp.use_field_discovery and spec.schemaless)
-        if discover:
-            if not spec.schema_discovery:
-                reader = reader.option("primitivesAsString", "true")
-            df = reader.json(files)
-        else:
-            schema = T.StructType(
-                [T.StructField(name, T.StringType()) for name in _wanted_columns(spec, inp)]
-                + [T.StructField(CORRUPT, T.StringType())]
-            )
-            df = reader.schema(schema).json(files)
+        df = _read_json(spark, spec, inp, files)
         return _flatten(df, inp), bytes_read, files
     # csv / tsv
     if inp.csv_columns is not None:
@@ -872,9 +897,21 @@ def _reconcile_inputs(per_source: list[list[MetricInput]]) -> list[MetricInput]:
     return out
 
 
+def _listed_kind(dtype: str, input_type: str) -> str:
+    """A listed dimension's kind; an `auto` one takes its input's scalar type as
+    Druid's does (booleans and integers long, floating point double), else JSON."""
+    if dtype != "auto":
+        return dtype
+    return _DISCOVERED.get(input_type, "json")
+
+
 def _dimension_list(spec: IngestionSpec, raw, ts_name: str) -> list[tuple[str, str]]:
     types = dict(raw.dtypes)
-    listed = [(d.name, d.type) for d in spec.dimensions if d.name not in spec.dimension_exclusions]
+    listed = [
+        (d.name, _listed_kind(d.type, types.get(d.name, "string")))
+        for d in spec.dimensions
+        if d.name not in spec.dimension_exclusions
+    ]
     if not _discovers(spec):
         return listed
     reserved = {ts_name, "__time", CORRUPT, *spec.dimension_exclusions}
