@@ -188,6 +188,24 @@ def test_kll_sketches_and_approx_histogram_merge_as_quantile_sketches(stored):
     assert any("approxHistogram is stored as a KLL floats sketch" in i for i in first.ignored)
 
 
+@pytest.mark.spark
+def test_without_rollup_each_row_keeps_its_own_state():
+    """rollup false: a variance of one value is (1, value, 0) or (0, 0, 0) for a
+    null; a histogram of one value counts it in its bucket."""
+    from workers.jobs.parsing import MetricInput
+    from workers.jobs.rollup import roll_up
+    from workers.spark import get_spark
+
+    df = get_spark().createDataFrame([("a", 7.5), ("b", None)], "k string, v double")
+    (var, hist) = metrics_spec({"metricsSpec": [METRICS[3], METRICS[5]]}, [])
+    inputs = [MetricInput(var, "v", "variance"), MetricInput(hist, "v", "histogram")]
+    rows = {r["k"]: r for r in roll_up(df, ["k"], inputs, rollup=False).collect()}
+    assert rows["a"]["var_d"].asDict() == {"count": 1, "sum": 7.5, "nvariance": 0.0}
+    assert rows["b"]["var_d"].asDict() == {"count": 0, "sum": 0.0, "nvariance": 0.0}
+    assert rows["a"]["h_over"]["histogram"] == [0, 0, 0, 1]
+    assert (rows["b"]["h_over"]["count"], rows["b"]["h_over"]["missingValueCount"]) == (0, 1)
+
+
 def test_aggregator_parameters_are_checked_as_druid_checks_them():
     def refused(metric: dict) -> SpecError:
         with pytest.raises(SpecError) as info:
