@@ -219,9 +219,15 @@ def _number_at(m: dict, key: str, mpath: str, default: float | None) -> float | 
     value = m.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(f"{mpath}.{key}", f"must be a number, got {value!r}")
-    return float(value)
+    try:  # Druid (Jackson) also takes a number written as a string
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        number = float(value)
+    except ValueError:
+        raise SpecError(f"{mpath}.{key}", f"must be a number, got {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise SpecError(f"{mpath}.{key}", f"must be a finite number, got {value!r}")
+    return number
 
 
 def _approx_histogram(m: dict, mpath: str, ignored: list[str]) -> None:
