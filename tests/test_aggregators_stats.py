@@ -217,7 +217,9 @@ def test_aggregator_parameters_are_checked_as_druid_checks_them():
     assert refused({"type": "fixedBucketsHistogram", "upperLimit": 5}).field.endswith("lowerLimit")
     bad_limit = {"type": "fixedBucketsHistogram", "lowerLimit": "low", "upperLimit": 5}
     assert refused(bad_limit).field.endswith("lowerLimit")
-    (h,) = metrics_spec({"metricsSpec": [bad_limit | {"name": "h", "lowerLimit": "-2.5"}]}, [])
+    (h,) = metrics_spec(
+        {"metricsSpec": [bad_limit | {"name": "h", "fieldName": "v", "lowerLimit": "-2.5"}]}, []
+    )
     assert h.option("lowerLimit") == -2.5  # a number written as a string, as Jackson reads it
     bad_mode = {"type": "fixedBucketsHistogram", "lowerLimit": 0, "upperLimit": 1}
     err = refused(bad_mode | {"outlierHandlingMode": "wrap"})
