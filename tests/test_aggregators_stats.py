@@ -204,6 +204,20 @@ def test_without_rollup_each_row_keeps_its_own_state():
     assert rows["b"]["var_d"].asDict() == {"count": 0, "sum": 0.0, "nvariance": 0.0}
     assert rows["a"]["h_over"]["histogram"] == [0, 0, 0, 1]
     assert (rows["b"]["h_over"]["count"], rows["b"]["h_over"]["missingValueCount"]) == (0, 1)
+    # Histograms with different buckets do not merge: the task fails naming the metric.
+    states = roll_up(df, ["k"], inputs[1:], rollup=False).selectExpr("'x' AS k", "h_over")
+    other = states.selectExpr(
+        "k",
+        "named_struct('lowerLimit', 1.0D, 'upperLimit', h_over.upperLimit, "
+        "'numBuckets', h_over.numBuckets, 'outlierHandlingMode', h_over.outlierHandlingMode, "
+        "'count', h_over.count, 'lowerOutlierCount', h_over.lowerOutlierCount, "
+        "'upperOutlierCount', h_over.upperOutlierCount, 'missingValueCount', "
+        "h_over.missingValueCount, 'max', h_over.max, 'min', h_over.min, "
+        "'histogram', h_over.histogram) AS h_over",
+    )
+    merge = [MetricInput(hist, "h_over", "histogram_merge")]
+    with pytest.raises(Exception, match="fixedBucketsHistogram h_over: cannot merge"):
+        roll_up(states.unionByName(other), ["k"], merge, rollup=True).collect()
 
 
 def test_aggregator_parameters_are_checked_as_druid_checks_them():

@@ -30,6 +30,7 @@ same buckets merge; merging different buckets fails the task naming the metric
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from workers.jobs.parsing import MetricInput
@@ -95,7 +96,10 @@ def _variance_state(value):
     )
 
 
-def _histogram_fold() -> str:
+_SAFE = re.compile(r"[^\w .-]")  # what a metric name may show inside a SQL literal
+
+
+def _histogram_fold(name: str) -> str:
     same = " AND ".join(f"acc.{k} = x.{k}" for k in ("lowerLimit", "upperLimit", "numBuckets"))
     summed = {k: f"acc.{k} + x.{k}" for k in HISTOGRAM_FIELDS[4:8]}
     summed |= {"max": "greatest(acc.max, x.max)", "min": "least(acc.min, x.min)"}
@@ -103,7 +107,8 @@ def _histogram_fold() -> str:
     fields = ", ".join(f"'{k}', {summed.get(k, f'acc.{k}')}" for k in HISTOGRAM_FIELDS)
     return (
         f"CASE WHEN {same} THEN named_struct({fields}) ELSE raise_error(concat("
-        "'fixedBucketsHistogram: cannot merge histograms with different buckets (', "
+        f"'fixedBucketsHistogram {_SAFE.sub('', name)}: cannot merge histograms with "
+        "different buckets (', "
         "acc.lowerLimit, '/', acc.upperLimit, '/', acc.numBuckets, ' and ', x.lowerLimit, "
         "'/', x.upperLimit, '/', x.numBuckets, '); compact with the same buckets')) END"
     )
@@ -175,7 +180,7 @@ def _aggregation(inp: MetricInput):
         "variance": lambda: _variance_state(_variance_input(src, m)),
         "variance_merge": lambda: _fold(f"`{inp.column}`", _VARIANCE_FOLD),
         "histogram": lambda: _histogram(inp.column, m),
-        "histogram_merge": lambda: _fold(f"`{inp.column}`", _histogram_fold()),
+        "histogram_merge": lambda: _fold(f"`{inp.column}`", _histogram_fold(m.name)),
     }
     if kind in sketches:
         return sketches[kind]()
