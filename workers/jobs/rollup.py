@@ -33,6 +33,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from metastore.druid.errors import SpecError
+from metastore.druid.metrics import METRICS_PATH
 from workers.jobs.parsing import MetricInput
 
 HLL_LG_CONFIG_K = 12  # ~1.6% standard error, 4 KiB per sketch at most
@@ -120,6 +122,12 @@ def _histogram(column: str, m):
     (overflow) or put in the end buckets (clip); nulls counted as missing."""
     from pyspark.sql import functions as F
 
+    if m.option("lowerLimit") is None:  # a combining metric (compaction) over raw values
+        raise SpecError(
+            METRICS_PATH,
+            f"fixedBucketsHistogram {m.name!r} reads values, not stored histograms: "
+            "give its lowerLimit and upperLimit in metricsSpec",
+        )
     low, high = float(m.option("lowerLimit")), float(m.option("upperLimit"))
     n, mode = int(m.option("numBuckets", 10)), m.option("outlierHandlingMode", "ignore")
     lower, upper, size = (f"CAST('{x!r}' AS DOUBLE)" for x in (low, high, (high - low) / n))
