@@ -39,6 +39,17 @@ _COMBINING_TYPE = {
     "HLLSketchBuild": "HLLSketchMerge",
     "HLLSketchMerge": "HLLSketchMerge",
     "quantilesDoublesSketch": "quantilesDoublesSketch",
+    "quantilesDoublesSketchMerge": "quantilesDoublesSketch",
+    "KllDoublesSketch": "KllDoublesSketch",
+    "KllDoublesSketchMerge": "KllDoublesSketch",
+    "KllFloatsSketch": "KllFloatsSketch",
+    "KllFloatsSketchMerge": "KllFloatsSketch",
+    # druid-stats / druid-histogram: stored states that the same aggregator merges.
+    "variance": "varianceFold",
+    "varianceFold": "varianceFold",
+    "fixedBucketsHistogram": "fixedBucketsHistogram",
+    "approxHistogram": "approxHistogramFold",
+    "approxHistogramFold": "approxHistogramFold",
     # First/last are stored as (time, value) pairs, which the same aggregator merges.
     **{
         f"{kind}{end}": f"{kind}{end}"

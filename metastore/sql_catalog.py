@@ -402,6 +402,17 @@ _COMPLEX = {
     "HLLSketchBuild": "COMPLEX<HLLSketch>",
     "HLLSketchMerge": "COMPLEX<HLLSketch>",
     "quantilesDoublesSketch": "COMPLEX<quantilesDoublesSketch>",
+    "quantilesDoublesSketchMerge": "COMPLEX<quantilesDoublesSketch>",
+    **{
+        f"Kll{k}Sketch{m}": f"COMPLEX<Kll{k}Sketch>"
+        for k in ("Doubles", "Floats")
+        for m in ("", "Merge")
+    },
+    "variance": "COMPLEX<variance>",
+    "varianceFold": "COMPLEX<variance>",
+    "fixedBucketsHistogram": "COMPLEX<fixedBucketsHistogram>",
+    "approxHistogram": "COMPLEX<approximateHistogram>",
+    "approxHistogramFold": "COMPLEX<approximateHistogram>",
     **{
         f"{kind}{end}": f"COMPLEX<serializablePairLong{kind.title()}>"
         for kind in ("string", "long", "double", "float")

@@ -6,7 +6,9 @@ Broker surface reads them.
   so `WHERE col IS NULL` counts those rows (it stored the text "null").
 - Booleans are longs, as Druid stores them with `druid.expressions.useStrictBooleans`
   (the default): an array of booleans in an `auto` dimension is `[1,0,null]`,
-  and a boolean found by schema discovery is a long 1/0.
+  and a scalar boolean, in an `auto` dimension or found by schema discovery, is
+  a long 1/0 (Druid's schema-design docs: longs when useStrictBooleans is true,
+  the default).
 - A transform reads `__time` as the row's timestamp in epoch millis.
 
 Two ingestions (one with listed dimensions, one discovering them) serve all tests.
@@ -57,6 +59,7 @@ LISTED = [
     {"type": "long", "name": "millis"},
     {"type": "auto", "name": "a_bool"},
     {"type": "auto", "name": "a_null"},
+    {"type": "auto", "name": "flag"},
 ]
 
 
@@ -134,6 +137,11 @@ def test_boolean_arrays_in_auto_dimensions_are_stored_as_longs(listed):
     rows = listed.execute("SELECT a_bool, a_null FROM stored ORDER BY __time").fetchall()
     assert [_json(a) for a, _ in rows] == ["[1, 0, null]", "[null, 0, 1]"]
     assert [_json(n) for _, n in rows] == ["[null, null, null]"] * 2
+
+
+def test_scalar_booleans_in_auto_dimensions_are_stored_as_longs(listed):
+    rows = listed.execute("SELECT flag FROM stored ORDER BY __time").fetchall()
+    assert [(type(flag), flag) for (flag,) in rows] == [(int, 1), (int, 0)]
 
 
 def test_discovered_booleans_are_stored_as_longs(discovered):

@@ -89,6 +89,7 @@ AGGREGATIONS = [
     {"type": "thetaSketch", "name": "raw_theta", "fieldName": "user"},
     {"type": "HLLSketchBuild", "name": "raw_hll", "fieldName": "user", "round": True},
     {"type": "hyperUnique", "name": "unique", "fieldName": "users_hll"},
+    {"type": "KllDoublesSketch", "name": "kll2", "fieldName": "value_kll"},
     {
         "type": "filtered",
         "filter": _day("2024-01-01"),
@@ -152,6 +153,12 @@ POST_AGGREGATIONS = [
         "splitPoints": [10.5, 20.5],
     },
     {
+        "type": "KllDoublesSketchToQuantile",
+        "name": "kll2_max",
+        "field": {"type": "fieldAccess", "fieldName": "kll2"},
+        "fraction": 1,
+    },
+    {
         "type": "HLLSketchEstimate",
         "name": "hll_estimate",
         "field": {"type": "fieldAccess", "fieldName": "hll"},
@@ -189,6 +196,7 @@ def test_stored_sketches_merge_and_finalize_as_druid_does(sk, api_client):
     assert result["theta"] == 4.0 and result["day1"] == 3.0 and result["day2"] == 2.0
     assert result["hll"] == pytest.approx(4.0, rel=1e-6) and result["hll_round"] == 4
     assert result["kll"] == 30  # a quantiles sketch finalizes to its count, a long
+    assert result["kll2"] == 30 and result["kll2_max"] == 30.0  # Druid's KLL aggregator
     assert result["raw_theta"] == 3.0 and result["raw_hll"] == 3
     assert (
         result["unique"] == pytest.approx(4.0, rel=1e-6)

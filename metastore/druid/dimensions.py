@@ -31,9 +31,12 @@ _SPATIAL = "spatial indexes are outside Strata's scope; ingest the coordinates a
 
 @dataclass(frozen=True)
 class Dimension:
-    """type: string, long, double, or json (Druid's auto/json nested columns, stored
-    as JSON text). A string dimension whose input value is a list is multi-value:
-    stored as an array of strings ordered by `multi_value_handling`."""
+    """type: string, long, double, json (Druid's json nested columns, stored as
+    JSON text) or auto (typed by its input as Druid's `auto` is: a column of
+    booleans or integers is a long dimension, booleans 1/0 as with Druid's default
+    `druid.expressions.useStrictBooleans`; floating point is double; anything
+    else is JSON text). A string dimension whose input value is a list is
+    multi-value: stored as an array of strings ordered by `multi_value_handling`."""
 
     name: str
     type: str = "string"
@@ -97,12 +100,13 @@ def _dimension(d, dpath: str, ignored: list[str]) -> Dimension:
     if dtype in ("auto", "json"):
         # Nested columns: stored as JSON text (numbers, strings, arrays and
         # objects keep their JSON form), queryable with JSON functions.
+        scalars = "" if dtype == "json" or cast else " (scalar numbers and booleans are typed)"
         ignored.append(
-            f"{dpath}.type: {dtype} (nested) columns are stored as JSON text, "
+            f"{dpath}.type: {dtype} (nested) columns are stored as JSON text{scalars}, "
             "not as Druid's typed nested columns"
             + (f"; castToType {cast} is kept as JSON text too" if cast else "")
         )
-        return Dimension(name, "json")
+        return Dimension(name, "auto" if dtype == "auto" and not cast else "json")
     return Dimension(name, "double" if dtype == "float" else dtype, handling or "SORTED_ARRAY")
 
 

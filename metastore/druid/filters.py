@@ -26,11 +26,12 @@ FILTER_TYPES = (
     "interval",
     "columnComparison",
     "expression",
+    "arrayContainsElement",
     "true",
     "false",
 )
 # Filter types Druid documents that transformSpec.filter does not apply here.
-UNSUPPORTED_FILTERS = ("extraction", "arrayContainsElement", "javascript", "spatial")
+UNSUPPORTED_FILTERS = ("extraction", "javascript", "spatial")
 MATCH_VALUE_TYPES = ("STRING", "LONG", "DOUBLE", "FLOAT")
 SEARCH_QUERY_TYPES = ("contains", "insensitive_contains", "fragment")
 _BOUND_FIELDS = {"type", "dimension", "lower", "upper", "lowerStrict", "upperStrict", "ordering"}
@@ -183,6 +184,16 @@ def _expression(flt: dict, path: str) -> None:
         )
 
 
+def _array_contains_element(flt: dict, path: str) -> None:
+    allow(flt, path, {"type", "column", "elementMatchValueType", "elementMatchValue"})
+    string_at(flt, "column", path)
+    kind = match_value_type(flt, path, "elementMatchValueType")
+    if "elementMatchValue" not in flt:
+        raise SpecError(f"{path}.elementMatchValue", "is required (it may be null)")
+    if flt["elementMatchValue"] is not None:
+        _typed_value(flt["elementMatchValue"], kind, f"{path}.elementMatchValue")
+
+
 def _leaf(flt: dict, path: str, kind: str) -> None:
     if kind == "selector":
         allow(flt, path, {"type", "dimension", "value"})
@@ -214,6 +225,7 @@ _CHECKS = {
     "interval": _interval,
     "columnComparison": _column_comparison,
     "expression": _expression,
+    "arrayContainsElement": _array_contains_element,
 }
 
 

@@ -4,6 +4,7 @@ and the DataSketches ones; the others Druid documents are refused by name."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from metastore.druid.errors import SpecError
 from metastore.druid.fields import allow, first_duplicate, int_at, none_as, object_at, string_at
@@ -11,7 +12,24 @@ from metastore.druid.fields import allow, first_duplicate, int_at, none_as, obje
 FIRST_LAST_TYPES = tuple(
     f"{kind}{end}" for kind in ("string", "long", "double", "float") for end in ("First", "Last")
 )
-SKETCH_TYPES = ("thetaSketch", "HLLSketchBuild", "HLLSketchMerge", "quantilesDoublesSketch")
+KLL_TYPES = (
+    "KllDoublesSketch",
+    "KllFloatsSketch",
+    "KllDoublesSketchMerge",
+    "KllFloatsSketchMerge",
+)
+SKETCH_TYPES = (
+    "thetaSketch",
+    "HLLSketchBuild",
+    "HLLSketchMerge",
+    "quantilesDoublesSketch",
+    "quantilesDoublesSketchMerge",
+    *KLL_TYPES,
+)
+# druid-stats and druid-histogram: stored as structs (variance, fixed buckets) or
+# as a KLL sketch (approxHistogram), see workers/jobs/rollup.py.
+STATS_TYPES = ("variance", "varianceFold", "fixedBucketsHistogram")
+APPROX_HISTOGRAM_TYPES = ("approxHistogram", "approxHistogramFold")
 METRIC_TYPES = (
     "count",
     "longSum",
@@ -26,6 +44,8 @@ METRIC_TYPES = (
     "hyperUnique",
     *FIRST_LAST_TYPES,
     *SKETCH_TYPES,
+    *STATS_TYPES,
+    *APPROX_HISTOGRAM_TYPES,
 )
 # Aggregator types Druid documents that Strata does not implement, with where
 # they come from; a spec naming one is refused with the reason (issue 27).
@@ -55,23 +75,7 @@ UNSUPPORTED_AGGREGATORS = {
     "distinctCount": _CONTRIB.format("druid-distinctcount"),
     **dict.fromkeys(("timeMin", "timeMax"), _CONTRIB.format("druid-time-min-max")),
     "unsigned_int": _CONTRIB.format("unsigned-int-extensions"),
-    **dict.fromkeys(
-        (
-            "KllDoublesSketch",
-            "KllFloatsSketch",
-            "KllDoublesSketchMerge",
-            "KllFloatsSketchMerge",
-            "quantilesDoublesSketchMerge",
-        ),
-        _CORE_EXT.format("druid-datasketches (KLL / merge of quantiles sketches)")
-        + "; use quantilesDoublesSketch",
-    ),
     "arrayOfDoublesSketch": _CORE_EXT.format("druid-datasketches (tuple sketches)"),
-    **dict.fromkeys(("variance", "varianceFold"), _CORE_EXT.format("druid-stats")),
-    **dict.fromkeys(
-        ("approxHistogram", "approxHistogramFold", "fixedBucketsHistogram"),
-        _CORE_EXT.format("druid-histogram") + "; use quantilesDoublesSketch",
-    ),
     "bloom": "a query-time aggregator of Druid's core extension druid-bloom-filter",
     **dict.fromkeys(
         ("longAny", "doubleAny", "floatAny", "stringAny"),
@@ -88,6 +92,9 @@ UNSUPPORTED_AGGREGATORS = {
 THETA_DEFAULT_SIZE = 16384  # nominal entries (Spark: lgNomEntries = log2(size))
 HLL_DEFAULT_LG_K = 12
 QUANTILES_DEFAULT_K = 128
+KLL_DEFAULT_K = 200  # Druid's KllDoublesSketch / KllFloatsSketch default k
+VARIANCE_INPUT_TYPES = ("float", "long", "double", "variance")
+OUTLIER_MODES = ("ignore", "overflow", "clip")
 METRICS_PATH = "spec.dataSchema.metricsSpec"
 _QUERY_TIME = "a query-time option; the stored sketch is the same"
 
@@ -96,12 +103,19 @@ _QUERY_TIME = "a query-time option; the stored sketch is the same"
 class Metric:
     """type is canonical: float* metrics are double*; sketches keep Druid's names.
     `size` is the sketch's accuracy parameter: thetaSketch lgNomEntries,
-    HLLSketchBuild lgK, quantilesDoublesSketch k (Spark's KLL sketch)."""
+    HLLSketchBuild lgK, quantilesDoublesSketch / Kll*Sketch / approxHistogram k
+    (Spark's KLL sketch)."""
 
     type: str
     name: str
     field_name: str | None = None
     size: int | None = None
+    # Further parameters, as (key, value) pairs: a variance's inputType, a
+    # fixedBucketsHistogram's lowerLimit, upperLimit, numBuckets, outlierHandlingMode.
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return dict(self.options).get(key, default)
 
 
 def _metric_type(m: dict, mpath: str) -> str:
@@ -128,8 +142,21 @@ def _allowed_fields(mtype: str) -> set[str]:
         allowed |= {"size", "isInputThetaSketch", "shouldFinalize"}
     elif mtype in ("HLLSketchBuild", "HLLSketchMerge"):
         allowed |= {"lgK", "tgtHllType", "round", "shouldFinalize"}
-    elif mtype == "quantilesDoublesSketch":
+    elif mtype.startswith("quantilesDoublesSketch") or mtype in KLL_TYPES:
         allowed |= {"k", "maxStreamLength", "shouldFinalize"}
+    elif mtype in ("variance", "varianceFold"):
+        allowed |= {"estimator", "inputType"} if mtype == "variance" else {"estimator"}
+    elif mtype == "fixedBucketsHistogram":
+        allowed |= {"lowerLimit", "upperLimit", "numBuckets", "outlierHandlingMode"}
+        allowed |= {"finalizeAsBase64Binary"}
+    elif mtype in APPROX_HISTOGRAM_TYPES:
+        allowed |= {
+            "resolution",
+            "numBuckets",
+            "lowerLimit",
+            "upperLimit",
+            "finalizeAsBase64Binary",
+        }
     elif mtype in FIRST_LAST_TYPES:
         allowed |= {"timeColumn"}
         if mtype.startswith("string"):
@@ -179,13 +206,106 @@ def _hll_lg_k(m: dict, mpath: str, ignored: list[str]) -> int:
     return size
 
 
-def _quantiles_k(m: dict, mpath: str, ignored: list[str]) -> int:
-    size = int_at(m, "k", mpath, QUANTILES_DEFAULT_K, minimum=8)
+def _quantiles_k(m: dict, mpath: str, ignored: list[str], default: int) -> int:
+    size = int_at(m, "k", mpath, default, minimum=8)
     if size > 65535:
         raise SpecError(f"{mpath}.k", "must be between 8 and 65535")
     if m.get("maxStreamLength") is not None:
         ignored.append(f"{mpath}.maxStreamLength: a KLL sketch needs no stream-length bound")
     return size
+
+
+def _number_at(m: dict, key: str, mpath: str, default: float | None) -> float | None:
+    value = m.get(key)
+    if value is None:
+        return default
+    try:  # Druid (Jackson) also takes a number written as a string
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        number = float(value)
+    except ValueError:
+        raise SpecError(f"{mpath}.{key}", f"must be a number, got {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise SpecError(f"{mpath}.{key}", f"must be a finite number, got {value!r}")
+    return number
+
+
+def _approx_histogram(m: dict, mpath: str, ignored: list[str]) -> None:
+    """approxHistogram(Fold): checked as Druid checks it; stored as a KLL sketch."""
+    int_at(m, "resolution", mpath, 50, minimum=1)
+    int_at(m, "numBuckets", mpath, 7, minimum=2)
+    lower = _number_at(m, "lowerLimit", mpath, None)
+    upper = _number_at(m, "upperLimit", mpath, None)
+    if lower is not None and upper is not None and lower >= upper:
+        raise SpecError(f"{mpath}.upperLimit", "must be greater than lowerLimit")
+    ignored.append(
+        f"{mpath}: approxHistogram is stored as a KLL floats sketch (k {KLL_DEFAULT_K}), the "
+        "quantiles sketch Druid recommends in its place; resolution, numBuckets, lowerLimit "
+        "and upperLimit shape Druid's deprecated Ben-Haim histogram, which is not built here"
+    )
+
+
+def _variance_options(m: dict, mtype: str, mpath: str, ignored: list[str]) -> tuple:
+    """(("inputType", float | long | double | variance),): Druid's default is float."""
+    input_type = "variance" if mtype == "varianceFold" else m.get("inputType") or "float"
+    if not isinstance(input_type, str) or input_type.lower() not in VARIANCE_INPUT_TYPES:
+        raise SpecError(
+            f"{mpath}.inputType",
+            f"must be one of {', '.join(VARIANCE_INPUT_TYPES)}, got {input_type!r}",
+        )
+    if m.get("estimator") is not None:
+        if not isinstance(m["estimator"], str):
+            raise SpecError(f"{mpath}.estimator", "must be a string (population or sample)")
+        ignored.append(
+            f"{mpath}.estimator: a query-time option (population or sample variance of "
+            "the same stored state)"
+        )
+    return (("inputType", input_type.lower()),)
+
+
+def _fixed_buckets_options(m: dict, mpath: str, ignored: list[str]) -> tuple:
+    """lowerLimit, upperLimit, numBuckets, outlierHandlingMode, as Druid checks them."""
+    lower = _number_at(m, "lowerLimit", mpath, None)
+    upper = _number_at(m, "upperLimit", mpath, None)
+    for key, value in (("lowerLimit", lower), ("upperLimit", upper)):
+        if value is None:
+            raise SpecError(f"{mpath}.{key}", "is required (a number)")
+    if upper <= lower:
+        raise SpecError(f"{mpath}.upperLimit", f"must be greater than lowerLimit ({lower:g})")
+    buckets = int_at(m, "numBuckets", mpath, 10, minimum=1, maximum=100_000)
+    mode = m.get("outlierHandlingMode") or "ignore"  # Druid's factory defaults to ignore
+    if not isinstance(mode, str) or mode.lower() not in OUTLIER_MODES:
+        raise SpecError(
+            f"{mpath}.outlierHandlingMode", f"must be one of {', '.join(OUTLIER_MODES)}"
+        )
+    if m.get("finalizeAsBase64Binary") is not None:
+        ignored.append(f"{mpath}.finalizeAsBase64Binary: {_QUERY_TIME}")
+    return (
+        ("lowerLimit", lower),
+        ("upperLimit", upper),
+        ("numBuckets", buckets),
+        ("outlierHandlingMode", mode.lower()),
+    )
+
+
+def _options(m: dict, mtype: str, mpath: str, ignored: list[str]) -> tuple:
+    if mtype in ("variance", "varianceFold"):
+        return _variance_options(m, mtype, mpath, ignored)
+    if mtype == "fixedBucketsHistogram":
+        return _fixed_buckets_options(m, mpath, ignored)
+    return ()
+
+
+# Merge (combining) aggregators at ingestion: the build aggregator, which unions
+# a column of sketches (or states) and builds from raw values.
+_CANONICAL = {
+    "HLLSketchMerge": "HLLSketchBuild",
+    "quantilesDoublesSketchMerge": "quantilesDoublesSketch",
+    "KllDoublesSketchMerge": "KllDoublesSketch",
+    "KllFloatsSketchMerge": "KllFloatsSketch",
+    "varianceFold": "variance",
+    "approxHistogramFold": "approxHistogram",
+}
 
 
 def _first_last_size(m: dict, mpath: str) -> int | None:
@@ -205,8 +325,13 @@ def _size(m: dict, mtype: str, mpath: str, ignored: list[str]) -> int | None:
         return _theta_size(m, mpath, ignored)
     if mtype in ("HLLSketchBuild", "HLLSketchMerge"):
         return _hll_lg_k(m, mpath, ignored)
-    if mtype == "quantilesDoublesSketch":
-        return _quantiles_k(m, mpath, ignored)
+    if mtype.startswith("quantilesDoublesSketch"):
+        return _quantiles_k(m, mpath, ignored, QUANTILES_DEFAULT_K)
+    if mtype in KLL_TYPES:
+        return _quantiles_k(m, mpath, ignored, KLL_DEFAULT_K)
+    if mtype in APPROX_HISTOGRAM_TYPES:
+        _approx_histogram(m, mpath, ignored)
+        return KLL_DEFAULT_K
     if mtype in FIRST_LAST_TYPES:
         return _first_last_size(m, mpath)
     return None
@@ -225,12 +350,69 @@ def _metric(m, mpath: str, ignored: list[str]) -> Metric:
     name = string_at(m, "name", mpath)
     field_name = None if mtype == "count" else string_at(m, "fieldName", mpath)
     size = _size(m, mtype, mpath, ignored)
+    options = _options(m, mtype, mpath, ignored)
     if m.get("shouldFinalize") is not None:
         ignored.append(f"{mpath}.shouldFinalize: {_QUERY_TIME}")
-    canonical = mtype if mtype in SKETCH_TYPES else mtype.replace("float", "double")
-    if mtype == "HLLSketchMerge":
-        canonical = "HLLSketchBuild"  # a build over sketches unions them
-    return Metric(canonical, name, field_name, size)
+    if mtype in _CANONICAL:
+        canonical = _CANONICAL[mtype]
+    elif mtype in SKETCH_TYPES or mtype in STATS_TYPES or mtype in APPROX_HISTOGRAM_TYPES:
+        canonical = mtype
+    else:
+        canonical = mtype.replace("float", "double")
+    return Metric(canonical, name, field_name, size, options)
+
+
+# How a metric's input column feeds it (workers/jobs/parsing.py, rollup.py): the
+# kind when the column holds raw values, and when it holds stored sketches/states.
+_INPUT_KINDS = {
+    "hyperUnique": ("distinct", "sketch"),
+    "HLLSketchBuild": ("distinct", "sketch"),
+    "HLLSketchMerge": ("distinct", "sketch"),
+    "thetaSketch": ("theta", "theta_union"),
+    "quantilesDoublesSketch": ("kll", "kll_merge"),
+    "KllDoublesSketch": ("kll", "kll_merge"),
+    "KllFloatsSketch": ("kll_float", "kll_float_merge"),
+    "approxHistogram": ("kll_float", "kll_float_merge"),
+    "variance": ("variance", "variance_merge"),
+    "fixedBucketsHistogram": ("histogram", "histogram_merge"),
+}
+# Kinds whose column is passed through as read (sketches, stored states).
+STORED_INPUT_KINDS = frozenset(stored for _, stored in _INPUT_KINDS.values())
+# Kinds whose column is read as a number, and as which type.
+NUMBER_INPUT_KINDS = {"kll": "double", "kll_float": "float", "histogram": "double"}
+
+
+def input_kind(m: Metric, field_type: str) -> str:
+    """How metric `m` reads its field, given the field's Spark type: a stored
+    sketch/state (binary, or a struct for variance and fixedBucketsHistogram) is
+    merged, anything else is a value to aggregate. Compaction names the
+    combining types (`*Merge`, `*Fold`), which read as their build types."""
+    mtype = _CANONICAL.get(m.type, m.type)
+    if mtype in _INPUT_KINDS:
+        build, stored = _INPUT_KINDS[mtype]
+        struct = mtype in ("variance", "fixedBucketsHistogram")
+        is_stored = field_type.startswith("struct") if struct else field_type == "binary"
+        if mtype == "variance" and m.option("inputType") == "variance" and not is_stored:
+            raise SpecError(
+                METRICS_PATH,
+                f"metric {m.name!r} has inputType variance, but its field {m.field_name!r} "
+                f"holds {field_type}, not stored variance states (re-ingest them through a "
+                "druid input source)",
+            )
+        return stored if is_stored else build
+    if m.type in FIRST_LAST_TYPES:
+        return "pair"
+    return "value"
+
+
+def input_number_type(m: Metric, kind: str) -> str:
+    """long, float or double: how a value-reading metric parses its field."""
+    if kind == "variance":
+        input_type = m.option("inputType", "float")
+        return input_type if input_type in ("long", "double") else "float"
+    if kind in NUMBER_INPUT_KINDS:
+        return NUMBER_INPUT_KINDS[kind]
+    return "long" if m.type.startswith("long") else "double"
 
 
 def metrics_spec(schema: dict, ignored: list[str]) -> tuple[Metric, ...]:

@@ -190,7 +190,7 @@ def _only(spec: dict, field: str, allowed: set[str]) -> None:
 
 def column_kinds(names: list[str], arrow_types: list[str]) -> dict[str, str]:
     """Column name -> kind (`long`, `double`, `float`, `string`, `time`, `pair`,
-    `sketch`, `other`) from the Arrow types of the table's columns."""
+    `sketch`, `variance`, `other`) from the Arrow types of the table's columns."""
     kinds = {}
     for name, t in zip(names, arrow_types, strict=True):
         if t.startswith("timestamp"):
@@ -205,6 +205,8 @@ def column_kinds(names: list[str], arrow_types: list[str]) -> dict[str, str]:
             kind = "string"
         elif t.startswith("struct<time:") and "value:" in t:
             kind = "pair"  # a first/last metric stored as Druid stores it, (time, value)
+        elif t.startswith("struct<count:") and "nvariance:" in t:
+            kind = "variance"  # a druid-stats variance state (count, sum, nvariance)
         elif t in ("binary", "large_binary", "binary_view"):
             kind = "sketch"
         else:
@@ -216,7 +218,7 @@ def column_kinds(names: list[str], arrow_types: list[str]) -> dict[str, str]:
 @dataclass(frozen=True)
 class Col:
     sql: str
-    kind: str  # long | double | float | string | pair | sketch | other
+    kind: str  # long | double | float | string | pair | sketch | variance | other
 
 
 _NULL = Col("NULL", "string")
@@ -271,7 +273,7 @@ def _cast(col: Col, kind: str) -> str:
         return f"TRY_CAST({_value_of(col.sql)} AS {target})"
     if kind == "long" and col.kind in ("double", "float"):
         return _truncated_long(col.sql)  # Java's (long) truncates
-    if col.kind in ("sketch", "other"):
+    if col.kind in ("sketch", "variance", "other"):
         raise _unsupported("", f"a {col.kind} column cannot be read as a number")
     return f"TRY_CAST({col.sql} AS {target})"
 
@@ -598,7 +600,7 @@ def _filter_column(spec: dict, field: str, cols: _Columns) -> Col:
     key = "column" if "column" in spec else "dimension"
     name = _str(spec.get(key), f"{field}.{key}")
     col = cols.get(name)
-    if col.kind in ("sketch", "pair", "other"):
+    if col.kind in ("sketch", "pair", "variance", "other"):
         raise _unsupported(f"{field}.{key}", f"filtering a {col.kind} column")
     fn = spec.get("extractionFn")
     if fn is None:
@@ -903,6 +905,11 @@ _SKETCHES = (
     "HLLSketchMerge",
     "HLLSketch",
     "quantilesDoublesSketch",
+    "quantilesDoublesSketchMerge",
+    "KllDoublesSketch",
+    "KllFloatsSketch",
+    "KllDoublesSketchMerge",
+    "KllFloatsSketchMerge",
     "approxHistogram",
     "approxHistogramFold",
     "fixedBucketsHistogram",
@@ -930,7 +937,7 @@ def _agg_input(spec: dict, field: str, cols: _Columns) -> Col:
 
 
 def _as_kind(col: Col, kind: str, field: str) -> str:
-    if col.kind in ("sketch", "other"):
+    if col.kind in ("sketch", "variance", "other"):
         raise _unsupported(field, f"a {kind} aggregation over a {col.kind} column")
     if kind == "long" and col.kind in ("double", "float"):
         return _truncated_long(col.sql)  # Druid reads a double as a long by truncation
@@ -995,6 +1002,7 @@ _SKETCH_AGGS = {
     "HLLSketchMerge": ("hll", "lgK", 12),
     "hyperUnique": ("hll", None, 12),
     "quantilesDoublesSketch": ("kll", "k", 128),
+    "KllDoublesSketch": ("kll", "k", 200),
 }
 _SKETCH_FIELDS = {
     "thetaSketch": {"isInputThetaSketch", "errorBoundsStdDev"},
@@ -1002,6 +1010,7 @@ _SKETCH_FIELDS = {
     "HLLSketchMerge": {"tgtHllType", "round"},
     "hyperUnique": {"isInputHyperUnique", "round"},
     "quantilesDoublesSketch": {"maxStreamLength"},
+    "KllDoublesSketch": {"maxStreamLength"},
 }
 
 
@@ -1044,6 +1053,35 @@ def _sketch_agg(spec, field, cols, cond) -> Agg:
     return Agg(spec["name"], sql, sketch_sql.FINAL_KIND[kind], "NULL", kind)
 
 
+def _state_part(state: str, name: str) -> str:
+    return f"({state}).`{name}`" if _spark() else f"struct_extract({state}, '{name}')"
+
+
+def _variance(spec, field, cols, cond) -> Agg:
+    """druid-stats variance / varianceFold: of a numeric input, or merged from stored
+    (count, sum, nvariance) states; Druid's getVariance: null over no values, 0 over
+    one, else nvariance over count (population) or count - 1 (sample, the default)."""
+    _only(spec, field, {"type", "name", "fieldName", "expression", "estimator", "inputType"})
+    estimator = spec.get("estimator")
+    population = isinstance(estimator, str) and estimator.lower() == "population"
+    col = _agg_input(spec, field, cols)
+    if col.kind == "variance":  # the states' nvariance plus the spread of their means
+        count, total, nvar = (_state_part(col.sql, k) for k in ("count", "sum", "nvariance"))
+        n = _with_filter(f"SUM({count})", cond)
+        s = _with_filter(f"SUM({total})", cond)
+        spread = _with_filter(
+            f"SUM(CASE WHEN {count} > 0 THEN {total} * {total} / {count} END)", cond
+        )
+        nvariance = f"({_with_filter(f'SUM({nvar})', cond)} + {spread} - {s} * {s} / {n})"
+    else:
+        value = _as_kind(col, "double", field)
+        n = _with_filter(f"COUNT({value})", cond)
+        nvariance = f"({_with_filter(f'VAR_POP({value})', cond)} * {n})"
+    divisor = n if population else f"({n} - 1)"
+    sql = f"CASE WHEN {n} = 1 THEN 0.0 WHEN {n} > 1 THEN {nvariance} / {divisor} END"
+    return Agg(spec["name"], sql, "double")
+
+
 def compile_aggregator(spec, field: str, cols: _Columns, cond: str | None = None) -> Agg:
     spec = _obj(spec, field)
     kind = _type_of(spec, field)
@@ -1068,6 +1106,8 @@ def compile_aggregator(spec, field: str, cols: _Columns, cond: str | None = None
         return _cardinality(spec, field, cols, cond)
     if kind in _SKETCH_AGGS:
         return _sketch_agg(spec, field, cols, cond)
+    if kind in ("variance", "varianceFold"):
+        return _variance(spec, field, cols, cond)
     if kind in _SKETCHES:
         raise _unsupported(
             f"{field}.type",
@@ -1127,6 +1167,15 @@ def _post_value(spec, field: str, out: _Outputs) -> Col:
         ]
         fn = "greatest" if kind.endswith("Greatest") else "least"
         return Col(f"{fn}({', '.join(values)})", target)
+    if kind == "stddev":  # druid-stats: the square root of a variance aggregator's value
+        _only(spec, field, {"type", "name", "fieldName", "estimator"})
+        if spec.get("estimator") is not None:
+            raise _unsupported(
+                f"{field}.estimator",
+                "an estimator on stddev (set it on the variance aggregator it reads)",
+            )
+        col = out.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+        return Col(f"sqrt({_cast(col, 'double')})", "double")
     if kind == "hyperUniqueCardinality":
         col = out.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
         return Col(_cast(col, "double"), "double")
@@ -1208,7 +1257,7 @@ def _doubles(value, field: str) -> list[float]:
 
 def _quantiles_post(spec, field, out) -> Col:
     col = _sketch_field(spec, field, out, "kll")
-    kind, dialect = spec["type"].removeprefix("quantilesDoublesSketchTo"), _DIALECT.get()
+    kind, dialect = spec["type"].split("SketchTo", 1)[1], _DIALECT.get()
     if kind == "Quantile":
         fraction = _doubles([spec.get("fraction")], f"{field}.fraction")[0]
         if not 0 <= fraction <= 1:
@@ -1239,7 +1288,8 @@ _SKETCH_POSTS = {
     "HLLSketchUnion": _hll_union,
     "HLLSketchEstimateWithBounds": _hll_bounds,
     **{
-        f"quantilesDoublesSketchTo{k}": _quantiles_post
+        f"{family}SketchTo{k}": _quantiles_post
+        for family in ("quantilesDoubles", "KllDoubles")
         for k in ("Quantile", "Quantiles", "Rank", "CDF", "Histogram", "String")
     },
 }
@@ -1533,7 +1583,7 @@ def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
     """(output name, SQL, kind) of a dimension: strings unless an outputType says otherwise."""
     dim = full_dimension_spec(spec, field)
     col = q.cols.get(dim.dimension)
-    if col.kind in ("sketch", "pair", "other"):
+    if col.kind in ("sketch", "pair", "variance", "other"):
         raise _unsupported(field, f"grouping on a {col.kind} column")
     if dim.transform is not None:
         is_time = dim.dimension == "__time" and dim.dimension not in q.cols.virtual

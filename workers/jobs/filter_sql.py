@@ -1,9 +1,11 @@
 """Druid filters (validated by `metastore.druid.filters`) as Spark SQL text.
 
 `col_of(name)` gives the SQL of a column as Druid's filters see it: its value as
-text (null when absent); `__time` is the row's timestamp in epoch millis. Every
-filter is true or false, never null: a null value matches only `null` filters,
-an `in` or `selector` for null, and the negations of the others.
+text (null when absent; an array or object as JSON text); `__time` is the row's
+timestamp in epoch millis. Every filter is true or false, never null: a null
+value matches only `null` filters, an `in` or `selector` for null, and the
+negations of the others. An expression filter naming a column the input lacks
+reads it as null, as Druid does.
 """
 
 from __future__ import annotations
@@ -130,6 +132,37 @@ _LEAVES = {
 }
 
 
+def _array_contains_element(flt: dict, value: str) -> str:
+    """Druid's arrayContainsElement: an array column contains the element (compared
+    as a number for numeric match types); a scalar is a one-element array. Arrays
+    reach filters as JSON text (as the workers read list values of string fields);
+    a null row contains nothing, not even null."""
+    elements = (
+        f"CASE WHEN startswith(ltrim({value}), '[') THEN from_json({value}, 'array<string>') "
+        f"WHEN {value} IS NOT NULL THEN array({value}) END"  # a null row holds nothing
+    )
+    target = flt.get("elementMatchValue")
+    if target is None:
+        return _never_null(f"exists({elements}, e -> e IS NULL)")
+    kind = flt["elementMatchValueType"]
+    element = "e" if kind.upper() == "STRING" else "try_cast(e AS DOUBLE)"
+    return _never_null(f"exists({elements}, e -> {element} = {_literal(target, kind)})")
+
+
+def _expression(flt: dict, kinds: dict[str, str] | None) -> str:
+    """An expression filter; columns the input lacks (known from `kinds`) are null:
+    each is a lambda variable holding null, which shadows the column name."""
+    translated = translate_predicate(flt["expression"], kinds)
+    sql = translated.sql
+    if kinds is None:
+        return sql
+    for name in dict.fromkeys(translated.columns):
+        if name not in kinds and name != "__time":
+            var = "`" + name.replace("`", "``") + "`"
+            sql = f"element_at(transform(array(CAST(NULL AS STRING)), {var} -> {sql}), 1)"
+    return sql
+
+
 def filter_sql(flt: dict, col_of: ColumnOf, kinds: dict[str, str] | None = None) -> str:
     """SQL of a Druid filter; never null. `kinds` are the input columns' Druid
     types (long/double/string/complex), for expression filters."""
@@ -148,6 +181,9 @@ def filter_sql(flt: dict, col_of: ColumnOf, kinds: dict[str, str] | None = None)
         values = [col_of(name) for name in comparison_columns(flt)]
         return "(" + " AND ".join(f"{a} <=> {b}" for a, b in pairwise(values)) + ")"
     if kind == "expression":
-        return translate_predicate(flt["expression"], kinds).sql
+        return _expression(flt, kinds)
     name = flt.get("dimension", flt.get("column"))
-    return _LEAVES[kind](flt, f"CAST({col_of(name)} AS STRING)")
+    value = f"CAST({col_of(name)} AS STRING)"
+    if kind == "arrayContainsElement":
+        return _array_contains_element(flt, value)
+    return _LEAVES[kind](flt, value)

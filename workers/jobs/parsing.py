@@ -26,7 +26,13 @@ from metastore.druid.expressions import translate
 from metastore.druid.filters import filter_columns
 from metastore.druid.ingestion import IngestionSpec
 from metastore.druid.input_sources import InputSpec
-from metastore.druid.metrics import FIRST_LAST_TYPES, Metric
+from metastore.druid.metrics import (
+    FIRST_LAST_TYPES,
+    STORED_INPUT_KINDS,
+    Metric,
+    input_kind,
+    input_number_type,
+)
 from metastore.intervals import ETERNITY, Granularity, Interval
 from workers.jobs import json_paths
 from workers.jobs.filter_sql import filter_sql, sql_str
@@ -97,8 +103,12 @@ class MetricInput:
     rows: summed), "value" (a number), "distinct" (a value to HLL-sketch),
     "sketch" (an HLL sketch to union), "theta" / "theta_union" (a value to
     theta-sketch / theta sketches to union), "kll" / "kll_merge" (a double to
-    put in a KLL quantiles sketch / KLL sketches to merge), or "pair" (a
-    first/last metric's struct<time: epoch millis, value>).
+    put in a KLL quantiles sketch / KLL sketches to merge), "kll_float" /
+    "kll_float_merge" (the same with floats), "variance" / "variance_merge" and
+    "histogram" / "histogram_merge" (a number / stored states of druid-stats'
+    variance and druid-histogram's fixedBucketsHistogram), or "pair" (a
+    first/last metric's struct<time: epoch millis, value>). See
+    `metastore.druid.metrics.input_kind`.
     """
 
     metric: Metric
@@ -314,6 +324,44 @@ def _discovers(spec: IngestionSpec) -> bool:
     return spec.schemaless or spec.include_all_dimensions
 
 
+def _auto_scalar_types(reader, spec: IngestionSpec, files) -> dict:
+    """The JSON types of listed `auto` dimensions whose every value is a boolean or
+    a number (one inference pass, only when there are some): Druid types those
+    columns long (booleans 1/0) or double; read as strings they would be text."""
+    from pyspark.sql import types as T
+
+    auto = {d.name for d in spec.dimensions if d.type == "auto"}
+    if not auto:
+        return {}
+    scalar = (T.BooleanType, T.LongType, T.DoubleType)
+    inferred = reader.json(files).schema.fields
+    return {
+        f.name: f.dataType for f in inferred if f.name in auto and isinstance(f.dataType, scalar)
+    }
+
+
+def _read_json(spark, spec: IngestionSpec, inp: InputSpec, files):
+    """JSON lines: inferred types when the input decides the dimensions, else the
+    wanted fields as strings (typed `auto` scalars excepted)."""
+    from pyspark.sql import types as T
+
+    reader = spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+    discover = _discovers(spec) or (inp.flatten and inp.use_field_discovery and spec.schemaless)
+    if discover:
+        if not spec.schema_discovery:
+            reader = reader.option("primitivesAsString", "true")
+        return reader.json(files)
+    typed = _auto_scalar_types(reader, spec, files)
+    schema = T.StructType(
+        [
+            T.StructField(name, typed.get(name, T.StringType()))
+            for name in _wanted_columns(spec, inp)
+        ]
+        + [T.StructField(CORRUPT, T.StringType())]
+    )
+    return reader.schema(schema).json(files)
+
+
 def read_files(
     spark, spec: IngestionSpec, scratch: Path, inp: InputSpec | None = None, number: int = 0
 ):
@@ -334,20 +382,7 @@ def read_files(
     if any(f.kind == "jq" for f in inp.flatten):
         files = with_jq_fields(files, scratch / "input" / f"jq{number}", inp)
     if fmt in ("json", "avro_ocf"):
-        reader = spark.read.option("mode", "PERMISSIVE").option(
-            "columnNameOfCorruptRecord", CORRUPT
-        )
-        discover = _discovers(spec) or (inp.flatten and inp.use_field_discovery and spec.schemaless)
-        if discover:
-            if not spec.schema_discovery:
-                reader = reader.option("primitivesAsString", "true")
-            df = reader.json(files)
-        else:
-            schema = T.StructType(
-                [T.StructField(name, T.StringType()) for name in _wanted_columns(spec, inp)]
-                + [T.StructField(CORRUPT, T.StringType())]
-            )
-            df = reader.schema(schema).json(files)
+        df = _read_json(spark, spec, inp, files)
         return _flatten(df, inp), bytes_read, files
     # csv / tsv
     if inp.csv_columns is not None:
@@ -862,9 +897,21 @@ def _reconcile_inputs(per_source: list[list[MetricInput]]) -> list[MetricInput]:
     return out
 
 
+def _listed_kind(dtype: str, input_type: str) -> str:
+    """A listed dimension's kind; an `auto` one takes its input's scalar type as
+    Druid's does (booleans and integers long, floating point double), else JSON."""
+    if dtype != "auto":
+        return dtype
+    return _DISCOVERED.get(input_type, "json")
+
+
 def _dimension_list(spec: IngestionSpec, raw, ts_name: str) -> list[tuple[str, str]]:
     types = dict(raw.dtypes)
-    listed = [(d.name, d.type) for d in spec.dimensions if d.name not in spec.dimension_exclusions]
+    listed = [
+        (d.name, _listed_kind(d.type, types.get(d.name, "string")))
+        for d in spec.dimensions
+        if d.name not in spec.dimension_exclusions
+    ]
     if not _discovers(spec):
         return listed
     reserved = {ts_name, "__time", CORRUPT, *spec.dimension_exclusions}
@@ -1005,9 +1052,6 @@ def _dimension_columns(spec, dims, cols: _RawColumns, typed: _Typed, from_druid:
             typed.number(cols, name, dtype, name)
 
 
-_SKETCHES = {"thetaSketch": ("theta_union", "theta")}  # others: HLL (sketch, distinct)
-
-
 def _metric_columns(spec, cols: _RawColumns, ts: str, typed: _Typed, from_druid: bool):
     """One MetricInput per metric; metrics reading the same field the same way
     share one input column (one expression, computed once)."""
@@ -1023,12 +1067,12 @@ def _metric_columns(spec, cols: _RawColumns, ts: str, typed: _Typed, from_druid:
             else:
                 inputs.append(MetricInput(m, None, "rows"))
             continue
-        kind = _input_kind(m, field_type)
-        key = (kind, m.field_name, _value_type(m) if kind in ("pair", "value") else "")
+        kind = input_kind(m, field_type)
+        key = (kind, m.field_name, _value_type(m) if kind in ("pair", "value", "variance") else "")
         if key in shared:
             inputs.append(MetricInput(m, shared[key].column, kind))
             continue
-        if kind in ("sketch", "theta_union", "kll_merge") or (
+        if kind in STORED_INPUT_KINDS or (
             kind == "pair" and field_type.startswith("struct")  # already (time, value) pairs
         ):
             typed.columns[alias] = cols.col(m.field_name)
@@ -1038,27 +1082,17 @@ def _metric_columns(spec, cols: _RawColumns, ts: str, typed: _Typed, from_druid:
             value = _first_last_value(m, cols, typed)
             pair = f"named_struct('time', unix_millis({ts}), 'value', {value})"
             typed.columns[alias] = f"CASE WHEN {value} IS NOT NULL THEN {pair} END"
-        else:  # value / kll: a number
-            number = "long" if kind == "value" and m.type.startswith("long") else "double"
-            typed.number(cols, m.field_name, number, alias)
+        else:  # value, variance, kll, histogram: a number
+            typed.number(cols, m.field_name, input_number_type(m, kind), alias)
         shared[key] = MetricInput(m, alias, kind)
         inputs.append(shared[key])
     return inputs
 
 
-def _input_kind(m: Metric, field_type: str) -> str:
-    if m.type in ("hyperUnique", "HLLSketchBuild", "HLLSketchMerge", "thetaSketch"):
-        union, build = _SKETCHES.get(m.type, ("sketch", "distinct"))
-        return union if field_type == "binary" else build
-    if m.type == "quantilesDoublesSketch":
-        return "kll_merge" if field_type == "binary" else "kll"
-    if m.type in FIRST_LAST_TYPES:
-        return "pair"
-    return "value"
-
-
 def _value_type(m: Metric) -> str:
     """What a value or first/last metric reads its field as (metrics alike share it)."""
+    if m.type == "variance":
+        return input_number_type(m, "variance")
     if m.type in FIRST_LAST_TYPES:
         return f"{m.type.removesuffix('First').removesuffix('Last')}:{m.size or 1024}"
     return "long" if m.type.startswith("long") else "double"
