@@ -129,3 +129,21 @@ def test_a_null_escape_or_pattern_means_none():
     assert duck.execute(f"SELECT {iso}").fetchone() == (1546300800000,)
     assert "ESCAPE" not in translate("like(x, 'a%', null)").sql
     assert translate("timestamp(x, null)").sql == translate("timestamp(x)").sql
+
+
+def test_an_array_function_of_a_null_array_is_null_as_in_druid():
+    """Druid's array functions give null for a null array input (its
+    ArrayScalarFunction / ArraysFunction); DuckDB's list functions took it as empty."""
+    duck = duckdb.connect()
+    resolve = lambda c: Arg(c, "string")  # noqa: E731
+    for expression in (
+        "array_append(null, 1)",
+        "array_prepend(1, null)",
+        "array_concat(null, array(1))",
+        "array_concat(array(1), null)",
+        "array_set_add(null, 1)",
+        "array_set_add_all(array(1), null)",
+    ):
+        assert duck.execute(f"SELECT {to_duckdb(expression, resolve).sql}").fetchone() == (None,)
+    kept = to_duckdb("array_append(array(1), null)", resolve).sql
+    assert duck.execute(f"SELECT {kept}").fetchone() == ([1, None],)

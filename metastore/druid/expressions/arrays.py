@@ -81,19 +81,27 @@ def position(shift: int):
     return emit
 
 
+def _unless_null(arrays: list[str], sql: str) -> str:
+    """Druid's array functions give null for a null array (DuckDB's list functions
+    would take it as empty)."""
+    test = " OR ".join(f"{a} IS NULL" for a in arrays)
+    return f"(CASE WHEN {test} THEN NULL ELSE {sql} END)"
+
+
 def prepend(d: Dialect, a: list[Arg]) -> str:
     arr, kind = d.array(a[1])
-    return d.sql("prepend", arr, _element(d, a[0], kind))
+    return _unless_null([arr], d.sql("prepend", arr, _element(d, a[0], kind)))
 
 
 def append(d: Dialect, a: list[Arg]) -> str:
     arr, kind = d.array(a[0])
-    return d.sql("append", arr, _element(d, a[1], kind))
+    return _unless_null([arr], d.sql("append", arr, _element(d, a[1], kind)))
 
 
 def concat(d: Dialect, a: list[Arg]) -> str:
     arr, kind = d.array(a[0])
-    return d.sql("concat_arrays", arr, d.cast_to(a[1], kind))
+    other = d.cast_to(a[1], kind)
+    return _unless_null([arr, other], d.sql("concat_arrays", arr, other))
 
 
 def set_add(d: Dialect, a: list[Arg]) -> str:

@@ -41,7 +41,7 @@ NULL_ELEMENT = "a null argument is a null element"
 NULL_ESCAPE = "null if the text or pattern is null; a null escape is none"
 NULL_SIGN = "null if the magnitude is null; a null sign is +"
 # Where the engines differ today (which of them Druid agrees with is not checked yet):
-NULL_ARRAY = "a null array: null on Spark, empty on DuckDB"
+NULL_ARRAY = "a null array: null, as in Druid"
 KEPT_ELEMENT = "a null element is kept; " + NULL_ARRAY
 NULL_FORMATTED = "a null value: 'null' on Spark, null on DuckDB"
 NULL_GROUP = "null if nothing matches; a null group: null on Spark, '' on DuckDB"
