@@ -418,3 +418,62 @@ def test_subtotals_concatenate_each_grouping_with_the_others_null(wiki_rows, api
     body["subtotalsSpec"] = [["nosuch"]]
     refused = native(api_client, body, status=400)
     assert refused["errorMessage"].startswith("subtotalsSpec[0]")
+
+
+def test_array_contains_element_matches_multi_value_and_array_rows(db, inline_spec, api_client):
+    """tags holds multi-value strings as ingestion stores them (JSON list text for
+    several values, the value itself for one); nums a JSON array of longs."""
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from tests.test_native_queries import publish_tables
+
+    rows = [('["a","b"]', "[1,2]"), ("a", "[3]"), ("c", None), (None, "[2,5]")]
+    table = pa.table(
+        {
+            "__time": pa.array(
+                [datetime(2024, 1, 1, h, tzinfo=UTC) for h in range(len(rows))],
+                type=pa.timestamp("us", tz="UTC"),
+            ),
+            "tags": pa.array([r[0] for r in rows], type=pa.string()),
+            "nums": pa.array([r[1] for r in rows], type=pa.string()),
+        }
+    )
+    publish_tables(inline_spec, "arrays", {"2024-01-01/2024-01-02": [table]})
+
+    def count(filter_spec) -> int:
+        body = {
+            "queryType": "timeseries",
+            "dataSource": "arrays",
+            "granularity": "all",
+            "intervals": ["2024-01-01/2024-01-02"],
+            "filter": filter_spec,
+            "aggregations": [{"type": "count", "name": "n"}],
+        }
+        return native(api_client, body)[0]["result"]["n"]
+
+    def element(column, vtype, value):
+        return {
+            "type": "arrayContainsElement",
+            "column": column,
+            "elementMatchValueType": vtype,
+            "elementMatchValue": value,
+        }
+
+    assert count(element("tags", "STRING", "a")) == 2
+    assert count(element("tags", "STRING", "z")) == 0
+    assert count(element("nums", "LONG", 2)) == 2
+    refused = native(
+        api_client,
+        {
+            "queryType": "timeseries",
+            "dataSource": "arrays",
+            "granularity": "all",
+            "intervals": ["2024-01-01/2024-01-02"],
+            "filter": element("tags", "ARRAY<STRING>", ["a"]),
+            "aggregations": [{"type": "count", "name": "n"}],
+        },
+        status=400,
+    )
+    assert refused["errorMessage"].startswith("filter.elementMatchValueType")

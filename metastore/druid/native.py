@@ -823,6 +823,35 @@ def _logical(spec, field, cols):
     )
 
 
+def _array_contains_element(spec, field, cols):
+    """arrayContainsElement: an array (or multi-value string) column holding the
+    element, through the expression `array_contains` (a single value is an array of
+    one; a null row matches nothing)."""
+    _only(
+        spec,
+        field,
+        {"type", "column", "elementMatchValueType", "elementMatchValue", "filterTuning"},
+    )
+    column = _str(spec.get("column"), f"{field}.column")
+    vtype = str(spec.get("elementMatchValueType") or "").upper()
+    if vtype not in ("STRING", "LONG", "DOUBLE", "FLOAT"):
+        raise _unsupported(
+            f"{field}.elementMatchValueType", f"{vtype or 'none'} (STRING, LONG, DOUBLE, FLOAT)"
+        )
+    value = spec.get("elementMatchValue")
+    if value is None or isinstance(value, bool | list | dict):
+        raise _unsupported(f"{field}.elementMatchValue", "only a non-null scalar")
+    if vtype == "STRING":
+        element = "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    else:
+        number = _number(value)
+        if number is None:
+            raise NativeQueryError(f"{field}.elementMatchValue", f"is not a {vtype.lower()}")
+        element = repr(number)
+    ref = '"' + column.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return _truth(_expression(f"array_contains({ref}, {element})", cols, field))
+
+
 _FILTERS = {
     "selector": _selector,
     "equals": _equals,
@@ -835,6 +864,7 @@ _FILTERS = {
     "regex": _regex,
     "search": _search,
     "columnComparison": _column_comparison,
+    "arrayContainsElement": _array_contains_element,
     "interval": _interval_filter,
     "expression": lambda s, f, c: _truth(_expression(s.get("expression"), c, f"{f}.expression")),
     "true": lambda s, f, c: "true",
