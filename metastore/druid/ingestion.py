@@ -162,8 +162,11 @@ def _partitions(
             f"{IO_PATH}.appendToExisting",
             f"appending requires dynamic partitioning, not {partitions.type}",
         )
+    # Discovered dimensions (useSchemaDiscovery, includeAllDimensions) are known
+    # only when the input is read: the task refuses a missing one then.
+    discovers = dims.schema_discovery or dims.include_all
     names = {
-        "dimensions": {d.name for d in dims.dimensions},
+        "dimensions": set() if discovers else {d.name for d in dims.dimensions},
         "metrics": {m.name for m in metrics},
         "counts": {m.name for m in metrics if m.type == "count"},
         "exclusions": set(dims.exclusions),

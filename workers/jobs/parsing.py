@@ -310,8 +310,10 @@ def _wanted_columns(spec: IngestionSpec, inp: InputSpec) -> list[str]:
 
 
 def _discovers(spec: IngestionSpec) -> bool:
-    """Whether the input's own fields decide (some of) the dimensions."""
-    return spec.schemaless or spec.include_all_dimensions
+    """Whether the input's own fields decide (some of) the dimensions: as Druid's
+    MapInputRowParser.findDimensions, useSchemaDiscovery adds every input field
+    to the listed dimensions, as includeAllDimensions does."""
+    return spec.schemaless or spec.include_all_dimensions or spec.schema_discovery
 
 
 def read_files(
