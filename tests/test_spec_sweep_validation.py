@@ -148,3 +148,42 @@ def test_a_compaction_payload_with_null_projections_is_accepted():
         "granularitySpec": {"segmentGranularity": None, "queryGranularity": None, "rollup": None},
     }
     assert validate_task_spec(spec, input_roots=[]).type == "compact"
+
+
+def _flatten_field(expr: str):
+    spec = _spec()
+    spec["spec"]["ioConfig"]["inputFormat"] = {
+        "type": "json",
+        "flattenSpec": {"fields": [{"type": "path", "name": "f", "expr": expr}]},
+    }
+    (field,) = validate_task_spec(spec, input_roots=[]).ingestion.input.flatten
+    return field
+
+
+@pytest.mark.parametrize(
+    "expr, values",
+    [
+        ("$.items[*].name", ["a", "b"]),  # a missing key below a wildcard is skipped
+        ("$.items.*['p']", [1]),
+        ("$..name", ["a", "b", "top", "deep"]),  # a deep scan, in document order
+        ("$.arr[*][0]", [1, 3]),
+    ],
+)
+def test_json_path_wildcards_read_every_match_as_druids_json_path_does(expr, values):
+    import jq
+
+    row = {
+        "items": [{"name": "a", "p": 1}, {"name": "b"}, {"x": 1}],
+        "o": {"name": "top", "k": {"name": "deep"}},
+        "arr": [[1, 2], [3]],
+    }
+    field = _flatten_field(expr)
+    assert field.kind == "jq"  # run line by line by the jq library, as jq fields are
+    assert jq.compile(field.expr).input_value(row).all() == values
+
+
+def test_plain_json_paths_stay_native_and_filters_are_refused():
+    assert _flatten_field("$.items[0]['name']").kind == "path"
+    with pytest.raises(SpecError) as exc:
+        _flatten_field("$.items[?(@.p > 0)].name")
+    assert exc.value.field.endswith("flattenSpec.fields[0].expr")
