@@ -10,13 +10,15 @@ from metastore.druid.tasks import validate_task_spec
 
 ROWS = "\n".join(
     [
-        '{"ts": "2024-01-01T00:00:00Z", "page": "A", "n": 1, "tag": "x", "skip": "s"}',
-        '{"ts": "2024-01-01T01:00:00Z", "page": "B", "n": 2, "tag": null, "skip": "s"}',
+        '{"ts": "2024-01-01T00:00:00Z", "page": "A", "n": 1, "ok": true, "skip": "s"}',
+        '{"ts": "2024-01-01T01:00:00Z", "page": "B", "n": 2, "ok": false, "skip": "s"}',
     ]
 )
 
 
-def _run(tmp_path, dimensions_spec: dict, tuning: dict | None = None) -> list[dict]:
+def _run(
+    tmp_path, dimensions_spec: dict, tuning: dict | None = None, transforms: list | None = None
+) -> list[dict]:
     from workers.jobs.ingest import run_ingest
     from workers.spark import get_spark
 
@@ -28,6 +30,7 @@ def _run(tmp_path, dimensions_spec: dict, tuning: dict | None = None) -> list[di
                 "timestampSpec": {"column": "ts", "format": "iso"},
                 "dimensionsSpec": dimensions_spec,
                 "granularitySpec": {"segmentGranularity": "DAY", "rollup": False},
+                "transformSpec": {"transforms": transforms or []},
             },
             "ioConfig": {
                 "type": "index_parallel",
@@ -47,11 +50,12 @@ def _run(tmp_path, dimensions_spec: dict, tuning: dict | None = None) -> list[di
 def test_schema_discovery_adds_the_unlisted_fields_to_the_listed_dimensions(tmp_path):
     # Druid (MapInputRowParser.findDimensions): with useSchemaDiscovery the listed
     # dimensions come first, then every other input field but the excluded ones.
-    # Partitioning may name a discovered one.
+    # Partitioning may name a discovered one. Expressions read a discovered JSON
+    # boolean as Druid does, a long 1/0 (Druid's qaJsonCols: json_query(s_bool, '$.')).
     rows = _run(
         tmp_path,
         {
-            "dimensions": [{"type": "long", "name": "n"}],
+            "dimensions": [{"type": "long", "name": "n"}, {"type": "long", "name": "ok10"}],
             "dimensionExclusions": ["skip"],
             "useSchemaDiscovery": True,
         },
@@ -60,6 +64,10 @@ def test_schema_discovery_adds_the_unlisted_fields_to_the_listed_dimensions(tmp_
             "forceGuaranteedRollup": True,
             "partitionsSpec": {"type": "hashed", "numShards": 1, "partitionDimensions": ["page"]},
         },
+        transforms=[{"type": "expression", "name": "ok10", "expression": "ok * 10"}],
     )
-    assert [k for k in rows[0] if not k.startswith("__")] == ["n", "page", "tag"]
-    assert [(r["n"], r["page"], r["tag"]) for r in rows] == [(1, "A", "x"), (2, "B", None)]
+    assert [k for k in rows[0] if not k.startswith("__")] == ["n", "ok10", "ok", "page"]
+    assert [(r["n"], r["ok10"], r["ok"], r["page"]) for r in rows] == [
+        (1, 10, 1, "A"),
+        (2, 0, 0, "B"),
+    ]

@@ -559,6 +559,25 @@ def _kind_of(dtype: str) -> str:
     return "string"
 
 
+_BOOLEAN_KEPT = "__boolean_"
+
+
+def _booleans_as_longs(raw, read: set[str]):
+    """(raw with the boolean columns that expressions read as longs 1/0, as Druid's
+    expressions read a boolean input value, and SQL restoring each one's own value
+    for the rows). Schema discovery reads JSON booleans as booleans."""
+    bools = [c for c, dtype in raw.dtypes if dtype == "boolean" and c in read]
+    if not bools:
+        return raw, {}
+    columns = [
+        f"CAST({sql_name(c)} AS BIGINT) AS {sql_name(c)}" if c in bools else sql_name(c)
+        for c in raw.columns
+    ]
+    kept = [f"{sql_name(c)} AS {sql_name(_BOOLEAN_KEPT + c)}" for c in bools]
+    restore = {c: f"{sql_name(_BOOLEAN_KEPT + c)} AS {sql_name(c)}" for c in bools}
+    return raw.selectExpr(*columns, *kept), restore
+
+
 def apply_transforms(raw, spec: IngestionSpec):
     """Druid expression transforms, in one projection: every transform reads the
     input row as read (not another transform's output) and its result replaces a
@@ -573,6 +592,7 @@ def apply_transforms(raw, spec: IngestionSpec):
     ]
     if missing:  # a field the input lacks reads as null
         raw = raw.selectExpr("*", *[f"{_NULL} AS {sql_name(c)}" for c in dict.fromkeys(missing)])
+    raw, restore = _booleans_as_longs(raw, {c for t in spec.transforms for c in t.columns})
     kinds = {name: _kind_of(dtype) for name, dtype in raw.dtypes}
     exprs = {}
     for i, t in enumerate(spec.transforms):
@@ -583,7 +603,11 @@ def apply_transforms(raw, spec: IngestionSpec):
                 f"spec.dataSchema.transformSpec.transforms[{i}].expression",
                 str(exc).splitlines()[0],
             ) from exc
-    keep = [sql_name(c) for c in raw.columns if c not in exprs and c != _ROW_TIME]
+    keep = [
+        restore.get(c, sql_name(c))
+        for c in raw.columns
+        if c not in exprs and c != _ROW_TIME and not c.startswith(_BOOLEAN_KEPT)
+    ]
     try:
         return raw.selectExpr(*keep, *[f"{e} AS {sql_name(n)}" for n, e in exprs.items()])
     except Exception as exc:  # noqa: BLE001 - which transform Spark refused, by name
