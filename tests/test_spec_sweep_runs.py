@@ -17,7 +17,11 @@ ROWS = "\n".join(
 
 
 def _run(
-    tmp_path, dimensions_spec: dict, tuning: dict | None = None, transforms: list | None = None
+    tmp_path,
+    dimensions_spec: dict,
+    tuning: dict | None = None,
+    transforms: list | None = None,
+    **io,
 ) -> list[dict]:
     from workers.jobs.ingest import run_ingest
     from workers.spark import get_spark
@@ -34,12 +38,14 @@ def _run(
             },
             "ioConfig": {
                 "type": "index_parallel",
-                "inputSource": {"type": "inline", "data": ROWS},
-                "inputFormat": {"type": "json"},
+                "inputSource": {"type": "inline", "data": io.get("data", ROWS)},
+                "inputFormat": io.get("input_format", {"type": "json"}),
             },
             "tuningConfig": tuning or {"type": "index_parallel"},
         },
     }
+    if "timestamp" in io:
+        spec["spec"]["dataSchema"]["timestampSpec"] = io["timestamp"]
     ingestion = validate_task_spec(spec, input_roots=[]).ingestion
     result = run_ingest(get_spark(), ingestion, work_dir=tmp_path / "work", job_group="sweep")
     rows = [r for s in result.segments for r in pq.read_table(s.path).to_pylist()]
@@ -70,4 +76,28 @@ def test_schema_discovery_adds_the_unlisted_fields_to_the_listed_dimensions(tmp_
     assert [(r["n"], r["ok10"], r["ok"], r["page"]) for r in rows] == [
         (1, 10, 1, "A"),
         (2, 0, 0, "B"),
+    ]
+
+
+@pytest.mark.spark
+def test_lines_input_and_a_transform_that_replaces_the_timestamp(tmp_path):
+    # data-formats.md "Lines": each line is one row of one string field, `line`;
+    # ingestion-spec.md: a transform named __time replaces the row's timestamp.
+    rows = _run(
+        tmp_path,
+        {"dimensions": ["line"]},
+        transforms=[
+            {
+                "type": "expression",
+                "name": "__time",
+                "expression": "timestamp_parse(left(line, 20))",
+            }
+        ],
+        data="2024-01-02T03:00:00Z first\n2024-01-05T00:00:00Z second",
+        input_format={"type": "lines"},
+        timestamp={"column": "t", "missingValue": "2000-01-01T00:00:00Z"},
+    )
+    assert [(str(r["__time"])[:19], r["line"]) for r in rows] == [
+        ("2024-01-02 03:00:00", "2024-01-02T03:00:00Z first"),
+        ("2024-01-05 00:00:00", "2024-01-05T00:00:00Z second"),
     ]

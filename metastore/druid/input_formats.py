@@ -1,4 +1,4 @@
-"""ioConfig.inputFormat: json, csv, tsv, parquet, orc and avro_ocf, checked into
+"""ioConfig.inputFormat: json, csv, tsv, lines, parquet, orc and avro_ocf, checked into
 the keyword arguments of an `InputSpec` (no file is opened here)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from metastore.druid.errors import SpecError
 from metastore.druid.fields import allow, bool_at, int_at, object_at
 from metastore.druid.flatten import flatten_spec
 
-INPUT_FORMATS = ("json", "csv", "tsv", "parquet", "orc", "avro_ocf")
+INPUT_FORMATS = ("json", "csv", "tsv", "lines", "parquet", "orc", "avro_ocf")
 FILE_FORMATS = ("parquet", "orc", "avro_ocf")  # files with their own schema, never inline
 # Input formats Druid documents that Strata does not read: why, and what to use.
 UNSUPPORTED_FORMATS = {
@@ -73,6 +73,9 @@ def input_format(io: dict, ignored: list[str]) -> dict:
         return {"format": fmt, **_delimited(fmt_obj, fmt, ignored)}
     if fmt == "json":
         return {"format": fmt, **_json(fmt_obj, ignored)}
+    if fmt == "lines":  # each line is one row of one string field, `line`
+        allow(fmt_obj, fmt_path, {"type"})
+        return {"format": fmt}
     return {"format": fmt, **_file_format(fmt_obj, fmt, ignored)}
 
 

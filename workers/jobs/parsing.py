@@ -331,6 +331,8 @@ def read_files(
     if fmt in ("parquet", "orc"):  # Spark's own readers, types kept
         df = spark.read.parquet(*files) if fmt == "parquet" else spark.read.orc(*files)
         return _flatten(df, inp), bytes_read, files
+    if fmt == "lines":  # Druid's LinesReader: each line is the string field `line`
+        return spark.read.text(files).withColumnRenamed("value", "line"), bytes_read, files
     if fmt == "avro_ocf":
         files = avro_as_json(files, scratch / "input" / f"avro{number}", inp)
     if any(f.kind == "jq" for f in inp.flatten):
@@ -351,7 +353,13 @@ def read_files(
             )
             df = reader.schema(schema).json(files)
         return _flatten(df, inp), bytes_read, files
-    # csv / tsv
+    return _read_delimited(spark, files, inp), bytes_read, files
+
+
+def _read_delimited(spark, files: list[str], inp: InputSpec):
+    """csv / tsv rows, every column a string, malformed rows marked."""
+    from pyspark.sql import types as T
+
     if inp.csv_columns is not None:
         columns = list(inp.csv_columns)
         header = inp.csv_skip_header_rows > 0
@@ -375,7 +383,7 @@ def read_files(
         .schema(schema)
         .csv(files)
     )
-    return df, bytes_read, files
+    return df
 
 
 def avro_as_json(files: Sequence[str], target: Path, inp: InputSpec) -> list[str]:
@@ -1010,6 +1018,12 @@ def _timestamp(spec: IngestionSpec, cols: _RawColumns, ts_name: str) -> str:
         missing = f"try_cast({sql_str(spec.timestamp_missing_value)} AS TIMESTAMP)"
         blank = f"{ts_raw} IS NULL OR trim(CAST({ts_raw} AS STRING)) = ''"
         ts = f"CASE WHEN {blank} THEN {missing} ELSE {ts} END"
+    if any(t.name == "__time" for t in spec.transforms):
+        # A __time transform's value (epoch millis) replaces the timestamp that
+        # timestampSpec parsed: a row whose own timestamp does not parse stays
+        # unparseable, as in Druid, where the timestamp is parsed first.
+        replaced = f"timestamp_millis(CAST({sql_name('__time')} AS BIGINT))"
+        ts = replaced if ts_name == "__time" else f"CASE WHEN {ts} IS NOT NULL THEN {replaced} END"
     return ts
 
 
