@@ -56,7 +56,8 @@ def _run(
 def test_schema_discovery_adds_the_unlisted_fields_to_the_listed_dimensions(tmp_path):
     # Druid (MapInputRowParser.findDimensions): with useSchemaDiscovery the listed
     # dimensions come first, then every other input field but the excluded ones.
-    # Partitioning may name a discovered one. Expressions read a discovered JSON
+    # Partitioning may name a discovered one (range without rollup samples its keys
+    # at random: Spark refuses rand() inside the aggregate). Expressions read a discovered JSON
     # boolean as Druid does, a long 1/0 (Druid's qaJsonCols: json_query(s_bool, '$.')).
     rows = _run(
         tmp_path,
@@ -68,7 +69,11 @@ def test_schema_discovery_adds_the_unlisted_fields_to_the_listed_dimensions(tmp_
         tuning={
             "type": "index_parallel",
             "forceGuaranteedRollup": True,
-            "partitionsSpec": {"type": "hashed", "numShards": 1, "partitionDimensions": ["page"]},
+            "partitionsSpec": {
+                "type": "range",
+                "partitionDimensions": ["page"],
+                "targetRowsPerSegment": 1,
+            },
         },
         transforms=[{"type": "expression", "name": "ok10", "expression": "ok * 10"}],
     )
@@ -101,3 +106,43 @@ def test_lines_input_and_a_transform_that_replaces_the_timestamp(tmp_path):
         ("2024-01-02 03:00:00", "2024-01-02T03:00:00Z first"),
         ("2024-01-05 00:00:00", "2024-01-05T00:00:00Z second"),
     ]
+
+
+@pytest.mark.spark
+def test_csv_files_skip_rows_then_read_their_own_headers(tmp_path):
+    # Druid's CSV reader skips skipHeaderRows lines, then takes each file's own
+    # header; a file without the timestamp column has only unparseable rows.
+    from workers.jobs.ingest import run_ingest
+    from workers.jobs.input_files import resolve_local_inputs
+    from workers.spark import get_spark
+
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "a.csv").write_text("exported by x\nts,page,n\n2024-01-01T00:00:00Z,A,1\n")
+    (root / "b.csv").write_text("exported by y\nn,ts,page\n2,2024-01-01T01:00:00Z,B\n")
+    (root / "c.csv").write_text("exported by z\npage,n\nC,3\n")
+    spec = {
+        "type": "index_parallel",
+        "spec": {
+            "dataSchema": {
+                "dataSource": "sweep_csv",
+                "timestampSpec": {"column": "ts", "format": "iso"},
+                "dimensionsSpec": {"dimensions": ["page", {"type": "long", "name": "n"}]},
+                "granularitySpec": {"segmentGranularity": "DAY", "rollup": False},
+            },
+            "ioConfig": {
+                "type": "index_parallel",
+                "inputSource": {"type": "local", "baseDir": str(root), "filter": "*.csv"},
+                "inputFormat": {"type": "csv", "findColumnsFromHeader": True, "skipHeaderRows": 1},
+            },
+            "tuningConfig": {"type": "index_parallel", "maxSavedParseExceptions": 5},
+        },
+    }
+    ingestion = validate_task_spec(spec, input_roots=[root]).ingestion
+    ingestion = resolve_local_inputs(ingestion, input_roots=[root])
+    result = run_ingest(get_spark(), ingestion, work_dir=tmp_path / "work", job_group="sweep")
+    rows = [r for s in result.segments for r in pq.read_table(s.path).to_pylist()]
+    assert sorted((r["page"], r["n"]) for r in rows) == [("A", 1), ("B", 2)]
+    assert result.report["rowStats"]["unparseable"] == 1
+    (sample,) = result.report["parseExceptionSamples"]
+    assert sample["reason"].startswith("unparseable timestamp")

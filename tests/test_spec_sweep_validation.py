@@ -133,7 +133,7 @@ def test_partitioning_on_an_unlisted_field_without_discovery_is_still_refused():
     assert exc.value.field == "spec.tuningConfig.partitionsSpec.partitionDimensions[0]"
 
 
-def test_a_compaction_payload_with_null_projections_is_accepted():
+def test_a_compaction_payload_with_no_projections_is_accepted():
     spec = {
         "type": "compact",
         "dataSource": "sweep",
@@ -144,7 +144,7 @@ def test_a_compaction_payload_with_null_projections_is_accepted():
         },
         "dimensionsSpec": None,
         "metricsSpec": None,
-        "projections": None,
+        "projections": [],
         "granularitySpec": {"segmentGranularity": None, "queryGranularity": None, "rollup": None},
     }
     assert validate_task_spec(spec, input_roots=[]).type == "compact"

@@ -46,10 +46,10 @@ def object_at(value: Any, path: str, *, required: bool = True) -> dict:
 def allow(obj: dict, path: str, allowed: set[str]) -> None:
     """Refuse the first field of `obj` (in name order) that is not in `allowed`.
 
-    A field given as null is its default: Druid's own task payloads (GET
-    .../task/{id}) carry every field it knows, most of them null, so a null one
-    is ignored here whatever its name."""
-    unknown = sorted(k for k in set(obj) - allowed if obj[k] is not None)
+    A field given as null (or an empty list) is its default: Druid's own task
+    payloads (GET .../task/{id}) carry every field it knows, most of them null
+    (`projections: []` in newer ones), so such a field is ignored whatever its name."""
+    unknown = sorted(k for k in set(obj) - allowed if obj[k] is not None and obj[k] != [])
     if unknown:
         raise SpecError(
             at(path, unknown[0]),

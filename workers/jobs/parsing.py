@@ -353,28 +353,42 @@ def read_files(
             )
             df = reader.schema(schema).json(files)
         return _flatten(df, inp), bytes_read, files
-    return _read_delimited(spark, files, inp), bytes_read, files
+    target = scratch / "input" / f"skipped{number}"
+    return _read_delimited(spark, files, inp, target), bytes_read, files
 
 
-def _read_delimited(spark, files: list[str], inp: InputSpec):
-    """csv / tsv rows, every column a string, malformed rows marked."""
+def _read_delimited(spark, files: list[str], inp: InputSpec, scratch: Path):
+    """csv / tsv rows, every column a string, malformed rows marked. As Druid's
+    reader, `skipHeaderRows` lines are skipped first, then each file's own header
+    names its columns (files with different headers are read apart, by name)."""
+    skip = inp.csv_skip_header_rows
+    if skip and (inp.csv_columns is None or skip > 1):
+        files, skip = _without_leading_rows(files, skip, scratch), 0
+    if inp.csv_columns is None:
+        groups: dict[tuple, list[str]] = {}
+        for f in files:
+            groups.setdefault(tuple(_csv_header(f, inp.delimiter)), []).append(f)
+        frames = [_csv_frame(spark, list(cols), True, group, inp) for cols, group in groups.items()]
+        df = frames[0]
+        for other in frames[1:]:
+            df = df.unionByName(other, allowMissingColumns=True)
+        return df
+    columns = list(inp.csv_columns)
+    # Values past the named columns (e.g. TPC-H's trailing '|') are not
+    # errors in Druid: give them unnamed columns, never read.
+    extra = len(_csv_header(files[0], inp.delimiter)) - len(columns)
+    columns += [f"{EXTRA}{i}" for i in range(max(0, extra))]
+    return _csv_frame(spark, columns, skip > 0, files, inp)
+
+
+def _csv_frame(spark, columns: list[str], header: bool, files: list[str], inp: InputSpec):
     from pyspark.sql import types as T
 
-    if inp.csv_columns is not None:
-        columns = list(inp.csv_columns)
-        header = inp.csv_skip_header_rows > 0
-        # Values past the named columns (e.g. TPC-H's trailing '|') are not
-        # errors in Druid: give them unnamed columns, never read.
-        extra = len(_csv_header(files[0], inp.delimiter)) - len(columns)
-        columns += [f"{EXTRA}{i}" for i in range(max(0, extra))]
-    else:
-        columns = _csv_header(files[0], inp.delimiter)
-        header = True
     schema = T.StructType(
         [T.StructField(name, T.StringType()) for name in columns]
         + [T.StructField(CORRUPT, T.StringType())]
     )
-    df = (
+    return (
         spark.read.option("header", str(header).lower())
         .option("sep", inp.delimiter)
         .option("mode", "PERMISSIVE")
@@ -383,7 +397,27 @@ def _read_delimited(spark, files: list[str], inp: InputSpec):
         .schema(schema)
         .csv(files)
     )
-    return df
+
+
+def _without_leading_rows(files: list[str], rows: int, target: Path) -> list[str]:
+    """Copies of `files` without their first `rows` lines, streamed (bounded memory)."""
+    import gzip
+    import shutil
+
+    target.mkdir(parents=True, exist_ok=True)
+    out = []
+    for path in files:
+        copy = target / f"skipped{len(out)}.txt"
+        opener = gzip.open if path.endswith(".gz") else open
+        with (
+            opener(path, "rt", encoding="utf-8", newline="") as src,
+            open(copy, "w", encoding="utf-8", newline="") as dst,
+        ):
+            for _ in range(rows):
+                src.readline()
+            shutil.copyfileobj(src, dst)
+        out.append(str(copy))
+    return out
 
 
 def avro_as_json(files: Sequence[str], target: Path, inp: InputSpec) -> list[str]:
@@ -761,11 +795,13 @@ class ParsedInput:
 
         if limit <= 0:
             return []
+        # Every column, not __reason alone: when no input column decides the reason
+        # (a csv without the timestamp column), Spark refuses a read of the
+        # corrupt-record column alone.
         rows = (
             self.parsed.filter(
                 F.col("__reason").isNotNull() & (F.col("__unparseable") | ~F.col("__thrown"))
             )
-            .select("__reason")
             .limit(limit)
             .collect()
         )
