@@ -146,3 +146,19 @@ def test_csv_files_skip_rows_then_read_their_own_headers(tmp_path):
     assert result.report["rowStats"]["unparseable"] == 1
     (sample,) = result.report["parseExceptionSamples"]
     assert sample["reason"].startswith("unparseable timestamp")
+
+
+@pytest.mark.spark
+def test_regex_input_reads_each_groups_and_marks_a_line_that_does_not_match(tmp_path):
+    # Druid's RegexInputFormat: the whole line must match; groups are the columns.
+    rows = _run(
+        tmp_path,
+        {"dimensions": ["page", {"type": "long", "name": "n"}]},
+        data="2024-01-01T00:00:00Z A 1\nnot a row\n2024-01-01T01:00:00Z B 2 trailing",
+        input_format={
+            "type": "regex",
+            "pattern": r"(\S+) (\w+) (\d+)",
+            "columns": ["ts", "page", "n"],
+        },
+    )
+    assert [(r["page"], r["n"]) for r in rows] == [("A", 1)]

@@ -187,3 +187,21 @@ def test_plain_json_paths_stay_native_and_filters_are_refused():
     with pytest.raises(SpecError) as exc:
         _flatten_field("$.items[?(@.p > 0)].name")
     assert exc.value.field.endswith("flattenSpec.fields[0].expr")
+
+
+def test_regex_input_format_names_its_groups_as_druid_does():
+    spec = _spec()
+    spec["spec"]["ioConfig"]["inputFormat"] = {"type": "regex", "pattern": r"(\d+)-(\w+)"}
+    inp = validate_task_spec(spec, input_roots=[]).ingestion.input
+    assert (inp.regex_pattern, inp.csv_columns) == (r"(\d+)-(\w+)", ("column_1", "column_2"))
+    spec["spec"]["ioConfig"]["inputFormat"]["pattern"] = None
+    with pytest.raises(SpecError) as exc:
+        validate_task_spec(spec, input_roots=[])
+    assert exc.value.field == "spec.ioConfig.inputFormat.pattern"
+
+
+def test_projections_are_refused_unless_there_are_none():
+    assert validate_task_spec(_spec(projections=[]), input_roots=[]).type == "index_parallel"
+    with pytest.raises(SpecError) as exc:
+        validate_task_spec(_spec(projections=[{"type": "aggregate"}]), input_roots=[])
+    assert exc.value.field == "spec.dataSchema.projections"

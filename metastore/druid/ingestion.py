@@ -9,7 +9,7 @@ from typing import Any
 
 from metastore.druid.dimensions import Dimension, DimensionsSpec, dimensions_spec
 from metastore.druid.errors import SpecError
-from metastore.druid.fields import allow, bool_at, object_at
+from metastore.druid.fields import allow, bool_at, no_projections, object_at
 from metastore.druid.granularity import (
     GRANULARITY_PATH,
     granularity_at,
@@ -96,7 +96,8 @@ def _data_schema(raw: dict, spec: dict) -> tuple[dict, str]:
             "the legacy parser (parseSpec) is not supported, as in current Druid: use "
             "ioConfig.inputFormat, and timestampSpec / dimensionsSpec in dataSchema",
         )
-    allow(schema, "spec.dataSchema", DATA_SCHEMA_FIELDS)
+    no_projections(schema, "spec.dataSchema")
+    allow(schema, "spec.dataSchema", DATA_SCHEMA_FIELDS | {"projections"})
     top = raw.get("dataSource")
     if schema.get("dataSource") is None and top is not None:
         return schema, datasource_name(top, "dataSource")

@@ -333,6 +333,8 @@ def read_files(
         return _flatten(df, inp), bytes_read, files
     if fmt == "lines":  # Druid's LinesReader: each line is the string field `line`
         return spark.read.text(files).withColumnRenamed("value", "line"), bytes_read, files
+    if fmt == "regex":
+        return _read_regex(spark, files, inp), bytes_read, files
     if fmt == "avro_ocf":
         files = avro_as_json(files, scratch / "input" / f"avro{number}", inp)
     if any(f.kind == "jq" for f in inp.flatten):
@@ -379,6 +381,19 @@ def _read_delimited(spark, files: list[str], inp: InputSpec, scratch: Path):
     extra = len(_csv_header(files[0], inp.delimiter)) - len(columns)
     columns += [f"{EXTRA}{i}" for i in range(max(0, extra))]
     return _csv_frame(spark, columns, skip > 0, files, inp)
+
+
+def _read_regex(spark, files: list[str], inp: InputSpec):
+    """Druid's RegexReader: a line that does not match the whole pattern is
+    malformed; group i is the i-th column (Spark's regexp_extract, Java's regex)."""
+    whole = sql_str(f"^(?:{inp.regex_pattern})$")
+    matches = f"value RLIKE {whole}"
+    columns = [
+        f"CASE WHEN {matches} THEN regexp_extract(value, {whole}, {i}) END AS {sql_name(name)}"
+        for i, name in enumerate(inp.csv_columns or (), start=1)
+    ]
+    corrupt = f"CASE WHEN NOT {matches} THEN value END AS {sql_name(CORRUPT)}"
+    return spark.read.text(files).selectExpr(*columns, corrupt)
 
 
 def _csv_frame(spark, columns: list[str], header: bool, files: list[str], inp: InputSpec):
