@@ -432,7 +432,7 @@ def test_other_period_granularities_are_refused_naming_the_field(spec, granulari
     ("where", "value", "field", "words"),
     [
         ("ioConfig.inputSource", {"type": "oss"}, "spec.ioConfig.inputSource.type", "scope"),
-        ("ioConfig.inputFormat", {"type": "regex"}, "spec.ioConfig.inputFormat.type", "CSV"),
+        ("ioConfig.inputFormat", {"type": "thrift"}, "spec.ioConfig.inputFormat.type", "scope"),
         ("ioConfig.inputFormat", {"type": "protobuf"}, "spec.ioConfig.inputFormat.type", "scope"),
         (
             "dataSchema.transformSpec",

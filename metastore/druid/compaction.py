@@ -9,7 +9,7 @@ from typing import Any
 
 from metastore.druid.dimensions import Dimension, dimensions_spec
 from metastore.druid.errors import SpecError
-from metastore.druid.fields import allow, bool_at, int_at, object_at, renamed
+from metastore.druid.fields import allow, bool_at, int_at, no_projections, object_at, renamed
 from metastore.druid.filters import validate_filter
 from metastore.druid.granularity import granularity_at, interval_at
 from metastore.druid.metrics import Metric, metrics_spec
@@ -259,7 +259,8 @@ def _store_compaction_state(raw: dict) -> bool:
 
 def compaction_spec(raw: dict) -> CompactionSpec:
     """A compact task spec, validated."""
-    allow(raw, "", COMPACT_TOP_LEVEL)
+    no_projections(raw, "")
+    allow(raw, "", COMPACT_TOP_LEVEL | {"projections"})
     datasource = datasource_name(raw.get("dataSource"), "dataSource")
     interval, segment_ids = _compact_input(raw)
     ignored: list[str] = []

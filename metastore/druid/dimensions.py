@@ -67,12 +67,16 @@ def _dimension_type(d: dict, dpath: str) -> str:
     return dtype
 
 
-def _multi_value_handling(d: dict, dpath: str, dtype: str) -> str | None:
+def _multi_value_handling(d: dict, dpath: str, dtype: str, ignored: list[str]) -> str | None:
     handling = d.get("multiValueHandling")
     if handling is None:
         return None
     if dtype != "string":
-        raise SpecError(f"{dpath}.multiValueHandling", "applies to string dimensions only")
+        # Druid accepts it on every dimension type (its own task payloads carry
+        # the default on long/double ones) and uses it for strings only.
+        if str(handling).upper() != "SORTED_ARRAY":
+            ignored.append(f"{dpath}.multiValueHandling: applies to string dimensions only")
+        return None
     handling = str(handling).upper()
     if handling not in MULTI_VALUE_HANDLING:
         raise SpecError(
@@ -86,14 +90,22 @@ def _dimension(d, dpath: str, ignored: list[str]) -> Dimension:
     if isinstance(d, str):
         return Dimension(d, "string")
     d = object_at(d, dpath)
-    allow(d, dpath, {"type", "name", "createBitmapIndex", "multiValueHandling", "castToType"})
+    allow(
+        d,
+        dpath,
+        {"type", "name", "createBitmapIndex", "multiValueHandling", "castToType", "formatVersion"},
+    )
     dtype = _dimension_type(d, dpath)
     name = string_at(d, "name", dpath)
     if d.get("createBitmapIndex") is not None:
         ignored.append(
             f"{dpath}.createBitmapIndex: segments are Parquet files, which have no bitmap indexes"
         )
-    handling = _multi_value_handling(d, dpath, dtype)
+    handling = _multi_value_handling(d, dpath, dtype, ignored)
+    if d.get("formatVersion") is not None:
+        if dtype != "json":
+            raise SpecError(f"{dpath}.formatVersion", "applies to json dimensions only")
+        ignored.append(f"{dpath}.formatVersion: json columns are stored as JSON text here")
     cast = d.get("castToType")
     if cast is not None and dtype != "auto":
         raise SpecError(f"{dpath}.castToType", "applies to auto dimensions only")

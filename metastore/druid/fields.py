@@ -44,8 +44,12 @@ def object_at(value: Any, path: str, *, required: bool = True) -> dict:
 
 
 def allow(obj: dict, path: str, allowed: set[str]) -> None:
-    """Refuse the first field of `obj` (in name order) that is not in `allowed`."""
-    unknown = sorted(set(obj) - allowed)
+    """Refuse the first field of `obj` (in name order) that is not in `allowed`.
+
+    A field given as null is its default: Druid's own task payloads (GET
+    .../task/{id}) carry every field it knows, most of them null, so a null one
+    is ignored here whatever its name."""
+    unknown = sorted(k for k in set(obj) - allowed if obj[k] is not None)
     if unknown:
         raise SpecError(
             at(path, unknown[0]),
@@ -125,3 +129,13 @@ def renamed(path_from: str, path_to: str, check: Callable[[], T]) -> T:
         if field_name.startswith(path_from):
             field_name = path_to + field_name[len(path_from) :]
         raise SpecError(field_name, exc.message) from None
+
+
+def no_projections(obj: dict, path: str) -> None:
+    """`projections` (Druid's aggregate projections) are refused, naming the
+    field; none (null or []), as Druid's newer task payloads carry, is no news."""
+    if obj.get("projections") not in (None, []):
+        raise SpecError(
+            at(path, "projections"),
+            "aggregate projections are not supported here; query the dataSource itself",
+        )

@@ -79,13 +79,63 @@ def _field(f, fpath: str, *, jq: bool) -> FlattenField:
             f"unknown flatten field type {kind!r}; accepted: root, path, jq, tree",
         )
     expr = string_at(f, "expr", fpath)
+    program = None if _JSONPATH.match(expr) or not jq else _json_path_as_jq(expr)
+    if program is not None:  # wildcards and deep scans: a list, run by the jq library
+        return FlattenField(name, "jq", program)
     if not _JSONPATH.match(expr):
         raise SpecError(
             f"{fpath}.expr",
-            f"JSONPath {expr!r} is not supported: use $ followed by .field, [index] or "
-            "['field'] steps, optionally ending in .length(), .min(), .max(), .sum() or .avg()",
+            f"JSONPath {expr!r} is not supported: use $ followed by .field, [index], "
+            "['field'] steps, optionally ending in .length(), .min(), .max(), .sum() or .avg()"
+            + (
+                ", or with [*], .* and ..field steps (json input); filters ([?()]) and "
+                "slices are not supported"
+                if jq
+                else ""
+            ),
         )
     return FlattenField(name, "path", expr)
+
+
+_WILD_STEP = re.compile(
+    r"(\.\.)?(?:\.?\[\*\]|\.\*)|\.\.([A-Za-z_$][\w$-]*)|\.([A-Za-z_$][\w$-]*)"
+    r"|\[(\d+)\]|\['([^']*)'\]|\[\"([^\"]*)\"\]"
+)
+
+
+def _json_path_as_jq(expr: str) -> str | None:
+    """A JSONPath with wildcards (`[*]`, `.*`) or deep scans (`..name`), which Druid's
+    JsonPath reads as the list of every match, as a jq program giving each match
+    (several outputs are a list, a multi-value dimension). Keys missing below a
+    wildcard are skipped, as JsonPath skips them. None for any other path."""
+    steps, pos, indefinite = [], 1, False
+    if not expr.startswith("$"):
+        return None
+    while pos < len(expr):
+        m = _WILD_STEP.match(expr, pos)
+        if m is None:
+            return None
+        deep_all, deep_key, key, index, quoted, dquoted = m.groups()
+        key = next((k for k in (key, quoted, dquoted) if k is not None), None)
+        if deep_key is not None:
+            steps.append(
+                f"(.. | objects | select(has({json.dumps(deep_key)})) | .[{json.dumps(deep_key)}])"
+            )
+            indefinite = True
+        elif index is not None:
+            steps.append(f'(if type == "array" then .[{index}] else empty end)')
+        elif key is not None:
+            k = json.dumps(key)
+            steps.append(
+                f'(if type == "object" and has({k}) then .[{k}] else empty end)'
+                if indefinite
+                else f".[{k}]?"
+            )
+        else:
+            steps.append("(.. | scalars, arrays, objects)" if deep_all else "(.[]?)")
+            indefinite = True
+        pos = m.end()
+    return " | ".join(steps) if indefinite else None
 
 
 def _jq_or_tree_path(f: dict, kind: str, fpath: str) -> str | None:

@@ -239,10 +239,11 @@ def granularity_spec(schema: dict) -> GranularitySpec:
         )
     rollup = bool_at(gran, "rollup", gpath, True)
     intervals = None
-    if gran.get("intervals") is not None:
+    # [] is no intervals in Druid (it serializes a spec without them so).
+    if gran.get("intervals") not in (None, []):
         raw_intervals = gran["intervals"]
-        if not isinstance(raw_intervals, list) or not raw_intervals:
-            raise SpecError(f"{gpath}.intervals", "must be a non-empty list of intervals")
+        if not isinstance(raw_intervals, list):
+            raise SpecError(f"{gpath}.intervals", "must be a list of intervals")
         intervals = tuple(
             interval_at(v, f"{gpath}.intervals[{i}]") for i, v in enumerate(raw_intervals)
         )

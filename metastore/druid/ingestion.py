@@ -9,7 +9,7 @@ from typing import Any
 
 from metastore.druid.dimensions import Dimension, DimensionsSpec, dimensions_spec
 from metastore.druid.errors import SpecError
-from metastore.druid.fields import allow, bool_at, object_at
+from metastore.druid.fields import allow, bool_at, no_projections, object_at
 from metastore.druid.granularity import (
     GRANULARITY_PATH,
     granularity_at,
@@ -96,7 +96,8 @@ def _data_schema(raw: dict, spec: dict) -> tuple[dict, str]:
             "the legacy parser (parseSpec) is not supported, as in current Druid: use "
             "ioConfig.inputFormat, and timestampSpec / dimensionsSpec in dataSchema",
         )
-    allow(schema, "spec.dataSchema", DATA_SCHEMA_FIELDS)
+    no_projections(schema, "spec.dataSchema")
+    allow(schema, "spec.dataSchema", DATA_SCHEMA_FIELDS | {"projections"})
     top = raw.get("dataSource")
     if schema.get("dataSource") is None and top is not None:
         return schema, datasource_name(top, "dataSource")
@@ -162,8 +163,11 @@ def _partitions(
             f"{IO_PATH}.appendToExisting",
             f"appending requires dynamic partitioning, not {partitions.type}",
         )
+    # Discovered dimensions (useSchemaDiscovery, includeAllDimensions) are known
+    # only when the input is read: the task refuses a missing one then.
+    discovers = dims.schema_discovery or dims.include_all
     names = {
-        "dimensions": {d.name for d in dims.dimensions},
+        "dimensions": set() if discovers else {d.name for d in dims.dimensions},
         "metrics": {m.name for m in metrics},
         "counts": {m.name for m in metrics if m.type == "count"},
         "exclusions": set(dims.exclusions),

@@ -1,16 +1,17 @@
-"""ioConfig.inputFormat: json, csv, tsv, parquet, orc and avro_ocf, checked into
+"""ioConfig.inputFormat: json, csv, tsv, lines, regex, parquet, orc and avro_ocf, checked into
 the keyword arguments of an `InputSpec` (no file is opened here)."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from metastore.druid.errors import SpecError
-from metastore.druid.fields import allow, bool_at, int_at, object_at
+from metastore.druid.fields import allow, bool_at, int_at, object_at, string_at
 from metastore.druid.flatten import flatten_spec
 
-INPUT_FORMATS = ("json", "csv", "tsv", "parquet", "orc", "avro_ocf")
+INPUT_FORMATS = ("json", "csv", "tsv", "lines", "regex", "parquet", "orc", "avro_ocf")
 FILE_FORMATS = ("parquet", "orc", "avro_ocf")  # files with their own schema, never inline
 # Input formats Druid documents that Strata does not read: why, and what to use.
 UNSUPPORTED_FORMATS = {
@@ -21,7 +22,6 @@ UNSUPPORTED_FORMATS = {
     "kafka": "is Kafka ingestion's format, outside Strata's batch scope",
     "kinesis": "is Kinesis ingestion's format, outside Strata's batch scope",
     "thrift": "comes from a Druid contrib extension, outside Strata's scope",
-    "regex": "is not implemented here; convert the lines to CSV or JSON",
 }
 FORMAT_PATH = "spec.ioConfig.inputFormat"
 _DELIMITED_FIELDS = {
@@ -73,6 +73,11 @@ def input_format(io: dict, ignored: list[str]) -> dict:
         return {"format": fmt, **_delimited(fmt_obj, fmt, ignored)}
     if fmt == "json":
         return {"format": fmt, **_json(fmt_obj, ignored)}
+    if fmt == "lines":  # each line is one row of one string field, `line`
+        allow(fmt_obj, fmt_path, {"type"})
+        return {"format": fmt}
+    if fmt == "regex":
+        return {"format": fmt, **_regex(fmt_obj)}
     return {"format": fmt, **_file_format(fmt_obj, fmt, ignored)}
 
 
@@ -119,6 +124,34 @@ def _delimited(fmt_obj: dict, fmt: str, ignored: list[str]) -> dict:
         raise SpecError(f"{fmt_path}.columns", "is required when findColumnsFromHeader is false")
     out["csv_skip_header_rows"] = int_at(fmt_obj, "skipHeaderRows", fmt_path, 0)
     return out
+
+
+def _regex(fmt_obj: dict) -> dict:
+    """Druid's RegexInputFormat: each line must match `pattern` whole (a Java
+    regular expression, which Spark runs too); its groups are the fields named
+    by `columns` (default column_1, column_2, ...), split at `listDelimiter`."""
+    fmt_path = FORMAT_PATH
+    allow(fmt_obj, fmt_path, {"type", "pattern", "columns", "listDelimiter"})
+    pattern = string_at(fmt_obj, "pattern", fmt_path)
+    try:
+        groups = re.compile(pattern).groups
+    except re.error:
+        groups = None  # Java syntax Python lacks (\p{...}); Spark checks it
+    cols = fmt_obj.get("columns")
+    if cols is None:
+        if groups is None:
+            raise SpecError(f"{fmt_path}.columns", "name the pattern's groups")
+        cols = [f"column_{i}" for i in range(1, groups + 1)]
+    if not isinstance(cols, list) or not cols or not all(isinstance(c, str) for c in cols):
+        raise SpecError(f"{fmt_path}.columns", "must be a non-empty list of names")
+    delimiter = fmt_obj.get("listDelimiter")
+    if delimiter is not None and (not isinstance(delimiter, str) or not delimiter):
+        raise SpecError(f"{fmt_path}.listDelimiter", "must be a non-empty string")
+    return {
+        "regex_pattern": pattern,
+        "csv_columns": tuple(cols[:groups] if groups is not None else cols),
+        "list_delimiter": delimiter or "\u0001",
+    }
 
 
 def _json(fmt_obj: dict, ignored: list[str]) -> dict:

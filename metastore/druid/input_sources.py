@@ -74,7 +74,8 @@ class InputSpec:
     csv_columns: tuple[str, ...] | None = None  # None: the first line is the header
     csv_skip_header_rows: int = 0
     delimiter: str = ","  # csv / tsv
-    list_delimiter: str | None = None  # csv / tsv multi-value separator
+    list_delimiter: str | None = None  # csv / tsv / regex multi-value separator
+    regex_pattern: str | None = None  # regex: each line must match it whole
     flatten: tuple[FlattenField, ...] = ()  # flattenSpec fields
     avro_schema: str | None = None  # avro_ocf reader schema (JSON text)
     binary_as_string: bool = False  # avro_ocf: bytes as UTF-8 text

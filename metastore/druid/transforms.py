@@ -32,9 +32,9 @@ def _transform(t, tpath: str) -> Transform:
         raise SpecError(
             f"{tpath}.type", f"unknown transform type {t.get('type')!r}; accepted: expression"
         )
+    # A transform named __time replaces each row's timestamp (epoch millis), once
+    # timestampSpec has parsed it (ingestion-spec.md, timestampSpec).
     name = string_at(t, "name", tpath)
-    if name == "__time":
-        raise SpecError(f"{tpath}.name", "transforming __time is not supported; use timestampSpec")
     expression = t.get("expression")
     try:
         translated = translate_expression(expression)

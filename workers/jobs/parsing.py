@@ -320,8 +320,10 @@ def _wanted_columns(spec: IngestionSpec, inp: InputSpec) -> list[str]:
 
 
 def _discovers(spec: IngestionSpec) -> bool:
-    """Whether the input's own fields decide (some of) the dimensions."""
-    return spec.schemaless or spec.include_all_dimensions
+    """Whether the input's own fields decide (some of) the dimensions: as Druid's
+    MapInputRowParser.findDimensions, useSchemaDiscovery adds every input field
+    to the listed dimensions, as includeAllDimensions does."""
+    return spec.schemaless or spec.include_all_dimensions or spec.schema_discovery
 
 
 def _auto_scalar_types(reader, spec: IngestionSpec, files) -> dict:
@@ -377,6 +379,10 @@ def read_files(
     if fmt in ("parquet", "orc"):  # Spark's own readers, types kept
         df = spark.read.parquet(*files) if fmt == "parquet" else spark.read.orc(*files)
         return _flatten(df, inp), bytes_read, files
+    if fmt == "lines":  # Druid's LinesReader: each line is the string field `line`
+        return spark.read.text(files).withColumnRenamed("value", "line"), bytes_read, files
+    if fmt == "regex":
+        return _read_regex(spark, files, inp), bytes_read, files
     if fmt == "avro_ocf":
         files = avro_as_json(files, scratch / "input" / f"avro{number}", inp)
     if any(f.kind == "jq" for f in inp.flatten):
@@ -384,22 +390,55 @@ def read_files(
     if fmt in ("json", "avro_ocf"):
         df = _read_json(spark, spec, inp, files)
         return _flatten(df, inp), bytes_read, files
-    # csv / tsv
-    if inp.csv_columns is not None:
-        columns = list(inp.csv_columns)
-        header = inp.csv_skip_header_rows > 0
-        # Values past the named columns (e.g. TPC-H's trailing '|') are not
-        # errors in Druid: give them unnamed columns, never read.
-        extra = len(_csv_header(files[0], inp.delimiter)) - len(columns)
-        columns += [f"{EXTRA}{i}" for i in range(max(0, extra))]
-    else:
-        columns = _csv_header(files[0], inp.delimiter)
-        header = True
+    target = scratch / "input" / f"skipped{number}"
+    return _read_delimited(spark, files, inp, target), bytes_read, files
+
+
+def _read_delimited(spark, files: list[str], inp: InputSpec, scratch: Path):
+    """csv / tsv rows, every column a string, malformed rows marked. As Druid's
+    reader, `skipHeaderRows` lines are skipped first, then each file's own header
+    names its columns (files with different headers are read apart, by name)."""
+    skip = inp.csv_skip_header_rows
+    if skip and (inp.csv_columns is None or skip > 1):
+        files, skip = _without_leading_rows(files, skip, scratch), 0
+    if inp.csv_columns is None:
+        groups: dict[tuple, list[str]] = {}
+        for f in files:
+            groups.setdefault(tuple(_csv_header(f, inp.delimiter)), []).append(f)
+        frames = [_csv_frame(spark, list(cols), True, group, inp) for cols, group in groups.items()]
+        df = frames[0]
+        for other in frames[1:]:
+            df = df.unionByName(other, allowMissingColumns=True)
+        return df
+    columns = list(inp.csv_columns)
+    # Values past the named columns (e.g. TPC-H's trailing '|') are not
+    # errors in Druid: give them unnamed columns, never read.
+    extra = len(_csv_header(files[0], inp.delimiter)) - len(columns)
+    columns += [f"{EXTRA}{i}" for i in range(max(0, extra))]
+    return _csv_frame(spark, columns, skip > 0, files, inp)
+
+
+def _read_regex(spark, files: list[str], inp: InputSpec):
+    """Druid's RegexReader: a line that does not match the whole pattern is
+    malformed; group i is the i-th column (Spark's regexp_extract, Java's regex)."""
+    whole = sql_str(f"^(?:{inp.regex_pattern})$")
+    matches = f"value RLIKE {whole}"
+    columns = [
+        f"CASE WHEN {matches} THEN regexp_extract(value, {whole}, {i}) END AS {sql_name(name)}"
+        for i, name in enumerate(inp.csv_columns or (), start=1)
+    ]
+    corrupt = f"CASE WHEN NOT {matches} THEN value END AS {sql_name(CORRUPT)}"
+    return spark.read.text(files).selectExpr(*columns, corrupt)
+
+
+def _csv_frame(spark, columns: list[str], header: bool, files: list[str], inp: InputSpec):
+    from pyspark.sql import types as T
+
     schema = T.StructType(
         [T.StructField(name, T.StringType()) for name in columns]
         + [T.StructField(CORRUPT, T.StringType())]
     )
-    df = (
+    return (
         spark.read.option("header", str(header).lower())
         .option("sep", inp.delimiter)
         .option("mode", "PERMISSIVE")
@@ -408,7 +447,27 @@ def read_files(
         .schema(schema)
         .csv(files)
     )
-    return df, bytes_read, files
+
+
+def _without_leading_rows(files: list[str], rows: int, target: Path) -> list[str]:
+    """Copies of `files` without their first `rows` lines, streamed (bounded memory)."""
+    import gzip
+    import shutil
+
+    target.mkdir(parents=True, exist_ok=True)
+    out = []
+    for path in files:
+        copy = target / f"skipped{len(out)}.txt"
+        opener = gzip.open if path.endswith(".gz") else open
+        with (
+            opener(path, "rt", encoding="utf-8", newline="") as src,
+            open(copy, "w", encoding="utf-8", newline="") as dst,
+        ):
+            for _ in range(rows):
+                src.readline()
+            shutil.copyfileobj(src, dst)
+        out.append(str(copy))
+    return out
 
 
 def avro_as_json(files: Sequence[str], target: Path, inp: InputSpec) -> list[str]:
@@ -592,6 +651,25 @@ def _kind_of(dtype: str) -> str:
     return "string"
 
 
+_BOOLEAN_KEPT = "__boolean_"
+
+
+def _booleans_as_longs(raw, read: set[str]):
+    """(raw with the boolean columns that expressions read as longs 1/0, as Druid's
+    expressions read a boolean input value, and SQL restoring each one's own value
+    for the rows). Schema discovery reads JSON booleans as booleans."""
+    bools = [c for c, dtype in raw.dtypes if dtype == "boolean" and c in read]
+    if not bools:
+        return raw, {}
+    columns = [
+        f"CAST({sql_name(c)} AS BIGINT) AS {sql_name(c)}" if c in bools else sql_name(c)
+        for c in raw.columns
+    ]
+    kept = [f"{sql_name(c)} AS {sql_name(_BOOLEAN_KEPT + c)}" for c in bools]
+    restore = {c: f"{sql_name(_BOOLEAN_KEPT + c)} AS {sql_name(c)}" for c in bools}
+    return raw.selectExpr(*columns, *kept), restore
+
+
 def apply_transforms(raw, spec: IngestionSpec):
     """Druid expression transforms, in one projection: every transform reads the
     input row as read (not another transform's output) and its result replaces a
@@ -606,6 +684,7 @@ def apply_transforms(raw, spec: IngestionSpec):
     ]
     if missing:  # a field the input lacks reads as null
         raw = raw.selectExpr("*", *[f"{_NULL} AS {sql_name(c)}" for c in dict.fromkeys(missing)])
+    raw, restore = _booleans_as_longs(raw, {c for t in spec.transforms for c in t.columns})
     kinds = {name: _kind_of(dtype) for name, dtype in raw.dtypes}
     exprs = {}
     for i, t in enumerate(spec.transforms):
@@ -616,7 +695,11 @@ def apply_transforms(raw, spec: IngestionSpec):
                 f"spec.dataSchema.transformSpec.transforms[{i}].expression",
                 str(exc).splitlines()[0],
             ) from exc
-    keep = [sql_name(c) for c in raw.columns if c not in exprs and c != _ROW_TIME]
+    keep = [
+        restore.get(c, sql_name(c))
+        for c in raw.columns
+        if c not in exprs and c != _ROW_TIME and not c.startswith(_BOOLEAN_KEPT)
+    ]
     try:
         return raw.selectExpr(*keep, *[f"{e} AS {sql_name(n)}" for n, e in exprs.items()])
     except Exception as exc:  # noqa: BLE001 - which transform Spark refused, by name
@@ -762,11 +845,13 @@ class ParsedInput:
 
         if limit <= 0:
             return []
+        # Every column, not __reason alone: when no input column decides the reason
+        # (a csv without the timestamp column), Spark refuses a read of the
+        # corrupt-record column alone.
         rows = (
             self.parsed.filter(
                 F.col("__reason").isNotNull() & (F.col("__unparseable") | ~F.col("__thrown"))
             )
-            .select("__reason")
             .limit(limit)
             .collect()
         )
@@ -1031,6 +1116,12 @@ def _timestamp(spec: IngestionSpec, cols: _RawColumns, ts_name: str) -> str:
         missing = f"try_cast({sql_str(spec.timestamp_missing_value)} AS TIMESTAMP)"
         blank = f"{ts_raw} IS NULL OR trim(CAST({ts_raw} AS STRING)) = ''"
         ts = f"CASE WHEN {blank} THEN {missing} ELSE {ts} END"
+    if any(t.name == "__time" for t in spec.transforms):
+        # A __time transform's value (epoch millis) replaces the timestamp that
+        # timestampSpec parsed: a row whose own timestamp does not parse stays
+        # unparseable, as in Druid, where the timestamp is parsed first.
+        replaced = f"timestamp_millis(CAST({sql_name('__time')} AS BIGINT))"
+        ts = replaced if ts_name == "__time" else f"CASE WHEN {ts} IS NOT NULL THEN {replaced} END"
     return ts
 
 

@@ -208,8 +208,8 @@ def determine_partitions(
                 ).alias("sample")
             )
         else:
-            picked = F.rand(17) < F.lit(fraction)
-            aggs.append(F.collect_list(F.when(picked, key_struct)).alias("sample"))
+            rows = rows.withColumn("__sample_pick", F.rand(17) < F.lit(fraction))  # not in agg
+            aggs.append(F.collect_list(F.when(F.col("__sample_pick"), key_struct)).alias("sample"))
     for row in rows.groupBy("__chunk").agg(*aggs).collect():
         chunk = ChunkPlan(rows=int(row["rows"]))
         if partitions.type == "hashed":
