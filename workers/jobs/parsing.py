@@ -370,7 +370,6 @@ def read_files(
     """(raw DataFrame, bytes read, files) of a local or inline input. Columns are
     strings (parquet keeps its types; so does JSON under useSchemaDiscovery); a
     `_corrupt_record` column marks malformed rows. flattenSpec fields are added."""
-    from pyspark.sql import types as T
 
     inp = inp or spec.input
     files = _input_files(inp, scratch, number)
