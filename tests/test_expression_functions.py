@@ -147,3 +147,14 @@ def test_an_array_function_of_a_null_array_is_null_as_in_druid():
         assert duck.execute(f"SELECT {to_duckdb(expression, resolve).sql}").fetchone() == (None,)
     kept = to_duckdb("array_append(array(1), null)", resolve).sql
     assert duck.execute(f"SELECT {kept}").fetchone() == ([1, None],)
+
+
+def test_a_trailing_dot_in_a_json_path_is_the_path_before_it_as_in_druid():
+    """Druid's own qaJsonCols specs write json_query(x, '$.') for the root."""
+    duck = duckdb.connect()
+    resolve = lambda c: Arg(c, "string")  # noqa: E731
+    root = to_duckdb("""json_query('{"a": {"b": 1}}', '$.')""", resolve).sql
+    assert duck.execute(f"SELECT {root}").fetchone() == ('{"a":{"b":1}}',)
+    inner = to_duckdb("""json_value('{"a": {"b": 1}}', '$.a.b.')""", resolve).sql
+    assert duck.execute(f"SELECT {inner}").fetchone() == ("1",)
+    assert "'$'" in translate("json_query(x, '$.')").sql

@@ -16,6 +16,8 @@ _JSON_PATH = re.compile(r"^\$(?:\.[A-Za-z_$][\w$-]*|\[\d+\]|\['[^']*'\]|\[\"[^\"
 def path(arg: Arg, name: str) -> str:
     """A JSONPath argument, checked against Druid's subset."""
     value = literal(arg, "the JSONPath", name)
+    if isinstance(value, str) and value.endswith(".") and len(value) > 1:
+        value = value[:-1]  # Druid's parseJsonPath reads a trailing '.' as nothing: '$.' is '$'
     if not isinstance(value, str) or not _JSON_PATH.match(value):
         raise ExpressionError(
             f"{name}(): JSONPath {value!r} is not supported; Druid's subset is $, .name, "
