@@ -102,11 +102,6 @@ def _zone_names() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones() - {"localtime"})
 
 
-def sql_time_zone_names() -> list[str]:
-    """Every time zone name `sqlTimeZone` takes (offsets such as `-08:00` too)."""
-    return sorted({"UTC", "Z", "GMT", *_zone_names()})
-
-
 def to_local(instant: str, zone_name: str) -> str:
     """SQL of the wall-clock time in `zone_name` of a UTC timestamp."""
     return f"CAST(timezone('{zone_name}', CAST({instant} AS TIMESTAMPTZ)) AS TIMESTAMP)"
