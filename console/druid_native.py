@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import threading
 
 from django.http import HttpResponse
 from django.urls import re_path
@@ -26,6 +27,7 @@ from metastore import query, selectors
 from metastore.druid import native
 from metastore.druid.native_results import shape
 from metastore.intervals import MAX_TS, MIN_TS, Interval
+from metastore.sql_sources import visible_source
 
 _INVALID = ("Unknown exception", "java.lang.IllegalArgumentException")
 _UNSUPPORTED = ("Unsupported operation", "java.lang.UnsupportedOperationException")
@@ -57,13 +59,28 @@ def _run(sql: str, timeout_ms: int | None) -> query.QueryResult:
     return query.run_query(sql=sql)
 
 
+_schemas_lock = threading.Lock()
+_schemas: dict[str, tuple[object, dict[str, str]]] = {}  # dataSource -> (its files, columns)
+
+
 def _schema(datasource: str) -> dict[str, str] | None:
-    """The dataSource's columns (name -> kind), or None if there is no such table."""
+    """The dataSource's columns (name -> kind), or None if there is no such table;
+    kept while its visible files (kept per commit, metastore.sql_sources) stay."""
+    source = visible_source(datasource=datasource)
+    with _schemas_lock:
+        cached = _schemas.get(datasource)
+    if cached is not None and cached[0] is source:
+        return cached[1]
     probe = f"SELECT * FROM {native._q(datasource)} LIMIT 0"
     if query.prepare(probe)[1] != [datasource]:
         return None
     result = query.run_query(sql=probe)
-    return native.column_kinds(result.columns, result.types)
+    kinds = native.column_kinds(result.columns, result.types)
+    with _schemas_lock:
+        if len(_schemas) > 10_000:
+            _schemas.clear()
+        _schemas[datasource] = (source, kinds)
+    return kinds
 
 
 def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval]]]:
