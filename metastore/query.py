@@ -304,13 +304,16 @@ def bind_query(
     as_of: int | None = None,
     druid_names: bool = False,
     druid_sql: bool = False,
+    commits: dict[str, int] | None = None,
 ) -> BoundQuery:
     """Parse `sql` with DuckDB, refuse what Strata does not run (metastore.sql_guard),
     and bind the tables it reads: a bare or `druid.` name is a dataSource (its
     visible rows, as of `as_of`), `sys.` and `INFORMATION_SCHEMA.` names Druid's
     metadata tables (metastore.sql_catalog). Anything else is not found.
-    `druid_sql`: the query is Druid SQL (its functions translated, metastore.sql_druid)."""
-    known: list[dict[str, int]] = []  # read at the first table named (none for `SELECT 1`)
+    `druid_sql`: the query is Druid SQL (its functions translated, metastore.sql_druid).
+    `commits`: `latest_commits()` if the caller has just read it."""
+    # Read at the first table named (none for `SELECT 1`), unless given.
+    known: list[dict[str, int]] = [] if commits is None else [commits]
     sources: dict[str, TableSource] = {}
     system: dict[str, sql_catalog.Table] = {}
 
@@ -748,6 +751,7 @@ def run_query(
     druid_sql: bool = False,
     explain: bool = False,
     query_id: str | None = None,
+    commits: dict[str, int] | None = None,
 ) -> QueryResult:
     """SQL over the visible rows of the dataSources it names and Druid's metadata
     tables, on DuckDB, within the time limit `timeout_ms` (Druid's context.timeout;
@@ -757,7 +761,7 @@ def run_query(
     Druid SQL -- Druid's syntax, functions and names, `EXPLAIN PLAN FOR` answered
     as Druid answers it (metastore.sql_druid); otherwise the engine's dialect. `explain`: DuckDB's
     plan (and the SQL Strata runs) instead of the rows. `query_id`: a name under which
-    `query_cancel` can interrupt it."""
+    `query_cancel` can interrupt it. `commits`: `latest_commits()` if just read."""
     from django.conf import settings
 
     if as_of is not None and (
@@ -771,7 +775,9 @@ def run_query(
     con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
     try:
         check_read_only(sql)
-        bound = bind_query(con, sql, as_of=as_of, druid_names=druid_names, druid_sql=druid_sql)
+        bound = bind_query(
+            con, sql, as_of=as_of, druid_names=druid_names, druid_sql=druid_sql, commits=commits
+        )
         _register(con, bound.sources, bound.system, as_of=bound.as_of)
         if druid_explain:
             return _bounded(con, limit, lambda: explain_plan(con, bound))
