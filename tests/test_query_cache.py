@@ -259,3 +259,49 @@ def test_a_dataSource_read_by_native_queries_gets_its_new_columns(
     assert response.status_code == 200, response.content
     users = {row["event"]["user"]: row["event"]["n"] for row in response.json()}
     assert users == {None: 5, "bob": 1}  # days 1 and 3, and the new file
+
+
+# --- connections kept between queries ----------------------------------------------------
+
+ENDLESS = "SELECT count(*) FROM range(10000000000000)"  # ten trillion rows: never finishes
+
+
+@pytest.fixture
+def no_kept_connections():
+    while query._idle:
+        query._idle.pop()[1].close()
+
+
+def test_a_kept_connection_keeps_its_view_until_the_files_change(
+    history,  # noqa: F811
+    inline_spec,
+    no_kept_connections,
+):
+    assert query.run_query(sql=SUM).rows == [[404]]
+    ((_, _, kept),) = query._idle
+    source = kept["wiki"]
+
+    assert query.run_query(sql=SUM).rows == [[404]]  # the same view, not bound again
+    assert kept["wiki"] is source
+    test_query.commit(
+        inline_spec,
+        "wiki",
+        "2024-01-03/2024-01-04",
+        {"2024-01-03/2024-01-04": [test_query.DAY3_APPEND]},
+    )
+    assert query.run_query(sql=SUM).rows == [[404 + 512]]  # replaced: the new files
+    assert kept["wiki"] is not source
+
+
+def test_a_connection_whose_query_timed_out_or_failed_is_not_kept(
+    history,  # noqa: F811
+    no_kept_connections,
+):
+    with pytest.raises(query.QueryTimeout):
+        query.run_query(sql=ENDLESS, timeout_ms=200)
+    with pytest.raises(query.QueryError):
+        query.run_query(sql="SELECT no_such_column FROM wiki")
+    assert query._idle == []  # both closed
+
+    assert query.run_query(sql=SUM).rows == [[404]]
+    assert len(query._idle) == 1
