@@ -10,10 +10,13 @@ Queries, on each dataSource:
   month  GROUP BY carrier over June 2013
   year   GROUP BY day over the whole year
 
-Timed `--repeat` times each after one warm-up run, p50 and p95:
-  strata/duckdb  `metastore.query.run_query`: timeline (cached) + file list from
-                 PostgreSQL + DuckDB over the visible files, result as JSON rows;
-  strata/spark   the same tables through `workers.query.spark_query` on a warm
+Timed `--spark-repeat` rounds after one warm-up run, the three taking turns in
+each round (so a change in the machine's load weighs on all alike), p50 and p95:
+  strata/duckdb  `metastore.query.run_query`: the visible file list (kept per
+                 commit; one PostgreSQL probe for the newest commit), cut to the
+                 query's time filter, DuckDB over those files, JSON rows;
+  strata/spark   the same tables (`metastore.query.sources_for`: cut to the time
+                 filter too) through `workers.query.spark_query` on a warm
                  SparkSession (the engine a query slot on a worker would run);
   raw spark      the same SQL on a warm SparkSession over a view of the same
                  files created once (no metastore, no visibility filter): the
@@ -26,10 +29,12 @@ on `POST /druid/v2`, and their SQL twins on `POST /druid/v2/sql`, each sent over
 HTTP to a live server in this process (a threaded WSGI server: Django's whole
 stack, authentication included) with a token and with HTTP Basic (what Airflow's
 DruidHook, pydruid and Superset send), against raw DuckDB running the twin SQL
-over a view of the same visible files made once in the same run; p50 and the p50
-ratio to raw DuckDB.
+over a view of all the same visible files made once in the same run (no pruning
+by time: what a client reading the files itself would run), taking turns in each
+of `--repeat` rounds; p50 and the p50 ratio to raw DuckDB. First `SELECT 1` with
+a token and with Basic: the fixed cost of a request, and what Basic adds.
 
-    .venv/bin/python bench/query.py [--repeat 20] [--work DIR] [--no-spark]
+    .venv/bin/python bench/query.py [--repeat 20] [--spark-repeat 5] [--work DIR] [--no-spark]
         [--datasources flights,flights_x10] [--no-http]
     (DATABASE_URL defaults to a fresh postgres://root@127.0.0.1:5432/strata_bench_query)
 """
@@ -153,14 +158,17 @@ def publish_copies(source: str, target: str, copies: int) -> int:
     return len(new)
 
 
-def timed(fn, repeat: int) -> tuple[list[float], object]:
-    result = fn()  # warm-up
-    times = []
+def interleaved(fns: dict, repeat: int) -> dict[str, tuple[list[float], object]]:
+    """Each of `fns` timed `repeat` times after a warm-up, taking turns (one run of
+    each per round), so a change in the machine's load weighs on all of them alike."""
+    results = {name: fn() for name, fn in fns.items()}  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return times, result
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) * 1000)
+    return {name: (times[name], results[name]) for name in fns}
 
 
 def pct(times: list[float], q: float) -> float:
@@ -239,11 +247,13 @@ def native_queries(ds: str) -> dict[str, tuple[dict, str, str]]:
 
 def live_server():
     """Strata's whole WSGI application on a threaded server in this process; its URL."""
+    import logging
     import threading
 
     from django.core.wsgi import get_wsgi_application
     from werkzeug.serving import make_server
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
     server = make_server("127.0.0.1", 0, get_wsgi_application(), threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_port}"
@@ -277,6 +287,25 @@ def http_post(session, url: str, body: dict, auth: str):
     return response.json()
 
 
+def bench_auth(session, url: str, auths: dict[str, str], repeat: int) -> None:
+    """`SELECT 1` on /druid/v2/sql with a token and with Basic: what authentication
+    and the SQL layer cost with no table to read."""
+    timings = interleaved(
+        {
+            auth: lambda a=auths[auth]: http_post(
+                session, f"{url}/druid/v2/sql", {"query": "SELECT 1"}, a
+            )
+            for auth in ("token", "basic")
+        },
+        repeat,
+    )
+    token, basic = (statistics.median(timings[a][0]) for a in ("token", "basic"))
+    print(
+        f"{'-':<12} {'SELECT 1':<11} {'sql token / basic':<22} {token:>8.1f} {basic:>8.1f}"
+        f"  Basic adds {basic - token:+.1f} ms (p50)"
+    )
+
+
 def bench_http(datasources: list[str], repeat: int) -> None:
     """Native queries and their SQL twins over HTTP (token, Basic) against raw DuckDB."""
     import duckdb
@@ -294,6 +323,7 @@ def bench_http(datasources: list[str], repeat: int) -> None:
         f"{'p50 / raw':>9}"
     )
     try:
+        bench_auth(session, url, auths, repeat)
         for ds in datasources:
             (source,) = query.sources_for(f"SELECT 1 FROM {ds}")
             assert not source.partial, "raw DuckDB reads whole files: no partial overshadowing"
@@ -306,19 +336,16 @@ def bench_http(datasources: list[str], repeat: int) -> None:
             )
             for name, (native, sql, raw_sql) in native_queries(ds).items():
                 raw_text = raw_sql.format(raw=f"raw_{ds}")
-                raw_times, raw_rows = timed(lambda q=raw_text: raw.execute(q).fetchall(), repeat)
-                paths = {}
+                fns = {"raw duckdb": lambda q=raw_text: raw.execute(q).fetchall()}
                 for auth in ("token", "basic"):
-                    paths[f"native /druid/v2 {auth}"] = timed(
-                        lambda a=auths[auth], b=native: http_post(session, f"{url}/druid/v2", b, a),
-                        repeat,
+                    fns[f"native /druid/v2 {auth}"] = lambda a=auths[auth], b=native: http_post(
+                        session, f"{url}/druid/v2", b, a
                     )
-                    paths[f"sql /druid/v2/sql {auth}"] = timed(
-                        lambda a=auths[auth], q=sql: http_post(
-                            session, f"{url}/druid/v2/sql", {"query": q}, a
-                        ),
-                        repeat,
+                    fns[f"sql /druid/v2/sql {auth}"] = lambda a=auths[auth], q=sql: http_post(
+                        session, f"{url}/druid/v2/sql", {"query": q}, a
                     )
+                paths = interleaved(fns, repeat)
+                raw_times, raw_rows = paths.pop("raw duckdb")
                 sql_rows = paths["sql /druid/v2/sql token"][1]
                 assert len(sql_rows) == len(raw_rows), (ds, name, len(sql_rows), len(raw_rows))
                 base = statistics.median(raw_times)
@@ -335,6 +362,7 @@ def bench_http(datasources: list[str], repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--spark-repeat", type=int, default=5, help="rounds of the Spark timings")
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark timings")
@@ -362,7 +390,7 @@ def main() -> None:
         n = publish_copies("flights", "flights_x10", args.copies)
         print(f"published {n} segment copies into flights_x10 in {time.perf_counter() - t0:.1f} s")
     if not args.no_spark:
-        bench_spark(datasources, args.repeat, get_spark())
+        bench_spark(datasources, args.spark_repeat, get_spark())
     if not args.no_http:
         bench_http(datasources, args.repeat)
     if args.work is None and not args.reuse:
@@ -395,13 +423,20 @@ def bench_spark(datasources: list[str], repeat: int, spark) -> None:
         for name, template in QUERIES.items():
             sql = template.format(ds=ds)
             raw_sql = template.format(ds=raw_view).replace('"count"', "`count`")
-            raw_times, raw = timed(lambda s=raw_sql: spark.sql(s).collect(), repeat)
-            duck_times, duck = timed(lambda s=sql: query.run_query(sql=s), repeat)
 
             def via_spark(s=sql):
                 return spark_query(spark, s.replace('"count"', "`count`"), query.sources_for(s))
 
-            spark_times, via = timed(via_spark, max(3, repeat // 4))
+            timings = interleaved(
+                {
+                    "raw": lambda s=raw_sql: spark.sql(s).collect(),
+                    "duck": lambda s=sql: query.run_query(sql=s),
+                    "spark": via_spark,
+                },
+                repeat,
+            )
+            (raw_times, raw), (duck_times, duck) = timings["raw"], timings["duck"]
+            spark_times, via = timings["spark"]
             assert canonical(duck.rows) == canonical(via.rows), (ds, name)
             assert len(raw) == len(duck.rows), (ds, name)
             base = statistics.median(raw_times)

@@ -12,8 +12,8 @@ field at fault named in `errorMessage`; HTTP 400, or the SQL layer's own status
 
 from __future__ import annotations
 
-import inspect
 import json
+import threading
 
 from django.http import HttpResponse
 from django.urls import re_path
@@ -26,6 +26,7 @@ from metastore import query, selectors
 from metastore.druid import native
 from metastore.druid.native_results import shape
 from metastore.intervals import MAX_TS, MIN_TS, Interval
+from metastore.sql_sources import latest_commits, visible_source
 
 _INVALID = ("Unknown exception", "java.lang.IllegalArgumentException")
 _UNSUPPORTED = ("Unsupported operation", "java.lang.UnsupportedOperationException")
@@ -49,21 +50,33 @@ def _query_error(exc: query.QueryError) -> HttpResponse:
     return _druid_error(_TOO_LARGE if too_large else _INVALID, exc.message)
 
 
-def _run(sql: str, timeout_ms: int | None) -> query.QueryResult:
-    # The SQL layer's own time limit applies; context.timeout is passed on where the
-    # layer takes one.
-    if timeout_ms is not None and "timeout_ms" in inspect.signature(query.run_query).parameters:
-        return query.run_query(sql=sql, timeout_ms=timeout_ms)
-    return query.run_query(sql=sql)
+def _run(sql: str, timeout_ms: int | None, commits: dict[str, int]) -> query.QueryResult:
+    return query.run_query(sql=sql, timeout_ms=timeout_ms, commits=commits)
 
 
-def _schema(datasource: str) -> dict[str, str] | None:
-    """The dataSource's columns (name -> kind), or None if there is no such table."""
-    probe = f"SELECT * FROM {native._q(datasource)} LIMIT 0"
-    if query.prepare(probe)[1] != [datasource]:
+_schemas_lock = threading.Lock()
+_schemas: dict[str, tuple[object, dict[str, str]]] = {}  # dataSource -> (its files, columns)
+
+
+def _schema(datasource: str, commits: dict[str, int]) -> dict[str, str] | None:
+    """The dataSource's columns (name -> kind), or None if there is no such table;
+    kept while its visible files (kept per commit, metastore.sql_sources) stay.
+    `commits`: every dataSource's newest commit, just read (`latest_commits`)."""
+    if datasource not in commits:
         return None
-    result = query.run_query(sql=probe)
-    return native.column_kinds(result.columns, result.types)
+    source = visible_source(datasource=datasource, seq=commits[datasource])
+    with _schemas_lock:
+        cached = _schemas.get(datasource)
+    if cached is not None and cached[0] is source:
+        return cached[1]
+    probe = f"SELECT * FROM {native._q(datasource)} LIMIT 0"
+    result = query.run_query(sql=probe, commits=commits)
+    kinds = native.column_kinds(result.columns, result.types)
+    with _schemas_lock:
+        if len(_schemas) > 10_000:
+            _schemas.clear()
+        _schemas[datasource] = (source, kinds)
+    return kinds
 
 
 def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval]]]:
@@ -93,12 +106,13 @@ class NativeQueryView(DruidView):
     @extend_schema(request=NATIVE_REQUEST, responses=NATIVE_RESPONSES)
     def post(self, request):
         kind, datasource = native.query_datasource(request.data)
-        schema = _schema(datasource)
+        commits = latest_commits()  # one read of the metastore for the whole request
+        schema = _schema(datasource, commits)
         if schema is None:  # Druid answers a query of an unknown dataSource with no rows
             return HttpResponse("[]", content_type="application/json")
         segments = _segments(datasource) if kind == "segmentMetadata" else None
         plan = native.compile_query(request.data, schema, segments=segments)
-        result = _run(plan.sql, plan.timeout_ms)
+        result = _run(plan.sql, plan.timeout_ms, commits)
         # json.dumps writes NaN and Infinity as Druid's Jackson does.
         return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")
 

@@ -39,7 +39,7 @@ from metastore.intervals import Interval
 from metastore.models import DataSource
 from metastore.selectors import retention as retention_selectors
 from metastore.sql_macros import MACROS, macro_names
-from metastore.sql_sources import TableSource, file_schema, visible_source
+from metastore.sql_sources import TableSource, latest_commits, visible_source, within
 
 # Longer or more deeply nested SQL is refused before DuckDB parses it: parsing
 # takes seconds per megabyte, and subqueries nested ~100,000 deep crash the
@@ -186,7 +186,17 @@ def prepare(sql: str) -> tuple[str, list[str]]:
 
 
 def sources_for(sql: str, *, as_of: int | None = None) -> list[TableSource]:
-    return [visible_source(datasource=name, as_of=as_of) for name in prepare(sql)[1]]
+    """The tables `sql` reads, each cut to the times its filter reaches (as `run_query`
+    binds them); every visible file of each dataSource it names if it cannot be bound."""
+    from django.conf import settings
+
+    con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
+    try:
+        return bind_query(con, sql, as_of=as_of).sources
+    except QueryError:
+        return [visible_source(datasource=name, as_of=as_of) for name in prepare(sql)[1]]
+    finally:
+        con.close()
 
 
 # --- the DuckDB engine -------------------------------------------------------------------
@@ -244,7 +254,7 @@ def table_sql(source: TableSource) -> str:
     would make every time function go through the time zone library)."""
     # Files written with other dimensions are matched by column name; reading the
     # schema of every file at each query would cost more than the query itself.
-    mixed = len({file_schema(f) for f in source.files}) > 1
+    mixed = source.mixed
     option = ", union_by_name = true" if mixed else ""
     parts = []
     if source.whole:
@@ -296,31 +306,40 @@ def bind_query(
     as_of: int | None = None,
     druid_names: bool = False,
     druid_sql: bool = False,
+    commits: dict[str, int] | None = None,
 ) -> BoundQuery:
     """Parse `sql` with DuckDB, refuse what Strata does not run (metastore.sql_guard),
     and bind the tables it reads: a bare or `druid.` name is a dataSource (its
     visible rows, as of `as_of`), `sys.` and `INFORMATION_SCHEMA.` names Druid's
     metadata tables (metastore.sql_catalog). Anything else is not found.
-    `druid_sql`: the query is Druid SQL (its functions translated, metastore.sql_druid)."""
-    names = selectors.datasource_names()
-    exact, by_lower = set(names), {n.lower(): n for n in names}
+    `druid_sql`: the query is Druid SQL (its functions translated, metastore.sql_druid).
+    `commits`: `latest_commits()` if the caller has just read it."""
+    # Read at the first table named (none for `SELECT 1`), unless given.
+    known: list[dict[str, int]] = [] if commits is None else [commits]
     sources: dict[str, TableSource] = {}
     system: dict[str, sql_catalog.Table] = {}
+
+    def find(table: str) -> str | None:
+        if not known:
+            known.append(latest_commits())
+        if table in known[0]:
+            return table
+        return {n.lower(): n for n in known[0]}.get(table.lower())
 
     def bind(name: sql_guard.TableName) -> tuple[str, str]:
         schema = name.schema.lower()
         if name.catalog.lower() in ("", sql_catalog.CATALOG) and schema in ("", "druid"):
-            real = name.table if name.table in exact else by_lower.get(name.table.lower())
+            real = find(name.table)
             if real is not None:
                 if real not in sources:
                     _refuse_expired(real, as_of)
-                    sources[real] = visible_source(datasource=real, as_of=as_of)
+                    sources[real] = visible_source(datasource=real, as_of=as_of, seq=known[0][real])
                 return real, name.table
         elif name.catalog.lower() in ("", sql_catalog.CATALOG):
             table = sql_catalog.find_table(schema, name.table)
             if table is not None:
-                if table.travels:  # sys.segments as of a commit: every dataSource's past
-                    for datasource in names:
+                if table.travels and as_of is not None:  # every dataSource's past
+                    for datasource in selectors.datasource_names():
                         _refuse_expired(datasource, as_of)
                 view = f"${table.schema}.{table.name}"
                 system[view] = table
@@ -333,16 +352,202 @@ def bind_query(
         real, _ = bind(name)
         return sql_druid.table_kinds(sources[real].files) if real in sources else {}
 
-    text = _guarded(con, sql, bind, druid_names=druid_names, druid_sql=druid_sql, columns=kinds)
+    def prune(tree: dict) -> None:
+        for name, (start, end, included) in time_ranges(con, tree, set(sources)).items():
+            sources[name] = within(sources[name], start, end, end_included=included)
+
+    text = _guarded(
+        con, sql, bind, druid_names=druid_names, druid_sql=druid_sql, columns=kinds, checked=prune
+    )
     return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
 
 
+# --- reading only the files a query's time filter can reach ------------------------------
+# `__time` is a cast of the files' zone-aware column (table_sql), so DuckDB cannot
+# push a filter on it into the Parquet scan: a month's query would open every file.
+# Where every reference to a dataSource is the FROM of a SELECT whose WHERE bounds
+# `__time` by constants (ANDed comparisons, BETWEEN: what native queries and
+# dashboards send), its table is bound to the files whose intervals meet those
+# bounds only (metastore.sql_sources.within); the query's own filter still applies.
+
+_LOWER, _UPPER, _BEFORE = "lower", "upper", "before"  # >= or >, <=, <
+_SIDES = {
+    "COMPARE_GREATERTHAN": (_LOWER,),
+    "COMPARE_GREATERTHANOREQUALTO": (_LOWER,),
+    "COMPARE_LESSTHAN": (_BEFORE,),
+    "COMPARE_LESSTHANOREQUALTO": (_UPPER,),
+    "COMPARE_EQUAL": (_LOWER, _UPPER),
+}
+_MIRRORED = {  # `constant op __time` is `__time mirrored-op constant`
+    "COMPARE_GREATERTHAN": "COMPARE_LESSTHAN",
+    "COMPARE_GREATERTHANOREQUALTO": "COMPARE_LESSTHANOREQUALTO",
+    "COMPARE_LESSTHAN": "COMPARE_GREATERTHAN",
+    "COMPARE_LESSTHANOREQUALTO": "COMPARE_GREATERTHANOREQUALTO",
+    "COMPARE_EQUAL": "COMPARE_EQUAL",
+}
+
+
+def _nodes(tree):
+    """Every dict in the tree (iteratively: trees may be deep)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(v for v in node.values() if isinstance(v, dict | list))
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, dict | list))
+
+
+def _is_time(node, alias: str) -> bool:
+    names = node.get("column_names") if node.get("class") == "COLUMN_REF" else None
+    if not names or names[-1].lower() != "__time":
+        return False
+    return len(names) == 1 or (len(names) == 2 and names[0].lower() == alias.lower())
+
+
+def _is_constant(node) -> bool:
+    while node.get("class") == "CAST" and not node.get("try_cast"):
+        node = node.get("child") or {}
+    return node.get("class") == "CONSTANT"
+
+
+def _conjuncts(where):
+    terms, stack = [], [where]
+    while stack:
+        term = stack.pop()
+        if isinstance(term, dict) and term.get("type") == "CONJUNCTION_AND":
+            stack.extend(term.get("children") or [])
+        elif isinstance(term, dict):
+            terms.append(term)
+    return terms
+
+
+def _time_bounds(where, alias: str) -> list[tuple[str, dict]]:
+    """(lower, upper or before, constant expression) bounding `__time` in an ANDed WHERE."""
+    bounds = []
+    for term in _conjuncts(where):
+        if term.get("class") == "COMPARISON" and term.get("type") in _SIDES:
+            left, right = term.get("left") or {}, term.get("right") or {}
+            if _is_time(left, alias) and _is_constant(right):
+                bounds += [(side, right) for side in _SIDES[term["type"]]]
+            elif _is_time(right, alias) and _is_constant(left):  # `constant op __time`
+                bounds += [(side, left) for side in _SIDES[_MIRRORED[term["type"]]]]
+        elif term.get("type") == "COMPARE_BETWEEN" and _is_time(term.get("input") or {}, alias):
+            for side, key in ((_LOWER, "lower"), (_UPPER, "upper")):
+                if _is_constant(term.get(key) or {}):
+                    bounds.append((side, term[key]))
+    return bounds
+
+
+_PLAIN_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}( [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?)?")
+
+
+def _plain_timestamp(node) -> dt.datetime | None:
+    """`TIMESTAMP '2013-06-01 00:00:00'` (or the bare string) read without the engine."""
+    while node.get("class") == "CAST":
+        kind = node.get("type_expr") or {}
+        if kind.get("type_name", "").upper() != "TIMESTAMP" or kind.get("children"):
+            return None
+        node = node.get("child") or {}
+    literal = node.get("literal") or {}
+    text = literal.get("text")
+    if literal.get("kind") != "STRING" or not isinstance(text, str):
+        return None
+    return dt.datetime.fromisoformat(text) if _PLAIN_TIME.fullmatch(text) else None
+
+
+def _timestamps(con, expressions: list[dict]) -> list | None:
+    """The constant expressions as TIMESTAMPs (what `__time` is compared with),
+    evaluated by DuckDB unless plain; None if any cannot be."""
+    import copy
+
+    import duckdb
+
+    plain = [_plain_timestamp(e) for e in expressions]
+    if None not in plain:
+        return plain
+    tree = sql_guard.parse(con, "SELECT CAST(NULL AS TIMESTAMP)")
+    node = tree["statements"][0]["node"]
+    template = node["select_list"][0]
+    node["select_list"] = [{**copy.deepcopy(template), "child": e} for e in expressions]
+    try:
+        values = con.execute(sql_guard.deparse(con, tree)).fetchone()
+    except (duckdb.Error, ValueError, OverflowError):
+        return None
+    if any(not isinstance(v, dt.datetime) for v in values):
+        return None
+    return list(values)
+
+
+def time_ranges(con, tree: dict, datasources: set[str]) -> dict[str, tuple]:
+    """dataSource -> (earliest, latest, whether latest is included): the `__time`s
+    the bound query can read of it (naive UTC, None: unbounded), for those it reads
+    only within bounds."""
+    cte_names = {
+        entry["key"].lower()
+        for node in _nodes(tree)
+        for entry in (node.get("cte_map") or {}).get("map") or ()
+        if isinstance(entry, dict) and isinstance(entry.get("key"), str)
+    }
+    tables = {
+        id(n): n
+        for n in _nodes(tree)
+        if n.get("type") == "BASE_TABLE" and n.get("table_name") in datasources
+    }
+    bounded = {
+        id(n["from_table"]): _time_bounds(n.get("where_clause"), n["from_table"].get("alias", ""))
+        for n in _nodes(tree)
+        if n.get("type") == "SELECT_NODE" and id(n.get("from_table")) in tables
+    }
+    refs: dict[str, list[list]] = {}  # dataSource -> the bounds of each reference to it
+    for key, table in tables.items():
+        refs.setdefault(table["table_name"], []).append(bounded.get(key) or [])
+    wanted = {
+        name: bounds
+        for name, bounds in refs.items()
+        if name.lower() not in cte_names and all(bounds)
+    }
+    expressions = [e for bounds in wanted.values() for per_ref in bounds for _, e in per_ref]
+    values = _timestamps(con, expressions) if expressions else None
+    if values is None:
+        return {}
+    found = iter(values)
+    return {
+        name: _span([[(side, next(found)) for side, _ in per_ref] for per_ref in bounds])
+        for name, bounds in wanted.items()
+    }
+
+
+def _span(references: list[list[tuple[str, dt.datetime]]]) -> tuple:
+    """(earliest, latest, latest included) covering every reference, each bounded by
+    the tightest of its (side, value) bounds; None where one is unbounded."""
+    lowers, uppers = [], []
+    for bounds in references:
+        lo = [v for side, v in bounds if side == _LOWER]
+        # (value, 1) for `<=`, (value, 0) for `<`: the smaller is the tighter.
+        hi = [(v, int(side == _UPPER)) for side, v in bounds if side in (_UPPER, _BEFORE)]
+        lowers.append(max(lo) if lo else None)
+        uppers.append(min(hi) if hi else None)
+    start = None if None in lowers else min(lowers)
+    end = None if None in uppers else max(uppers)
+    return start, end and end[0], bool(end is None or end[1])
+
+
 def _guarded(
-    con, sql: str, bind, *, druid_names: bool = False, druid_sql: bool = False, columns=None
+    con,
+    sql: str,
+    bind,
+    *,
+    druid_names: bool = False,
+    druid_sql: bool = False,
+    columns=None,
+    checked=None,
 ) -> str:
     """The SQL to run for `sql`, checked and bound by metastore.sql_guard (with its
     unnamed columns named as Druid SQL names them, if asked; with Druid SQL's
-    functions translated first when it is Druid SQL)."""
+    functions translated first when it is Druid SQL). `checked(tree)` is called
+    with the checked, bound tree."""
     from metastore.sql_druid_rules import RULES
 
     try:
@@ -352,6 +557,8 @@ def _guarded(
         if druid_sql:
             sql_druid.translate(con, sql, tree, RULES, columns)
         sql_guard.check(tree, functions=allowed_functions(), bind=bind)
+        if checked is not None:
+            checked(tree)
         return sql_guard.deparse(con, tree)
     except sql_guard.SqlRefused as exc:
         raise QueryError(str(exc)) from None
@@ -370,8 +577,13 @@ def _given_tables(sources: list[TableSource]):
     return bind
 
 
-def _register(con, sources: list[TableSource], system=None, as_of: int | None = None) -> None:
+def _register(
+    con, sources: list[TableSource], system=None, as_of: int | None = None, views=None
+) -> None:
+    """The tables on `con`; `views` (name -> source) are the views it holds already."""
     for source in sources:
+        if views is not None and views.get(source.name) == source:
+            continue
         try:
             view = table_sql(source)
         except OSError:  # its metadata says a file is there; deep storage does not have it
@@ -379,9 +591,45 @@ def _register(con, sources: list[TableSource], system=None, as_of: int | None = 
                 f"a segment file of dataSource {source.name!r} is missing from deep storage; "
                 "the dataSource cannot be read until it is restored or its segments reingested"
             ) from None
-        con.execute(f"CREATE TEMP VIEW {_quote(source.name)} AS {view}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote(source.name)} AS {view}")
+        if views is not None:
+            views[source.name] = source
     for view, table in (system or {}).items():
         con.register(view, sql_catalog.arrow_table(table, as_of=as_of))
+
+
+# A query's connection (cursor) is kept afterwards with the views it holds, so the
+# next query over the same files does not bind a view of them again (~10 ms for 366
+# files). Views are temporary: no other connection sees them, and the guard binds
+# only the names of the query at hand. A connection whose query failed or was
+# interrupted (timeout, cancel) is closed instead: an interrupt must not reach a
+# later query.
+
+_IDLE_KEPT = 8
+_idle_lock = threading.Lock()
+_idle: list[tuple[object, object, dict[str, TableSource]]] = []  # (database, cursor, views)
+
+
+def _lease(root: str) -> tuple[object, object, dict[str, TableSource]]:
+    db = _database(root)
+    with _idle_lock:
+        for i, lease in enumerate(_idle):
+            if lease[0] is db:
+                return _idle.pop(i)
+    return db, db.cursor(), {}
+
+
+def _release(lease, ok: bool) -> None:
+    con = lease[1]
+    with _running_lock:
+        interrupted = id(con) in _interrupted
+        _interrupted.discard(id(con))
+    if ok and not interrupted:
+        with _idle_lock:
+            if len(_idle) < _IDLE_KEPT:
+                _idle.append(lease)
+                return
+    con.close()
 
 
 # --- bounds ------------------------------------------------------------------------------
@@ -394,6 +642,14 @@ _slots_lock = threading.Lock()
 _slots: tuple[int, threading.BoundedSemaphore] | None = None
 _running_lock = threading.Lock()
 _running: set = set()  # the connections a query is running on now
+_interrupted: set[int] = set()  # ids of connections interrupted (never kept for reuse)
+
+
+def _interrupt(con) -> None:
+    """Interrupt `con` (with `_running_lock` held: once a query leaves `_running` or
+    `_by_id` under that lock, nothing interrupts its connection any more)."""
+    _interrupted.add(id(con))
+    con.interrupt()
 
 
 def _slot_semaphore() -> threading.BoundedSemaphore:
@@ -437,9 +693,8 @@ def queries_in_engine() -> int:
 def interrupt_all() -> None:
     """Interrupt every query running in this process (their callers get an error)."""
     with _running_lock:
-        running = list(_running)
-    for con in running:
-        con.interrupt()
+        for con in _running:
+            _interrupt(con)
 
 
 def _fetch(con, sql: str, params: list | None) -> QueryResult:
@@ -506,8 +761,10 @@ def _bounded(con, timeout_ms: int, work):
     expired = threading.Event()
 
     def expire() -> None:
-        expired.set()
-        con.interrupt()
+        with _running_lock:
+            if con in _running:  # not once the work is over
+                expired.set()
+                _interrupt(con)
 
     timer = threading.Timer(timeout_ms / 1000, expire)
     timer.daemon = True
@@ -559,6 +816,7 @@ def run_query(
     druid_sql: bool = False,
     explain: bool = False,
     query_id: str | None = None,
+    commits: dict[str, int] | None = None,
 ) -> QueryResult:
     """SQL over the visible rows of the dataSources it names and Druid's metadata
     tables, on DuckDB, within the time limit `timeout_ms` (Druid's context.timeout;
@@ -568,7 +826,7 @@ def run_query(
     Druid SQL -- Druid's syntax, functions and names, `EXPLAIN PLAN FOR` answered
     as Druid answers it (metastore.sql_druid); otherwise the engine's dialect. `explain`: DuckDB's
     plan (and the SQL Strata runs) instead of the rows. `query_id`: a name under which
-    `query_cancel` can interrupt it."""
+    `query_cancel` can interrupt it. `commits`: `latest_commits()` if just read."""
     from django.conf import settings
 
     if as_of is not None and (
@@ -579,18 +837,23 @@ def run_query(
     druid_explain = False
     if druid_sql:
         druid_explain, sql = _druid_text(sql)
-    con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
+    lease = _lease(str(settings.STRATA_DEEP_STORAGE))
+    con, ok = lease[1], False
     try:
         check_read_only(sql)
-        bound = bind_query(con, sql, as_of=as_of, druid_names=druid_names, druid_sql=druid_sql)
-        _register(con, bound.sources, bound.system, as_of=bound.as_of)
+        bound = bind_query(
+            con, sql, as_of=as_of, druid_names=druid_names, druid_sql=druid_sql, commits=commits
+        )
+        _register(con, bound.sources, bound.system, as_of=bound.as_of, views=lease[2])
         if druid_explain:
-            return _bounded(con, limit, lambda: explain_plan(con, bound))
-        text = f"EXPLAIN {bound.sql}" if explain else bound.sql
-        with _known_as(query_id, con):
-            result = _bounded(con, limit, lambda: _fetch(con, text, params))
-        if explain:  # the SQL Strata runs for it (the dataSources' views), then the plan
-            result.rows = [["strata_sql", bound.sql], *result.rows]
+            result = _bounded(con, limit, lambda: explain_plan(con, bound))
+        else:
+            text = f"EXPLAIN {bound.sql}" if explain else bound.sql
+            with _known_as(query_id, con):
+                result = _bounded(con, limit, lambda: _fetch(con, text, params))
+            if explain:  # the SQL Strata runs for it (the dataSources' views), then the plan
+                result.rows = [["strata_sql", bound.sql], *result.rows]
+        ok = True
         return result
     except QueryError as exc:
         if druid_sql and not hasattr(exc, "druid_error"):
@@ -598,7 +861,7 @@ def run_query(
             exc.args = (exc.message,)
         raise
     finally:
-        con.close()
+        _release(lease, ok)
 
 
 def _druid_text(sql: str) -> tuple[bool, str]:
@@ -699,11 +962,10 @@ def query_cancel(query_id: str) -> bool:
     whether it was running here."""
     with _running_lock:
         con = _by_id.get(query_id)
-        if con is not None:
-            _canceled.add(query_id)
-    if con is None:
-        return False
-    con.interrupt()
+        if con is None:
+            return False
+        _canceled.add(query_id)
+        _interrupt(con)
     return True
 
 

@@ -6,9 +6,17 @@ partly visible file filtered to its visible intervals, tombstones empty.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import reduce
 
 from metastore.query import QueryResult, TableSource, arrow_result
+
+# Segment files never change, so a table's DataFrame (its files listed, their schema
+# read) serves every query over the same files: kept per session, newest used last.
+_frames_lock = threading.Lock()
+_frames: OrderedDict[tuple[object, TableSource], object] = OrderedDict()
+_FRAMES_KEPT = 64
 
 
 def _within(intervals):
@@ -21,8 +29,24 @@ def _within(intervals):
 
 
 def table_frame(spark, source: TableSource):
-    """A DataFrame of exactly a table's visible rows."""
-    read = spark.read.option("mergeSchema", "true")
+    """A DataFrame of exactly a table's visible rows (made once per session and files)."""
+    key = (spark, source)
+    with _frames_lock:
+        frame = _frames.get(key)
+        if frame is not None:
+            _frames.move_to_end(key)
+            return frame
+    frame = _table_frame(spark, source)
+    with _frames_lock:
+        _frames[key] = frame
+        while len(_frames) > _FRAMES_KEPT:
+            _frames.popitem(last=False)
+    return frame
+
+
+def _table_frame(spark, source: TableSource):
+    # Merging schemas reads every file's footer: only when they differ.
+    read = spark.read.option("mergeSchema", "true" if source.mixed else "false")
     frames = []
     if source.whole:
         frames.append(read.parquet(*source.whole))
