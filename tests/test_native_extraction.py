@@ -477,3 +477,54 @@ def test_array_contains_element_matches_multi_value_and_array_rows(db, inline_sp
         status=400,
     )
     assert refused["errorMessage"].startswith("filter.elementMatchValueType")
+
+
+# --- union dataSources -------------------------------------------------------------------------
+
+
+def test_a_union_datasource_reads_its_tables_as_one(wiki_rows, inline_spec, api_client):
+    """`wiki2` has the wiki's columns but `delta`, and one more row on day 1."""
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from tests.test_native_queries import publish_tables
+
+    table = pa.table(
+        {
+            "__time": pa.array(
+                [datetime(2024, 1, 1, 20, tzinfo=UTC)], type=pa.timestamp("us", tz="UTC")
+            ),
+            "page": pa.array(["Main"], type=pa.string()),
+            "user": pa.array(["dave"], type=pa.string()),
+            "added": pa.array([1000], type=pa.int64()),
+            "count": pa.array([1], type=pa.int64()),
+        }
+    )
+    publish_tables(inline_spec, "wiki2", {"2024-01-01/2024-01-02": [table]})
+    body = {
+        "queryType": "groupBy",
+        "dataSource": {
+            "type": "union",
+            "dataSources": ["wiki", {"type": "table", "name": "wiki2"}],
+        },
+        "granularity": "all",
+        "intervals": ["2024-01-01/2024-01-02"],
+        "dimensions": ["page"],
+        "aggregations": [
+            {"type": "longSum", "name": "added", "fieldName": "added"},
+            {"type": "count", "name": "rows"},
+            {"type": "doubleSum", "name": "delta", "fieldName": "delta"},
+        ],
+    }
+    rows = [r["event"] for r in native(api_client, body)]
+    assert rows == [
+        {"page": "Main", "added": 1007, "rows": 3, "delta": 2.0},
+        {"page": "Talk", "added": 20, "rows": 1, "delta": 2.25},
+    ]
+    body["dataSource"]["dataSources"].append("nosuch")
+    refused = native(api_client, body, status=400)
+    assert refused["errorMessage"].startswith("dataSource.dataSources[2]")
+    body["dataSource"] = {"type": "query", "query": {}}
+    refused = native(api_client, body, status=400)
+    assert refused["errorMessage"].startswith("dataSource.type")

@@ -1426,14 +1426,32 @@ class _Query:
     cols: _Columns
     where: str
     context: dict
+    tables: list[str] = field(default_factory=list)  # more than one: a union
 
 
 def _datasource(spec) -> str:
+    return datasource_names(spec)[0]
+
+
+def datasource_names(spec) -> list[str]:
+    """The tables a query's dataSource reads: a table (by name or object), or a
+    `union` of tables, read as one table (columns matched by name)."""
+    if isinstance(spec, dict) and spec.get("type") == "union":
+        names = _list(spec.get("dataSources"), "dataSource.dataSources")
+        if not names:
+            raise NativeQueryError("dataSource.dataSources", "name at least one table")
+        return [_table_name(n, f"dataSource.dataSources[{i}]") for i, n in enumerate(names)]
+    return [_table_name(spec, "dataSource")]
+
+
+def _table_name(spec, field: str) -> str:
     if isinstance(spec, dict):
         if spec.get("type") != "table":
-            raise _unsupported("dataSource.type", f"{spec.get('type')!r} (only table dataSources)")
-        spec = spec.get("name")
-    return _str(spec, "dataSource")
+            raise _unsupported(
+                f"{field}.type", f"{spec.get('type')!r} (only table and union dataSources)"
+            )
+        return _str(spec.get("name"), f"{field}.name")
+    return _str(spec, field)
 
 
 def _json_path(spec: dict, field: str) -> str:
@@ -1515,11 +1533,21 @@ def _parse_common(body: dict, schema: dict[str, str]) -> _Query:
     where = "true"
     if body.get("filter") is not None:
         where = compile_filter(body["filter"], cols)
-    return _Query(body, _datasource(body.get("dataSource")), intervals, cols, where, context)
+    tables = datasource_names(body.get("dataSource"))
+    if len(tables) > 1 and kind in ("dataSourceMetadata", "segmentMetadata"):
+        raise _unsupported("dataSource.type", f"a union dataSource in a {kind} query")
+    if len(tables) > 1 and _spark():
+        raise _unsupported("dataSource.type", "a union dataSource on Spark SQL")
+    return _Query(body, tables[0], intervals, cols, where, context, tables)
 
 
 def _base(q: _Query) -> str:
-    return f"__base AS (SELECT * FROM {_q(q.datasource)} WHERE {_intervals_sql(q.intervals)})"
+    """The rows of the query's intervals; a union's tables each bounded by them (so
+    each reads only the files it needs), matched by column name."""
+    where = _intervals_sql(q.intervals)
+    tables = q.tables or [q.datasource]
+    union = " UNION ALL BY NAME ".join(f"SELECT * FROM {_q(t)} WHERE {where}" for t in tables)
+    return f"__base AS ({union})"
 
 
 def _aggregators(q: _Query) -> list[Agg]:
