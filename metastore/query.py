@@ -299,6 +299,19 @@ def _refuse_expired(datasource: str, as_of: int | None) -> None:
             raise QueryError(refusal, field="as_of")
 
 
+def _bind_system(name: sql_guard.TableName, as_of: int | None, system: dict) -> tuple | None:
+    """(view, name) of a `sys.` or `INFORMATION_SCHEMA.` table, added to `system`."""
+    table = sql_catalog.find_table(name.schema.lower(), name.table)
+    if table is None:
+        return None
+    if table.travels and as_of is not None:  # every dataSource's past
+        for datasource in selectors.datasource_names():
+            _refuse_expired(datasource, as_of)
+    view = f"${table.schema}.{table.name}"
+    system[view] = table
+    return view, name.table
+
+
 def bind_query(
     con,
     sql: str,
@@ -336,14 +349,9 @@ def bind_query(
                     sources[real] = visible_source(datasource=real, as_of=as_of, seq=known[0][real])
                 return real, name.table
         elif name.catalog.lower() in ("", sql_catalog.CATALOG):
-            table = sql_catalog.find_table(schema, name.table)
-            if table is not None:
-                if table.travels and as_of is not None:  # every dataSource's past
-                    for datasource in selectors.datasource_names():
-                        _refuse_expired(datasource, as_of)
-                view = f"${table.schema}.{table.name}"
-                system[view] = table
-                return view, name.table
+            bound = _bind_system(name, as_of, system)
+            if bound is not None:
+                return bound
         raise sql_guard.SqlRefused(
             f"table {name} not found: query a dataSource, sys.<table> or INFORMATION_SCHEMA.<table>"
         )
