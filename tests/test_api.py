@@ -776,6 +776,7 @@ def test_every_api_list_is_documented_as_a_cursor_page(api_client):
     assert pages == {
         "/api/v1/tasks",
         "/api/v1/locks",
+        "/api/v1/segments",
         "/api/v1/datasources",
         "/api/v1/datasources/{name}/segments",
         "/api/v1/datasources/{name}/commits",
