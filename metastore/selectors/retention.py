@@ -32,7 +32,7 @@ from metastore.models import (
     Segment,
     TaskLock,
 )
-from metastore.selectors.timeline import last_commit_seq, timeline_for
+from metastore.selectors.timeline import last_commit_seq, segment_refs, timeline_for
 from metastore.timeline import SegmentRef
 
 # --- rules ---------------------------------------------------------------------------
@@ -162,38 +162,6 @@ def as_of_refusal(*, datasource: str, as_of: int, now: datetime | None = None) -
     )
 
 
-_REF_FIELDS = (
-    "id",
-    "start",
-    "end",
-    "version",
-    "partition",
-    "minor_version",
-    "root_partitions",
-    "atomic_update_group",
-    "core_partitions",
-    "tombstone",
-)
-
-
-def _refs(ids: set[str]) -> dict[str, SegmentRef]:
-    out = {}
-    for row in Segment.objects.filter(id__in=list(ids)).values_list(*_REF_FIELDS):
-        sid, start, end, version, partition, minor, roots, aug, core, tomb = row
-        out[sid] = SegmentRef(
-            id=sid,
-            interval=Interval(start, end),
-            version=version,
-            partition=partition,
-            minor_version=minor,
-            root_partitions=frozenset(roots) if roots else None,
-            atomic_update_group=frozenset(aug) if aug else None,
-            core_partitions=core,
-            tombstone=tomb,
-        )
-    return out
-
-
 def retained_states(*, datasource: str, horizon: Horizon) -> tuple[list[SegmentRef], list[Change]]:
     """The used segments right after the horizon commit, and every commit of the
     dataSource after it (for `metastore.duties.history.visible_in_any_state`)."""
@@ -203,7 +171,9 @@ def retained_states(*, datasource: str, horizon: Horizon) -> tuple[list[SegmentR
         .order_by("seq")
         .values_list("added", "removed")
     )
-    refs = _refs({sid for added, _ in entries for sid in added or ()})
+    refs = segment_refs(
+        datasource=datasource, ids={sid for added, _ in entries for sid in added or ()}
+    )
     changes = [
         Change([refs[sid] for sid in added or () if sid in refs], list(removed or ()))
         for added, removed in entries

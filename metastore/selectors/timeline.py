@@ -112,6 +112,11 @@ def _segment_refs(datasource: str, ids: set[str] | None = None) -> list[SegmentR
     return _refs(qs.values_list(*_REF_FIELDS))
 
 
+def segment_refs(*, datasource: str, ids: set[str]) -> dict[str, SegmentRef]:
+    """The SegmentRefs of those of `ids` that still exist in `datasource`, by id."""
+    return {ref.id: ref for ref in _segment_refs(datasource, ids)}
+
+
 def last_commit_seq(*, datasource: str) -> int:
     # The newest entry, not MAX(seq): one probe of the (dataSource, seq) index
     # whether or not the planner has statistics (see lockbox_sql).
