@@ -140,19 +140,24 @@ def segment_detail(*, segment_id: str) -> dict | None:
     }
 
 
-def unpublished_allocations(
-    *, ended_after: datetime, ended_before: datetime
-) -> list[PendingSegment]:
-    """Segment ids handed to tasks that ended in [ended_after, ended_before) and
-    never published under them: whatever such a task left in deep storage (a
-    worker killed between writing and publishing) belongs to no segment."""
-    published = Segment.objects.filter(
+def _published_as_allocated():
+    """A subquery: the segment published under a PendingSegment's allocation."""
+    return Segment.objects.filter(
         datasource__name=OuterRef("datasource"),
         start=OuterRef("start"),
         end=OuterRef("end"),
         version=OuterRef("version"),
         partition=OuterRef("partition"),
     )
+
+
+def unpublished_allocations(
+    *, ended_after: datetime, ended_before: datetime
+) -> list[PendingSegment]:
+    """Segment ids handed to tasks that ended in [ended_after, ended_before) and
+    never published under them: whatever such a task left in deep storage (a
+    worker killed between writing and publishing) belongs to no segment."""
+    published = _published_as_allocated()
     return list(
         PendingSegment.objects.filter(
             task__status__in=FINAL_STATUSES,
@@ -167,13 +172,7 @@ def unpublished_allocations(
 def unpublished_allocations_of(*, task_id: str) -> list[PendingSegment]:
     """Segment ids handed to one task and not published under them (whatever
     it moved into deep storage for them belongs to no segment once it ends)."""
-    published = Segment.objects.filter(
-        datasource__name=OuterRef("datasource"),
-        start=OuterRef("start"),
-        end=OuterRef("end"),
-        version=OuterRef("version"),
-        partition=OuterRef("partition"),
-    )
+    published = _published_as_allocated()
     return list(
         PendingSegment.objects.filter(task_id=task_id).exclude(Exists(published)).order_by("id")
     )
@@ -190,13 +189,7 @@ def pending_allocations(
     *, datasource: str, interval: Interval | None = None
 ) -> list[PendingSegment]:
     """Segment ids handed to active tasks and not published yet (being written)."""
-    published = Segment.objects.filter(
-        datasource__name=OuterRef("datasource"),
-        start=OuterRef("start"),
-        end=OuterRef("end"),
-        version=OuterRef("version"),
-        partition=OuterRef("partition"),
-    )
+    published = _published_as_allocated()
     qs = PendingSegment.objects.filter(
         datasource=datasource, task__status__in=(TaskStatus.RUNNING, TaskStatus.WAITING)
     ).exclude(Exists(published))
