@@ -35,8 +35,9 @@ def _extraction(dimension: str, fn: dict, **more) -> dict:
     }
 
 
-def groups(client, dimension, *, filter=None) -> dict:
-    body = {
+def count_by(dimension) -> dict:
+    """A groupBy of `wiki` by one dimension, counting rows."""
+    return {
         "queryType": "groupBy",
         "dataSource": "wiki",
         "granularity": "all",
@@ -44,6 +45,10 @@ def groups(client, dimension, *, filter=None) -> dict:
         "dimensions": [dimension],
         "aggregations": [{"type": "count", "name": "n"}],
     }
+
+
+def groups(client, dimension, *, filter=None) -> dict:
+    body = count_by(dimension)
     if filter is not None:
         body["filter"] = filter
     rows = native(client, body)
@@ -264,15 +269,7 @@ def test_filters_apply_the_extraction_function_before_matching(wiki_rows, api_cl
     ],
 )
 def test_what_cannot_be_done_is_refused_naming_the_field(wiki_rows, api_client, dimension, named):
-    body = {
-        "queryType": "groupBy",
-        "dataSource": "wiki",
-        "granularity": "all",
-        "intervals": INTERVAL,
-        "dimensions": [dimension],
-        "aggregations": [{"type": "count", "name": "n"}],
-    }
-    result = native(api_client, body, status=400)
+    result = native(api_client, count_by(dimension), status=400)
     assert result["errorMessage"].startswith(named), result
 
 
