@@ -53,9 +53,9 @@ def count_distinct(kind: str):
     """APPROX_COUNT_DISTINCT*: the estimate, rounded to a BIGINT as Druid's."""
 
     def sql(call: Call) -> str:
-        estimate = f"strata_{kind}_estimate({_sketch_of(call, kind, only_sketches=True)})"
         if kind == "theta":  # over values, a theta sketch (exact below its size)
             return f"CAST(round(strata_theta_estimate({_sketch_of(call, kind)})) AS BIGINT)"
+        estimate = f"strata_{kind}_estimate({_sketch_of(call, kind, only_sketches=True)})"
         return (
             f"CASE WHEN {_TYPE} = 'BLOB' THEN CAST(round({estimate}) AS BIGINT) "
             "ELSE approx_count_distinct($a0) END"

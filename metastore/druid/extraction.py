@@ -401,7 +401,7 @@ def _value_filter(spec: dict, field: str) -> Callable[[str], str]:
         listed = ", ".join(lit(_text(v, f"{field}.values")) for v in values)
         keep = _flag(spec.get("isWhitelist"), f"{field}.isWhitelist", True)
         inside = (lambda v: f"array_contains(array({listed}), {v})") if values else (lambda v: "0")
-        return (lambda v: inside(v)) if keep else (lambda v: f"!({inside(v)})")
+        return inside if keep else (lambda v: f"!({inside(v)})")
     if kind == "regexFiltered":
         _only(spec, field, {"delegate", "pattern"})
         pattern = lit("^(?:" + _text(spec.get("pattern"), f"{field}.pattern") + ")$")
