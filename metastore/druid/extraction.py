@@ -44,6 +44,11 @@ def lit(value: str | None) -> str:
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def ident(name: str) -> str:
+    """A Druid expression identifier (double-quoted, backslash escapes)."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _obj(value, field: str) -> dict:
     if not isinstance(value, dict):
         raise ExtractionError(field, "must be a JSON object")

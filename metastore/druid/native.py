@@ -30,8 +30,15 @@ from metastore.druid.expressions import parse as parse_expression
 from metastore.druid.expressions.duckdb_sql import to_duckdb
 from metastore.druid.expressions.emit import emit
 from metastore.druid.expressions.spark_sql import SPARK
-from metastore.druid.extraction import INPUT, DimensionSpec, ExtractionError, extraction_expression
+from metastore.druid.extraction import (
+    INPUT,
+    DimensionSpec,
+    ExtractionError,
+    extraction_expression,
+    ident,
+)
 from metastore.druid.extraction import dimension_spec as parse_dimension_spec
+from metastore.druid.extraction import lit as expression_literal
 from metastore.druid.granularity import NAMED_PERIODS
 from metastore.intervals import MAX_TS, MIN_TS, Interval, parse_ts
 
@@ -842,14 +849,13 @@ def _array_contains_element(spec, field, cols):
     if value is None or isinstance(value, bool | list | dict):
         raise _unsupported(f"{field}.elementMatchValue", "only a non-null scalar")
     if vtype == "STRING":
-        element = "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+        element = expression_literal(str(value))
     else:
         number = _number(value)
         if number is None:
             raise NativeQueryError(f"{field}.elementMatchValue", f"is not a {vtype.lower()}")
         element = repr(number)
-    ref = '"' + column.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return _truth(_expression(f"array_contains({ref}, {element})", cols, field))
+    return _truth(_expression(f"array_contains({ident(column)}, {element})", cols, field))
 
 
 _FILTERS = {
@@ -1482,15 +1488,14 @@ def _nested_field(spec: dict, field: str) -> tuple[str, str, str | None]:
     _only(spec, field, allowed | {"processFromRaw", "useJqSyntax", "useStringValueOfNullLiteral"})
     column = _str(spec.get("columnName"), f"{field}.columnName")
     name = _str(spec.get("outputName"), f"{field}.outputName")
-    path = _json_path(spec, field).replace("\\", "\\\\").replace("'", "\\'")
-    ref = '"' + column.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    path, ref = expression_literal(_json_path(spec, field)), ident(column)
     expected = str(spec.get("expectedType") or "STRING").upper().replace(" ", "")
     if expected.startswith("COMPLEX"):
-        return name, f"json_query({ref}, '{path}')", None
+        return name, f"json_query({ref}, {path})", None
     if expected in ("LONG", "DOUBLE", "FLOAT", "STRING"):
-        return name, f"json_value({ref}, '{path}', '{expected}')", expected
+        return name, f"json_value({ref}, {path}, '{expected}')", expected
     if expected in ("ARRAY<LONG>", "ARRAY<DOUBLE>", "ARRAY<STRING>"):
-        return name, f"json_value({ref}, '{path}', '{expected}')", None
+        return name, f"json_value({ref}, {path}, '{expected}')", None
     raise _unsupported(
         f"{field}.expectedType", f"{expected} (STRING, LONG, DOUBLE, ARRAY, COMPLEX<json>)"
     )
