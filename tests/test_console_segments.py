@@ -25,8 +25,7 @@ def logged_in(client, user):
     return client
 
 
-@pytest.fixture
-def cluster(publish):
+def build_cluster(publish) -> dict:
     """wiki: two days, the second replaced (its first version overshadowed), one
     day-1 partition marked unused; Flights_US: three days of 2 partitions."""
     first = publish(
@@ -56,6 +55,11 @@ def cluster(publish):
         "unused": unused,
         "old_day2": old_day2,
     }
+
+
+@pytest.fixture
+def cluster(publish):
+    return build_cluster(publish)
 
 
 def _listed(response) -> list[tuple[str, str]]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from metastore import services
 from metastore.models import Segment
+from tests.test_console_segments import build_cluster
 
 pytestmark = pytest.mark.django_db
 
@@ -19,27 +19,7 @@ URL = "/api/v1/segments"
 def cluster(publish):
     """wiki: two days, the second replaced (its first segment overshadowed), one
     day-1 partition unused; Flights_US: three days of two partitions each."""
-    first = publish(
-        "wiki",
-        "2024-01-01/2024-01-03",
-        {"2024-01-01/2024-01-02": 2, "2024-01-02/2024-01-03": 1},
-        rows=10,
-        size=1000,
-    )
-    second = publish(
-        "wiki", "2024-01-02/2024-01-03", {"2024-01-02/2024-01-03": 1}, rows=7, size=700
-    )
-    flights = publish(
-        "Flights_US",
-        "2024-02-01/2024-02-04",
-        {f"2024-02-0{d}/2024-02-0{d + 1}": 2 for d in (1, 2, 3)},
-        rows=100,
-        size=5000,
-    )
-    unused = sorted(first.segment_ids)[1]
-    services.segments_mark_used(datasource="wiki", used=False, segment_ids=[unused])
-    old_day2 = next(s for s in first.segment_ids if "2024-01-02T" in s.split("_")[1])
-    return {"second": second, "flights": flights, "unused": unused, "old_day2": old_day2}
+    return build_cluster(publish)
 
 
 def _all_pages(api_client, params: dict) -> list[dict]:
