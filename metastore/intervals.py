@@ -7,6 +7,7 @@ millisecond precision and a ``Z`` suffix, as Druid writes them.
 
 from __future__ import annotations
 
+import calendar
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ __all__ = [
     "ETERNITY",
     "format_ts",
     "parse_ts",
+    "add_period",
+    "is_open_ended",
     "Interval",
     "Granularity",
     "GRANULARITY_NAMES",
@@ -140,17 +143,33 @@ class Interval:
 
     @classmethod
     def parse(cls, text: str) -> Interval:
-        """Parse ``start/end`` (ISO-8601, e.g. ``2024-01-01/2024-01-02``)."""
+        """Parse an ISO-8601 interval in any of Druid's (Joda's) forms: ``start/end``
+        (``2024-01-01/2024-01-02``), ``start/period`` (``2024-01-01/P1D``),
+        ``period/end`` (``P1D/2024-01-02``), year and year-month end points
+        (``2016/2017``, ``2016-06/2016-07``). An end point beyond the years 1-9999,
+        as Druid's ETERNITY writes them (``-146136543-09-08T08:23:32.096Z``,
+        ``146140482-04-24T15:36:27.903Z``), is the end of representable time:
+        ``MIN_TS`` or ``MAX_TS`` (see `is_open_ended`)."""
         if not isinstance(text, str):
             raise ValueError(f"expected an interval string 'start/end', got {type(text).__name__}")
-        parts = text.strip().split("/")
+        parts = [part.strip() for part in text.strip().split("/")]
         if len(parts) != 2 or not parts[0] or not parts[1]:
             raise ValueError(
                 f"{text!r} is not an interval; expected 'start/end' in ISO-8601, e.g. 2024-01-01/2024-01-02"
             )
+        first, second = parts
         try:
-            start, end = parse_ts(parts[0]), parse_ts(parts[1])
-        except ValueError as exc:
+            if first.startswith("P") and second.startswith("P"):
+                raise ValueError("give a start or an end, not two periods")
+            if second.startswith("P"):
+                start = _end_point(first)
+                end = add_period(start, second, 1)
+            elif first.startswith("P"):
+                end = _end_point(second)
+                start = add_period(end, first, -1)
+            else:
+                start, end = _end_point(first), _end_point(second)
+        except (ValueError, OverflowError) as exc:
             raise ValueError(f"interval {text!r}: {exc}") from None
         if end < start:
             raise ValueError(f"interval {text!r} ends before it starts")
@@ -209,6 +228,65 @@ class Interval:
 
 
 ETERNITY = Interval(MIN_TS, MAX_TS)
+
+
+def is_open_ended(interval: Interval) -> bool:
+    """True when an end of ``interval`` is an end of representable time (as
+    Druid's ETERNITY, or half of it, parses): a span to clip to what exists
+    before locking or cutting it into buckets."""
+    return interval.start == MIN_TS or interval.end == MAX_TS
+
+
+# Joda's partial instants (2016, 2016-06) and Druid's extended-year instants
+# (ETERNITY's ends: years beyond 9999, or before year 1, with a sign).
+_YEAR_MONTH = re.compile(r"^(\d{4})(?:-(\d{2}))?$")
+_EXTENDED_YEAR = re.compile(r"^([+-]?)(\d+)-\d{2}-\d{2}(?:T[\d:.]*)?(?:Z|[+-]\d{2}:?\d{2})?$")
+
+
+def _end_point(text: str) -> datetime:
+    """One end of an interval: ISO-8601, Joda's year and year-month forms, or an
+    instant outside the years 1-9999 (clamped to ``MIN_TS`` / ``MAX_TS``)."""
+    if m := _YEAR_MONTH.match(text):
+        return parse_ts(f"{m.group(1)}-{m.group(2) or '01'}-01")
+    m = _EXTENDED_YEAR.match(text)
+    if m and (m.group(1) == "-" or int(m.group(2)) == 0):
+        return MIN_TS
+    if m and int(m.group(2)) > 9999:
+        return MAX_TS
+    return parse_ts(text)
+
+
+_PERIOD = re.compile(
+    r"^P(?:(?P<Y>\d+)Y)?(?:(?P<M>\d+)M)?(?:(?P<W>\d+)W)?(?:(?P<D>\d+)D)?"
+    r"(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+def add_period(ts: datetime, period: str, sign: int = 1) -> datetime:
+    """``ts`` moved by an ISO-8601 period (P1D, PT1H, P1M; calendar months and
+    years, the day clamped to the month's last), forward (sign 1) or back (-1).
+    Raises ValueError for anything else, OverflowError past the years 1-9999."""
+    m = _PERIOD.match(period) if isinstance(period, str) else None
+    if not m or not any(m.groupdict().values()):
+        raise ValueError(f"{period!r} is not an ISO-8601 period like P1D, PT1H or P1M")
+    g = {k: (v or "0") for k, v in m.groupdict().items()}
+    months = int(g["Y"]) * 12 + int(g["M"])
+    if months:
+        index = ts.year * 12 + ts.month - 1 + sign * months
+        year, month = divmod(index, 12)
+        if not 1 <= year <= 9999:
+            raise OverflowError(f"{period} from {format_ts(ts)} leaves the years 1-9999")
+        day = min(ts.day, calendar.monthrange(year, month + 1)[1])
+        ts = ts.replace(year=year, month=month + 1, day=day)
+    delta = timedelta(
+        weeks=int(g["W"]),
+        days=int(g["D"]),
+        hours=int(g["h"]),
+        minutes=int(g["m"]),
+        seconds=float(g["s"]),
+    )
+    return ts + sign * delta
+
 
 _MICRO = timedelta(microseconds=1)
 _WEEK_STEP = timedelta(days=7)

@@ -39,7 +39,7 @@ from pathlib import Path
 from metastore import locking, selectors, services
 from metastore.druid.compaction import CompactionSpec
 from metastore.druid.errors import SpecError
-from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval
+from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval, is_open_ended
 from metastore.models import DataSource, Segment, Task, TaskLock
 from metastore.timeline import SegmentRef, Timeline
 from workers.jobs.compact import Plan, compaction_plan, file_schema, run_compaction_job
@@ -88,6 +88,10 @@ def run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     candidates = _data_refs(timeline.lookup(target), named)
     if not candidates:
         return _nothing_to_compact(f"no visible data in {target}", target, timings)
+    if is_open_ended(target):  # Druid's ETERNITY: the data there, not all of time
+        target = Interval(
+            min(r.interval.start for r in candidates), max(r.interval.end for r in candidates)
+        ).intersection(target)
     chunk_grans = {ref.interval: _granularity_of(ref.interval) for ref in candidates}
     granularity = spec.segment_granularity or _coarsest([g or "ALL" for g in chunk_grans.values()])
     mode = services.task_lock_mode(validated)

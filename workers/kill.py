@@ -7,7 +7,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from metastore import locking, services
+from metastore import locking, selectors, services
+from metastore.intervals import is_open_ended
 from metastore.models import Task
 
 
@@ -17,6 +18,15 @@ def run_kill(task: Task) -> dict:
     segment references them. Returns the report."""
     validated = services.task_validate(spec=task.spec)
     interval = validated.interval
+    if is_open_ended(interval):
+        # Druid's ETERNITY (or half of it): the segments there now, not all of time.
+        interval = selectors.segments_extent(
+            datasource=task.datasource,
+            interval=interval,
+            used=None if validated.mark_as_unused else False,
+        )
+        if interval is None:
+            return _nothing_to_kill(validated)
     services.lock_acquire(
         task=task,
         interval=interval,
@@ -52,5 +62,17 @@ def run_kill(task: Task) -> dict:
         "bytesRemoved": removed_bytes,
         "commit": entry.seq if entry else None,
         "segmentsMarkedUnused": len(marked.removed) if marked else 0,
+        "ignored": list(validated.ignored),
+    }
+
+
+def _nothing_to_kill(validated) -> dict:
+    """The report of a kill whose open-ended interval holds no segment: no lock taken."""
+    return {
+        "segmentsKilled": 0,
+        "filesRemoved": 0,
+        "bytesRemoved": 0,
+        "commit": None,
+        "segmentsMarkedUnused": 0,
         "ignored": list(validated.ignored),
     }

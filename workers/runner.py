@@ -8,6 +8,7 @@ files it moved into deep storage but did not publish are deleted.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import time
@@ -22,7 +23,7 @@ from django.db import close_old_connections
 from metastore import locking, selectors, services
 from metastore.druid.errors import SpecError
 from metastore.druid.ingestion import IngestionSpec
-from metastore.intervals import Granularity, Interval
+from metastore.intervals import Granularity, Interval, is_open_ended
 from metastore.models import (
     DataSource,
     Segment,
@@ -169,11 +170,14 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
 
     # Lock before reading when the intervals are known, and always before reading
     # a dataSource this task rewrites: it must replace exactly what it read.
-    up_front = list(spec.intervals or ())
+    # Open-ended intervals (Druid's ETERNITY) are clipped to what exists: the
+    # used segments there and the chunks the task's rows fall in, once read.
+    open_ended = any(map(is_open_ended, spec.intervals or ()))
+    up_front = [] if open_ended else list(spec.intervals or ())
     druid = spec.input.druid_source
     rereads_itself = druid is not None and druid.datasource == spec.datasource
     if not up_front and rereads_itself:
-        up_front = [druid.interval]
+        up_front = _clip_open(task.datasource, [druid.interval, *(spec.intervals or ())], [])
     locks = lock(up_front) if up_front else []
     points = None
     if rereads_itself and locks:
@@ -193,8 +197,11 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         progress=TaskProgress(monitor, spans),
     )
     monitor.check()
-    if not up_front and result.chunks_with_rows:
-        lock(result.chunks_with_rows)
+    if open_ended:
+        clipped = _clip_open(task.datasource, spec.intervals, result.chunks_with_rows)
+        spec = dataclasses.replace(spec, intervals=tuple(clipped))
+    if not up_front and (spec.intervals if open_ended else result.chunks_with_rows):
+        lock(list(spec.intervals) if open_ended else result.chunks_with_rows)
 
     monitor.set_phase("publishing", 0.9, 0.0)
     t3 = time.monotonic()
@@ -284,6 +291,24 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
     if druid is not None:
         report["sourceSegments"] = len({p.location for p in pieces})
     return report
+
+
+def _clip_open(datasource: str, intervals, chunks) -> list[Interval]:
+    """`intervals` with each open-ended one (Druid's ETERNITY, or half of it)
+    clipped to what exists there: the dataSource's used segments and `chunks`
+    (where the task's rows fall); one that holds neither is dropped."""
+    out = []
+    for iv in intervals:
+        if not is_open_ended(iv):
+            out.append(iv)
+            continue
+        spans = [c for c in chunks if c.overlaps(iv)]
+        extent = selectors.segments_extent(datasource=datasource, interval=iv, used=True)
+        spans += [extent] if extent else []
+        if spans:
+            hull = Interval(min(s.start for s in spans), max(s.end for s in spans))
+            out.append(hull.intersection(iv) or hull)
+    return out
 
 
 def _nothing_published(spec: IngestionSpec) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 
 from django.db import InterfaceError, OperationalError, connection
 
@@ -58,6 +59,9 @@ def publish_once(task: Task, new_segments: list, note: str = "") -> CommitLogEnt
         return committed
 
 
+_LAST_INSTANT = timedelta(microseconds=1)
+
+
 def lock_intervals(
     intervals: list[Interval], granularity: str, *, touching: bool = True
 ) -> list[Interval]:
@@ -66,8 +70,11 @@ def lock_intervals(
     gran = Granularity.from_name(granularity)
     widened = []
     for iv in intervals:
-        buckets = list(gran.iter_buckets(iv))
-        widened.append(Interval(buckets[0].start, buckets[-1].end))
+        # The first and last buckets only: an interval of many (an open-ended
+        # one clipped to years of data) is not cut into all of them.
+        first = next(iter(gran.iter_buckets(iv)))
+        last = gran.bucket(max(iv.start, iv.end - _LAST_INSTANT))
+        widened.append(Interval(first.start, last.end))
     return merge_intervals(widened, touching=touching)
 
 

@@ -144,6 +144,12 @@ def dimensions_spec(schema: dict, ignored: list[str]) -> DimensionsSpec:
     excl = none_as(ds.get("dimensionExclusions"), [])
     if not isinstance(excl, list) or not all(isinstance(e, str) for e in excl):
         raise SpecError(f"{path}.dimensionExclusions", "must be a list of names")
+    both = [d.name for d in dims if d.name in set(excl)]
+    if both:  # Druid's DimensionsSpec.verify
+        raise SpecError(
+            f"{path}.dimensionExclusions",
+            f"dimensions and dimensions exclusions cannot overlap (as in Druid): {both[0]!r} is in both",
+        )
     include_all = bool_at(ds, "includeAllDimensions", path, False)
     discovery = bool_at(ds, "useSchemaDiscovery", path, False)
     if include_all and not dims:

@@ -3,102 +3,48 @@
 
 from __future__ import annotations
 
-import calendar
-import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from metastore.druid.errors import SpecError
 from metastore.druid.fields import allow, bool_at, object_at
 from metastore.intervals import (
     GRANULARITY_NAMES,
+    MAX_TS,
     Granularity,
     Interval,
-    format_ts,
+    add_period,
     granularity_divides,
 )
+
+__all__ = ["add_period", "expand_interval", "interval_at", "granularity_at", "granularity_spec"]
 
 GRANULARITY_SPEC_FIELDS = {"type", "segmentGranularity", "queryGranularity", "rollup", "intervals"}
 GRANULARITY_SPEC_TYPES = ("uniform", "arbitrary")
 LATEST_END = datetime(9999, 1, 1, tzinfo=UTC)
 
-_PERIOD = re.compile(
-    r"^P(?:(?P<Y>\d+)Y)?(?:(?P<M>\d+)M)?(?:(?P<W>\d+)W)?(?:(?P<D>\d+)D)?"
-    r"(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
-)
-_YEAR_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
-_YEAR = re.compile(r"^(\d{4})$")
-
-
-def _add_period(start: datetime, period: str, sign: int) -> datetime:
-    m = _PERIOD.match(period)
-    if not m or not any(m.groupdict().values()):
-        raise ValueError(f"{period!r} is not an ISO-8601 period like P1D, PT1H or P1M")
-    g = {k: (v or "0") for k, v in m.groupdict().items()}
-    months = int(g["Y"]) * 12 + int(g["M"])
-    if months:
-        index = start.year * 12 + start.month - 1 + sign * months
-        year, month = divmod(index, 12)
-        day = min(start.day, calendar.monthrange(year, month + 1)[1])
-        start = start.replace(year=year, month=month + 1, day=day)
-    delta = timedelta(
-        weeks=int(g["W"]),
-        days=int(g["D"]),
-        hours=int(g["h"]),
-        minutes=int(g["m"]),
-        seconds=float(g["s"]),
-    )
-    return start + sign * delta
-
-
-def add_period(ts: datetime, period: str, sign: int = 1) -> datetime:
-    """`ts` moved by an ISO-8601 period (P1D, PT1H, P1M; calendar months and
-    years), forward (sign 1) or back (-1). Raises ValueError for anything else."""
-    return _add_period(ts, period, sign)
-
-
-def _instant(text: str) -> datetime:
-    """An interval end point: ISO-8601, also Druid's year-month (2016-06) and year forms."""
-    if m := _YEAR_MONTH.match(text):
-        text = f"{m.group(1)}-{m.group(2)}-01"
-    elif m := _YEAR.match(text):
-        text = f"{m.group(1)}-01-01"
-    return Interval.parse(f"{text}/{text}").start
-
 
 def expand_interval(value: str) -> str:
-    """An ISO-8601 interval in Druid's other forms (start/period, period/end,
-    year-month and year end points) as plain start/end text; other text unchanged."""
-    if not isinstance(value, str) or value.count("/") != 1:
+    """An ISO-8601 interval in any of Druid's forms (start/period, period/end,
+    year-month and year end points, ETERNITY's) as plain start/end text; text
+    that is no interval unchanged (`Interval.parse` reads every form itself)."""
+    try:
+        return str(Interval.parse(value))
+    except (ValueError, OverflowError):
         return value
-    first, second = (part.strip() for part in value.split("/"))
-    plain = not any(
-        p.startswith("P") or _YEAR_MONTH.match(p) or _YEAR.match(p) for p in (first, second)
-    )
-    if plain:
-        return value
-    if first.startswith("P") and second.startswith("P"):
-        raise ValueError(f"interval {value!r}: give a start or an end, not two periods")
-    if second.startswith("P"):
-        start = _instant(first)
-        end = _add_period(start, second, 1)
-    elif first.startswith("P"):
-        end = _instant(second)
-        start = _add_period(end, first, -1)
-    else:
-        start, end = _instant(first), _instant(second)
-    return f"{format_ts(start)}/{format_ts(end)}"
 
 
 def interval_at(value: Any, path: str) -> Interval:
-    """An interval field: ISO-8601 in any of Druid's forms, not empty, ending by 9999."""
+    """An interval field: ISO-8601 in any of Druid's forms, not empty, ending by
+    9999 or open-ended as Druid's ETERNITY (the task clips such a span to the
+    data that exists before it locks anything: `is_open_ended`)."""
     if not isinstance(value, str):
         raise SpecError(path, "must be an ISO-8601 interval string like 2013-01-01/2013-01-02")
     if len(value) > 100:
         raise SpecError(path, f"an interval of {len(value)} characters is not an interval")
     try:
-        interval = Interval.parse(expand_interval(value))
+        interval = Interval.parse(value)
     except (ValueError, OverflowError) as exc:
         raise SpecError(
             path, f"malformed interval {value!r} ({exc}); expected e.g. 2013-01-01/2013-01-02"
@@ -107,7 +53,7 @@ def interval_at(value: Any, path: str) -> Interval:
         raise SpecError(path, f"interval {value!r} is empty")
     # Years 1-9999 only, and the segment-granularity buckets (up to YEAR) around
     # an interval must end by 9999-01-01 to stay representable.
-    if interval.end > LATEST_END:
+    if LATEST_END < interval.end < MAX_TS:
         raise SpecError(
             path, f"interval {value!r} ends after 9999-01-01; intervals lie in the years 0001-9998"
         )

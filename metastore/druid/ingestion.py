@@ -4,6 +4,7 @@ between them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from metastore.druid.partitions import PartitionsSpec, check_partition_dimension
 from metastore.druid.timestamps import TIMESTAMP_PATH, TimestampSpec, timestamp_spec
 from metastore.druid.transforms import Transform, transform_spec
 from metastore.druid.tuning import TuningConfig, tuning_config
-from metastore.intervals import Granularity, Interval
+from metastore.intervals import Granularity, Interval, is_open_ended
 
 INGESTION_SPEC_FIELDS = {"dataSchema", "ioConfig", "tuningConfig"}
 DATA_SCHEMA_FIELDS = {
@@ -233,14 +234,16 @@ def ingestion_spec(raw: dict, input_roots, ignored: list[str] | None = None) -> 
     )
 
 
-def drop_existing_chunks(raw: Any) -> list[Interval]:
+def drop_existing_chunks(raw: Any, locked: Sequence[Interval] = ()) -> list[Interval]:
     """The time chunks an index spec that replaces with `dropExisting` must
     publish rows or a tombstone into (SPEC §6): every segment-granularity bucket
     of `granularitySpec.intervals`, in time order; [] for any other spec.
 
     Reads only those fields, with `validate_task_spec`'s own parsing, never the
     input (so a publish can ask it cheaply). The spec was validated when it was
-    submitted; one that no longer parses asks for nothing here."""
+    submitted; one that no longer parses asks for nothing here. An open-ended
+    interval (Druid's ETERNITY) asks only for the chunks inside the task's
+    `locked` intervals: the task clipped it to what exists before locking."""
     if not isinstance(raw, dict) or raw.get("type") not in ("index_parallel", "index"):
         return []
     try:
@@ -255,4 +258,7 @@ def drop_existing_chunks(raw: Any) -> list[Interval]:
     except SpecError:
         return []
     buckets = Granularity.from_name(segment).iter_buckets
-    return sorted({chunk for iv in intervals for chunk in buckets(iv)}, key=lambda c: c.start)
+    bounded = [iv for iv in intervals if not is_open_ended(iv)]
+    for iv in filter(is_open_ended, intervals):
+        bounded += filter(None, (iv.intersection(lock) for lock in locked))
+    return sorted({chunk for iv in bounded for chunk in buckets(iv)}, key=lambda c: c.start)

@@ -239,6 +239,21 @@ def unused_segments_in(*, datasource: str, interval: Interval, limit: int) -> li
     )
 
 
+def segments_extent(*, datasource: str, interval: Interval, used: bool | None) -> Interval | None:
+    """The span of the dataSource's segments (used, unused, or either for None)
+    overlapping `interval`, clipped to it; None when there is none. What an
+    open-ended interval (Druid's ETERNITY) means when a task locks it."""
+    qs = Segment.objects.filter(
+        datasource__name=datasource, start__lt=interval.end, end__gt=interval.start
+    )
+    if used is not None:
+        qs = qs.filter(used=used)
+    agg = qs.aggregate(lo=Min("start"), hi=Max("end"))
+    if agg["lo"] is None:
+        return None
+    return Interval(agg["lo"], agg["hi"]).intersection(interval)
+
+
 def segments_span(*, ids: list[str]) -> Interval | None:
     """The time the segments `ids` cover together, or None if none exists."""
     agg = Segment.objects.filter(id__in=ids).aggregate(lo=Min("start"), hi=Max("end"))

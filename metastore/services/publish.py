@@ -82,7 +82,8 @@ def segments_publish(
         _refuse_inactive(task.id, task.status, task.cancel_requested)
         locks = list(TaskLock.objects.filter(task=task, revoked=False))
         left_out = allocation_rules.chunks_left_out(
-            drop_existing_chunks(task.spec), [seg.interval for seg in segments]
+            drop_existing_chunks(task.spec, [lock.interval for lock in locks]),
+            [seg.interval for seg in segments],
         )
         if left_out:
             raise PublishError(
