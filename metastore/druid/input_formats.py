@@ -194,3 +194,54 @@ def avro_schema(schema: Any, path: str) -> str | None:
     if not isinstance(schema, dict) or schema.get("type") != "record":
         raise SpecError(path, "must be an Avro record schema")
     return json.dumps(schema)
+
+
+# A zero-width probe put at the start of a capturing group i: it captures one
+# character next to the group's position, in its own groups i+1 and i+2,
+# whenever the group takes part in the match (the empty third branch keeps an
+# empty line matching), so the replacement `probe_replacement(i)` is longer than
+# one character exactly when group i took part. (Spark's regexp_replace reads
+# numbered group references; named ones come out empty.)
+REGEX_PROBE = r"(?:(?=([\s\S]))|(?<=([\s\S]))|)"
+
+
+def probe_replacement(group: int) -> str:
+    """The replacement text that reads group `group`'s probe (see REGEX_PROBE)."""
+    return f"x${group + 1}${group + 2}"
+
+
+def _group_starts(pattern: str) -> list[int]:
+    """Where each capturing group's body starts in a Java regular expression
+    (after `(` or `(?<name>`), in group order; escapes, \\Q...\\E and character
+    classes skipped."""
+    starts, i, depth = [], 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            end = pattern.find("\\E", i + 2) if pattern.startswith("\\Q", i) else i
+            i = (len(pattern) if end < 0 else end) + 2
+            continue
+        if depth:
+            depth += {"[": 1, "]": -1}.get(c, 0)
+        elif c == "[":
+            depth = 1
+            i += 2 if pattern.startswith("[^]", i) else 1
+            i += pattern.startswith("]", i) or pattern.startswith("^]", i)
+            continue
+        elif c == "(" and not pattern.startswith("(?", i):
+            starts.append(i + 1)
+        elif c == "(" and pattern.startswith("(?<", i) and pattern[i + 3 : i + 4] not in "=!":
+            starts.append(pattern.index(">", i) + 1)
+        i += 1
+    return starts
+
+
+def regex_group_probes(pattern: str) -> list[str | None]:
+    """For each capturing group of `pattern`, the pattern with `REGEX_PROBE` at
+    the group's start: Druid reads a group that did not take part as null (Java's
+    `Matcher.group`), where Spark's regexp_extract gives ''. None for every group
+    when numbered back references (which the probe would renumber) are used."""
+    starts = _group_starts(pattern)
+    if re.search(r"\\[1-9]", pattern.replace("\\\\", "")):
+        return [None] * len(starts)
+    return [pattern[:at] + REGEX_PROBE + pattern[at:] for at in starts]

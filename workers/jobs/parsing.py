@@ -25,6 +25,7 @@ from metastore.druid.errors import SpecError
 from metastore.druid.expressions import translate
 from metastore.druid.filters import filter_columns
 from metastore.druid.ingestion import IngestionSpec
+from metastore.druid.input_formats import probe_replacement, regex_group_probes
 from metastore.druid.input_sources import InputSpec
 from metastore.druid.metrics import (
     FIRST_LAST_TYPES,
@@ -419,13 +420,22 @@ def _read_delimited(spark, files: list[str], inp: InputSpec, scratch: Path):
 
 def _read_regex(spark, files: list[str], inp: InputSpec):
     """Druid's RegexReader: a line that does not match the whole pattern is
-    malformed; group i is the i-th column (Spark's regexp_extract, Java's regex)."""
+    malformed; group i is the i-th column (Spark's regexp_extract, Java's regex),
+    null when the group took no part in the match."""
     whole = sql_str(f"^(?:{inp.regex_pattern})$")
     matches = f"value RLIKE {whole}"
-    columns = [
-        f"CASE WHEN {matches} THEN regexp_extract(value, {whole}, {i}) END AS {sql_name(name)}"
-        for i, name in enumerate(inp.csv_columns or (), start=1)
-    ]
+    probes = regex_group_probes(inp.regex_pattern)
+    columns = []
+    for i, name in enumerate(inp.csv_columns or (), start=1):
+        value = f"regexp_extract(value, {whole}, {i})"
+        probe = probes[i - 1] if i <= len(probes) else None
+        if probe is not None:  # a group that took no part is null, as in Druid
+            took_part = (
+                f"value = '' OR length(regexp_replace(value, {sql_str(f'^(?:{probe})$')}, "
+                f"{sql_str(probe_replacement(i))})) > 1"
+            )
+            value = f"CASE WHEN {took_part} THEN {value} END"
+        columns.append(f"CASE WHEN {matches} THEN {value} END AS {sql_name(name)}")
     corrupt = f"CASE WHEN NOT {matches} THEN value END AS {sql_name(CORRUPT)}"
     return spark.read.text(files).selectExpr(*columns, corrupt)
 
