@@ -288,7 +288,7 @@ def add_period(ts: datetime, period: str, sign: int = 1) -> datetime:
     return ts + sign * delta
 
 
-_MICRO = timedelta(microseconds=1)
+_MILLI = timedelta(milliseconds=1)
 _WEEK_STEP = timedelta(days=7)
 _DAYS = tuple(timedelta(days=d) for d in range(7))
 _datetime = datetime
@@ -302,8 +302,8 @@ class Granularity:
 
     ``ALL`` has a single bucket, ``ETERNITY`` = ``[MIN_TS, MAX_TS)``: it
     truncates every timestamp to ``MIN_TS`` (0001-01-01T00:00:00.000Z).
-    ``NONE`` does not bucket at all: ``truncate`` returns the timestamp
-    unchanged and a bucket is one microsecond long; ``iter_buckets`` refuses it.
+    ``NONE`` is Druid's: one bucket per millisecond (``truncate`` drops only
+    the microseconds), so it buckets time as finely as Druid can store it.
     """
 
     __slots__ = ("name",)
@@ -348,10 +348,6 @@ class Granularity:
 
     def iter_buckets(self, interval: Interval) -> Iterator[Interval]:
         """Buckets overlapping ``interval``, time-ordered (none for an empty interval)."""
-        if self is NONE:
-            raise ValueError(
-                "granularity NONE has no buckets to iterate; use a granularity from SECOND to ALL"
-            )
         end = interval.end
         if interval.start >= end:
             return
@@ -470,14 +466,19 @@ class _All(Granularity):
 
 
 class _None(Granularity):
+    """Druid's NoneGranularity: one bucket per millisecond (Druid's time unit)."""
+
     __slots__ = ()
 
     def truncate(self, ts: datetime) -> datetime:
-        return ts if ts.tzinfo is UTC else _as_utc(ts)
+        if ts.tzinfo is not UTC:
+            ts = _as_utc(ts)
+        micros = ts.microsecond
+        return ts if micros % 1000 == 0 else ts.replace(microsecond=micros - micros % 1000)
 
     def next(self, ts: datetime) -> datetime:
         try:
-            return self.truncate(ts) + _MICRO
+            return self.truncate(ts) + _MILLI
         except OverflowError:
             return MAX_TS
 
@@ -525,6 +526,8 @@ def granularity_divides(query: str, segment: str) -> bool:
     """True when every segment-granularity bucket is a union of query buckets."""
     if query == "NONE":
         return True
+    if segment == "NONE":  # one-millisecond chunks: only NONE fits inside
+        return False
     if query == "WEEK" and segment in ("MONTH", "QUARTER", "YEAR"):
         return False  # ISO weeks straddle months and years
     # GRANULARITY_NAMES runs from the finest to ALL.

@@ -278,14 +278,16 @@ def test_truncate_converts_other_time_zones_and_rejects_naive():
         DAY.truncate(datetime(2024, 1, 1))
 
 
-def test_all_has_one_bucket_from_min_to_max_and_none_does_not_bucket():
+def test_all_has_one_bucket_from_min_to_max_and_none_buckets_by_millisecond():
     t = ts("2024-05-17T13:47:12.345678Z")
     assert ALL.truncate(t) == MIN_TS and ALL.next(t) == MAX_TS and ALL.bucket(t) == ETERNITY
     assert list(ALL.iter_buckets(Interval.parse("2024-01-01/2025-01-01"))) == [ETERNITY]
-    assert NONE.truncate(t) is t
-    assert NONE.bucket(t) == Interval(t, t + timedelta(microseconds=1))
-    with pytest.raises(ValueError, match="NONE"):
-        list(NONE.iter_buckets(Interval.parse("2024-01-01/2024-01-02")))
+    # Druid's NoneGranularity: one bucket per millisecond, Druid's unit of time.
+    ms = ts("2024-05-17T13:47:12.345Z")
+    assert NONE.truncate(t) == ms and NONE.truncate(ms) is ms
+    assert NONE.bucket(t) == Interval(ms, ms + timedelta(milliseconds=1))
+    two = Interval(ms, ms + timedelta(milliseconds=2))
+    assert len(list(NONE.iter_buckets(two))) == 2
 
 
 def test_iter_buckets_yields_the_buckets_overlapping_the_interval():

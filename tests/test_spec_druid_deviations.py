@@ -136,3 +136,19 @@ def test_dimension_exclusions_overlapping_dimensions_are_refused_as_in_druid():
     compact = _compact("2024-01-01/P1D")
     compact["dimensionsSpec"] = {"dimensions": ["page"], "dimensionExclusions": ["page"]}
     assert _refused(compact).field == "dimensionsSpec.dimensionExclusions"
+
+
+def test_segment_granularity_none_is_accepted_as_in_druid():
+    # Druid's NoneGranularity as a segment granularity: one time chunk per millisecond.
+    ingestion = validate_task_spec(
+        _ingest({"segmentGranularity": "NONE"}), input_roots=[]
+    ).ingestion
+    assert (ingestion.segment_granularity, ingestion.query_granularity) == ("NONE", "NONE")
+    coarse_query = _ingest({"segmentGranularity": "NONE", "queryGranularity": "SECOND"})
+    assert _refused(coarse_query).field == "spec.dataSchema.granularitySpec.queryGranularity"
+    replace = _ingest({"segmentGranularity": "none", "intervals": ["2024-01-01/PT1S"]})
+    replace["spec"]["ioConfig"]["dropExisting"] = True
+    assert _refused(replace).field == "spec.ioConfig.dropExisting"
+    compact = _compact("2024-01-01/P1D")
+    compact["granularitySpec"] = {"segmentGranularity": "NONE"}
+    assert validate_task_spec(compact, input_roots=[]).compaction.segment_granularity == "NONE"

@@ -96,3 +96,20 @@ def test_compaction_over_eternity_compacts_the_data_there(run_spec, inline_spec)
     assert task.report["compaction"]["intervals"] == [
         "2024-01-01T00:00:00.000Z/2024-02-01T00:00:00.000Z"
     ]
+
+
+def test_segment_granularity_none_makes_one_time_chunk_per_millisecond(run_spec, inline_spec):
+    rows = (
+        '{"ts": "2024-01-01T00:00:00.001Z", "page": "A", "added": 1}\n'
+        '{"ts": "2024-01-01T00:00:00.001Z", "page": "A", "added": 2}\n'
+        '{"ts": "2024-01-01T00:00:00.250Z", "page": "B", "added": 4}\n'
+    )
+    task = run_spec(inline_spec("per_ms", data=rows, segment_granularity="NONE"))
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    assert sorted(
+        (str(s.interval), s.num_rows) for s in Segment.objects.filter(created_by=task)
+    ) == [
+        ("2024-01-01T00:00:00.001Z/2024-01-01T00:00:00.002Z", 1),  # rolled up
+        ("2024-01-01T00:00:00.250Z/2024-01-01T00:00:00.251Z", 1),
+    ]

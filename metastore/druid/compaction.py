@@ -137,10 +137,7 @@ def _segment_granularity(raw: dict, gran: dict) -> str | None:
         value, where = raw["segmentGranularity"], "segmentGranularity"
     else:
         return None
-    segment = granularity_at(value, where, default="DAY")
-    if segment == "NONE":
-        raise SpecError(where, "NONE is only a query granularity")
-    return segment
+    return granularity_at(value, where, default="DAY")
 
 
 def _granularity(raw: dict) -> tuple[str | None, str | None, bool | None]:

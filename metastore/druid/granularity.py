@@ -172,8 +172,6 @@ def granularity_spec(schema: dict) -> GranularitySpec:
     segment = granularity_at(
         gran.get("segmentGranularity"), f"{gpath}.segmentGranularity", default="DAY"
     )
-    if segment == "NONE":
-        raise SpecError(f"{gpath}.segmentGranularity", "NONE is only a query granularity")
     query = granularity_at(
         gran.get("queryGranularity"), f"{gpath}.queryGranularity", default="NONE"
     )

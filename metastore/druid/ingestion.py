@@ -202,6 +202,12 @@ def ingestion_spec(raw: dict, input_roots, ignored: list[str] | None = None) -> 
     gran = granularity_spec(schema)
     transforms, flt = transform_spec(schema)
     io = _io_config(spec, input_roots, dims, gran.intervals is not None, ignored)
+    if io.drop_existing and gran.segment == "NONE":
+        raise SpecError(
+            f"{IO_PATH}.dropExisting",
+            "cannot be true with segmentGranularity NONE: every millisecond of the "
+            "intervals is a time chunk that would get a tombstone; use SECOND or coarser",
+        )
     tuning = tuning_config(spec, ignored)
     partitions = _partitions(tuning, io, dims, metrics, ignored)
     return IngestionSpec(
