@@ -282,7 +282,9 @@ def _data_schema() -> dict:
     granularity = _object(
         {
             "type": _enum(GRANULARITY_SPEC_TYPES),
-            "segmentGranularity": granularity_schema("time chunk of a segment (NONE: one per millisecond, as in Druid)"),
+            "segmentGranularity": granularity_schema(
+                "time chunk of a segment (NONE: one per millisecond, as in Druid)"
+            ),
             "queryGranularity": granularity_schema("timestamps are truncated to it"),
             "rollup": BOOLEAN,
             "intervals": {"type": "array", "minItems": 1, "items": interval_schema()},
