@@ -1038,15 +1038,18 @@ _SKETCH_AGGS = {
     "HLLSketchMerge": ("hll", "lgK", 12),
     "hyperUnique": ("hll", None, 12),
     "quantilesDoublesSketch": ("kll", "k", 128),
+    "quantilesDoublesSketchMerge": ("kll", "k", 128),
     "KllDoublesSketch": ("kll", "k", 200),
+    "KllDoublesSketchMerge": ("kll", "k", 200),
+    "KllFloatsSketch": ("kll_float", "k", 200),
+    "KllFloatsSketchMerge": ("kll_float", "k", 200),
 }
 _SKETCH_FIELDS = {
     "thetaSketch": {"isInputThetaSketch", "errorBoundsStdDev"},
     "HLLSketchBuild": {"tgtHllType", "round"},
     "HLLSketchMerge": {"tgtHllType", "round"},
     "hyperUnique": {"isInputHyperUnique", "round"},
-    "quantilesDoublesSketch": {"maxStreamLength"},
-    "KllDoublesSketch": {"maxStreamLength"},
+    **{t: {"maxStreamLength"} for t in _SKETCH_AGGS if _SKETCH_AGGS[t][0].startswith("kll")},
 }
 
 
@@ -1087,6 +1090,39 @@ def _sketch_agg(spec, field, cols, cond) -> Agg:
     if kind == "hll" and _bool(spec.get("round"), f"{field}.round"):
         return Agg(spec["name"], sql, "long", "NULL", kind)
     return Agg(spec["name"], sql, sketch_sql.FINAL_KIND[kind], "NULL", kind)
+
+
+def _approx_histogram(spec, field, cols, cond) -> Agg:
+    """approxHistogram(Fold) over stored approxHistogram columns (KLL floats sketches,
+    see metastore.druid.metrics): their union, finalized as Druid's Histogram."""
+    _only(spec, field, {"type", "name", "fieldName", "resolution", "numBuckets", *_AH_REFUSED})
+    for key, why in _AH_REFUSED.items():
+        if spec.get(key) is not None and spec[key] is not False:
+            raise _unsupported(f"{field}.{key}", why)
+    _int(spec.get("resolution", 50), f"{field}.resolution", minimum=1)  # the KLL's accuracy
+    buckets = _int(spec.get("numBuckets", 7), f"{field}.numBuckets", minimum=2)
+    col = cols.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+    if col.kind != "sketch":
+        raise _unsupported(
+            f"{field}.fieldName",
+            f"an {spec['type']} of raw values at query time (it reads stored approxHistogram "
+            "columns; use KllFloatsSketch or quantilesDoublesSketch over values)",
+        )
+    sql = sketch_sql.approx_histogram(_DIALECT.get(), col.sql, cond, buckets)
+    return Agg(
+        spec["name"], _on_engine(sql, f"{field}.type", spec["type"]), "other", "NULL", "approx"
+    )
+
+
+# What a KLL sketch cannot give of Druid's Ben-Haim approximate histogram.
+_AH_REFUSED = {
+    "lowerLimit": "limits that fold outliers into two centroids of Druid's Ben-Haim histogram "
+    "(Strata stores approxHistogram as a KLL sketch, which keeps no centroids)",
+    "upperLimit": "limits that fold outliers into two centroids of Druid's Ben-Haim histogram "
+    "(Strata stores approxHistogram as a KLL sketch, which keeps no centroids)",
+    "finalizeAsBase64Binary": "the binary form of Druid's Ben-Haim histogram (Strata stores "
+    "approxHistogram as a KLL sketch)",
+}
 
 
 def _state_part(state: str, name: str) -> str:
@@ -1144,6 +1180,8 @@ def compile_aggregator(spec, field: str, cols: _Columns, cond: str | None = None
         return _sketch_agg(spec, field, cols, cond)
     if kind in ("variance", "varianceFold"):
         return _variance(spec, field, cols, cond)
+    if kind in ("approxHistogram", "approxHistogramFold"):
+        return _approx_histogram(spec, field, cols, cond)
     if kind in _SKETCHES:
         raise _unsupported(
             f"{field}.type",
@@ -1292,18 +1330,20 @@ def _doubles(value, field: str) -> list[float]:
 
 
 def _quantiles_post(spec, field, out) -> Col:
-    col = _sketch_field(spec, field, out, "kll")
+    family = "kll_float" if spec["type"].startswith("KllFloats") else "kll"
+    col = _sketch_field(spec, field, out, family)
     kind, dialect = spec["type"].split("SketchTo", 1)[1], _DIALECT.get()
-    if kind == "Quantile":
+    if kind == "Quantile":  # a float of a floats sketch, as Druid returns it
         fraction = _doubles([spec.get("fraction")], f"{field}.fraction")[0]
         if not 0 <= fraction <= 1:
             raise NativeQueryError(f"{field}.fraction", "must be from 0 to 1")
-        return Col(sketch_sql.kll_quantile(dialect, col.sql, fraction), "double")
+        sql = sketch_sql.kll_quantile(dialect, col.sql, fraction, family)
+        return Col(sql, "float" if family == "kll_float" else "double")
     if kind == "Rank":
         value = _doubles([spec.get("value")], f"{field}.value")[0]
-        return Col(sketch_sql.kll_rank(dialect, col.sql, value), "double")
+        return Col(sketch_sql.kll_rank(dialect, col.sql, value, family), "double")
     if kind == "String":
-        return Col(sketch_sql.kll_summary(dialect, col.sql), "string")
+        return Col(sketch_sql.kll_summary(dialect, col.sql, family), "string")
     if kind == "Quantiles":
         values = _doubles(spec.get("fractions"), f"{field}.fractions")
         if any(not 0 <= f <= 1 for f in values):
@@ -1317,6 +1357,36 @@ def _quantiles_post(spec, field, out) -> Col:
     return Col(_on_engine(sql, f"{field}.type", f"quantilesDoublesSketchTo{kind}"), "other")
 
 
+def _approx_post(spec, field, out) -> Col:
+    """druid-histogram's post-aggregators over an approxHistogramFold aggregator."""
+    post = spec["type"]
+    if post == "buckets":
+        raise _unsupported(
+            f"{field}.type",
+            "buckets: its breaks drop buckets by the interpolated sums of Druid's Ben-Haim "
+            "histogram, which a KLL sketch does not have; use customBuckets or equalBuckets",
+        )
+    _, key = sketch_sql.APPROX_POSTS[post]
+    _only(spec, field, {"type", "name", "fieldName"} | ({key} if key else set()))
+    col = out.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+    if col.kind != "approx":
+        raise NativeQueryError(f"{field}.fieldName", "must name an approxHistogramFold aggregator")
+    param = None
+    if key == "numBuckets":
+        param = str(_int(spec.get(key), f"{field}.{key}", minimum=2))
+    elif key is not None:
+        values = _doubles(
+            spec.get(key) if key != "probability" else [spec.get(key)], f"{field}.{key}"
+        )
+        if key != "breaks" and any(not 0 <= v <= 1 for v in values):
+            raise NativeQueryError(f"{field}.{key}", "must be from 0 to 1")
+        param = sketch_sql.doubles(values) if key != "probability" else repr(values[0])
+    sql = sketch_sql.approx_post(_DIALECT.get(), post, col.sql, param)
+    return Col(
+        _on_engine(sql, f"{field}.type", post), "float" if key in (None, "probability") else "other"
+    )
+
+
 _SKETCH_POSTS = {
     "thetaSketchEstimate": _estimate_post,
     "HLLSketchEstimate": _estimate_post,
@@ -1325,9 +1395,10 @@ _SKETCH_POSTS = {
     "HLLSketchEstimateWithBounds": _hll_bounds,
     **{
         f"{family}SketchTo{k}": _quantiles_post
-        for family in ("quantilesDoubles", "KllDoubles")
+        for family in ("quantilesDoubles", "KllDoubles", "KllFloats")
         for k in ("Quantile", "Quantiles", "Rank", "CDF", "Histogram", "String")
     },
+    **dict.fromkeys([*sketch_sql.APPROX_POSTS, "buckets"], _approx_post),
 }
 
 
