@@ -321,6 +321,22 @@ def kll_of(texts: list[str] | None, column_type: str | None, k: int) -> bytes:
     return kll_build(numbers, k)
 
 
+# --- regular expressions, for metastore.druid.expressions -------------------------------
+
+
+def regexp_group_taken(text: str, pattern: str, group: int) -> bool | None:
+    """Whether group `group` took part in the first match of `pattern` in `text`, as
+    Java's Matcher.start(group) >= 0 (DuckDB's RE2 gives '' for such a group either
+    way; Druid's regexp_extract is null for one that did not)."""
+    try:
+        match = re.search(pattern, text)
+    except (re.error, IndexError):
+        return None
+    if match is None or group > (match.re.groups or 0):
+        return None
+    return match.start(group) >= 0
+
+
 # name -> (function, argument types, result type); `[T]` is a list of T.
 SIGNATURES = {
     "strata_hll_union": (hll_union, ["[BLOB]", "INTEGER"], "BLOB"),
@@ -347,6 +363,11 @@ SIGNATURES = {
     "strata_approx_quantiles": (approx_quantiles, ["BLOB", "[DOUBLE]"], "QUANTILES"),
     "strata_approx_custom_buckets": (approx_custom_buckets, ["BLOB", "[DOUBLE]"], "HISTOGRAM"),
     "strata_approx_equal_buckets": (approx_equal_buckets, ["BLOB", "INTEGER"], "HISTOGRAM"),
+    "strata_regexp_group_taken": (
+        regexp_group_taken,
+        ["VARCHAR", "VARCHAR", "INTEGER"],
+        "BOOLEAN",
+    ),
     "strata_hll_of": (hll_of, ["[VARCHAR]", "VARCHAR", "INTEGER"], "BLOB"),
     "strata_theta_of": (theta_of, ["[VARCHAR]", "VARCHAR", "INTEGER"], "BLOB"),
     "strata_kll_of": (kll_of, ["[VARCHAR]", "VARCHAR", "INTEGER"], "BLOB"),

@@ -323,12 +323,15 @@ def _expression(text, cols: _Columns, field: str) -> Col:
 
 
 def _truth(col: Col) -> str:
-    """Druid's truthiness: a non-zero number, or the string 'true'; null is false."""
+    """Druid's truthiness: a non-zero number, or the string 'true'. A null value is
+    unknown (NULL), as Druid's expression matcher has it, so that a NOT above does
+    not match it either."""
     if col.kind in ("long", "double", "float"):
-        return f"coalesce(({col.sql}) <> 0, false)"
+        return f"(({col.sql}) <> 0)"
+    text = f"CAST({col.sql} AS {_text()})"
     return (
-        f"coalesce(lower(CAST({col.sql} AS {_text()})) = 'true' "
-        f"OR TRY_CAST(CAST({col.sql} AS {_text()}) AS DOUBLE) <> 0, false)"
+        f"(CASE WHEN {col.sql} IS NOT NULL THEN coalesce(lower({text}) = 'true' "
+        f"OR TRY_CAST({text} AS DOUBLE) <> 0, false) END)"
     )
 
 
@@ -833,7 +836,7 @@ def _logical(spec, field, cols):
 def _array_contains_element(spec, field, cols):
     """arrayContainsElement: an array (or multi-value string) column holding the
     element, through the expression `array_contains` (a single value is an array of
-    one; a null row matches nothing)."""
+    one; a null row is unknown: matched neither by the filter nor by its NOT)."""
     _only(
         spec,
         field,
@@ -855,7 +858,9 @@ def _array_contains_element(spec, field, cols):
         if number is None:
             raise NativeQueryError(f"{field}.elementMatchValue", f"is not a {vtype.lower()}")
         element = repr(number)
-    return _truth(_expression(f"array_contains({ident(column)}, {element})", cols, field))
+    found = _truth(_expression(f"array_contains({ident(column)}, {element})", cols, field))
+    # a null row is unknown (Druid's predicate), so a NOT above does not match it either
+    return f"(CASE WHEN {cols.get(column).sql} IS NOT NULL THEN {found} END)"
 
 
 _FILTERS = {
