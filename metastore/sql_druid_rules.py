@@ -493,7 +493,15 @@ def _first_last(engine: str, by: bool):
 _AGG = "aggregate"
 _add(_AGG, "aggregation", "COUNT", (1, 1))
 _add(_AGG, "aggregation", "SUM MIN MAX AVG BIT_AND BIT_OR BIT_XOR", (1, 1))
-_add(_AGG, "aggregation", "STDDEV STDDEV_POP STDDEV_SAMP VAR_POP VAR_SAMP VARIANCE", (1, 1))
+for _name, _population, _root in (
+    ("VARIANCE", False, False),
+    ("VAR_SAMP", False, False),
+    ("VAR_POP", True, False),
+    ("STDDEV", False, True),
+    ("STDDEV_SAMP", False, True),
+    ("STDDEV_POP", True, True),
+):
+    _add(_AGG, "aggregation", _name, (1, 1), sk.variance(population=_population, root=_root))
 _add(_AGG, "aggregation", "GROUPING", (1, None))
 _SKETCH_AGGS = frozenset({"approx_count_distinct", "quantile_disc", "list", "any_value"})
 _add(
@@ -856,9 +864,14 @@ _NOTES = {
     "tgtHllType accepted, stored as HLL_4",
     "APPROX_COUNT_DISTINCT_DS_THETA": "a theta sketch of `size` (default 16384) over values, or "
     "the union of stored ones",
-    "APPROX_QUANTILE": "over values, exact (an item of the data); over stored sketches, "
-    "their KLL merge's quantile",
+    "APPROX_QUANTILE": "over values, exact (an item of the data); over stored sketches "
+    "(quantiles, KLL doubles or floats, approxHistogram), their KLL merge's quantile",
     "APPROX_QUANTILE_DS": "as APPROX_QUANTILE",
+    **dict.fromkeys(
+        ("VARIANCE", "VAR_SAMP", "VAR_POP", "STDDEV", "STDDEV_SAMP", "STDDEV_POP"),
+        "druid-stats' variance (0 over one value, null over none), over values or merging "
+        "a column of stored variance states as Druid folds them",
+    ),
     "DS_HLL": "an HLL sketch (base64 in results), over values or unioning stored sketches",
     "DS_THETA": "a theta sketch (base64 in results), over values or unioning stored sketches",
     "DS_QUANTILES_SKETCH": "a KLL doubles sketch (Strata's quantiles sketch; base64 in results)",

@@ -74,6 +74,26 @@ def approx_quantile(call: Call) -> str:
     )
 
 
+def variance(*, population: bool, root: bool = False):
+    """VARIANCE, VAR_SAMP, VAR_POP and STDDEV*: druid-stats' variance of a numeric
+    column or of its stored variance states (`strata_variance` of metastore.sketches,
+    which folds them as Druid does); the call's FILTER becomes the macro's condition."""
+
+    def sql(call: Call) -> str | None:
+        if call.window:  # a window keeps the engine's function
+            return None
+        if call.node.get("distinct"):
+            raise DruidFunctionRefused(f"{call.name}: DISTINCT is not supported here")
+        cond = "true"
+        if call.node.get("filter") is not None:
+            call.args.append(call.node["filter"])
+            cond = f"$a{len(call.args) - 1}"
+        text = f"strata_variance($a0, {str(population).lower()}, {cond})"
+        return f"sqrt({text})" if root else text
+
+    return sql
+
+
 def _list(call: Call, start: int) -> str:
     return "[" + ", ".join(f"$a{i}" for i in range(start, len(call.args))) + "]"
 

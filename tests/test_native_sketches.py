@@ -270,7 +270,10 @@ def test_an_empty_bucket_estimates_zero(sk, api_client):
             {"type": "thetaSketch", "name": "t", "fieldName": "user", "errorBoundsStdDev": 2},
             "aggregations[0].errorBoundsStdDev",
         ),
-        ({"type": "approxHistogramFold", "name": "t", "fieldName": "user"}, "aggregations[0].type"),
+        (
+            {"type": "approxHistogramFold", "name": "t", "fieldName": "user"},
+            "aggregations[0].fieldName",
+        ),
     ],
 )
 def test_bad_sketch_aggregators_are_refused_naming_the_field(sk, api_client, change, named):

@@ -323,12 +323,15 @@ def _expression(text, cols: _Columns, field: str) -> Col:
 
 
 def _truth(col: Col) -> str:
-    """Druid's truthiness: a non-zero number, or the string 'true'; null is false."""
+    """Druid's truthiness: a non-zero number, or the string 'true'. A null value is
+    unknown (NULL), as Druid's expression matcher has it, so that a NOT above does
+    not match it either."""
     if col.kind in ("long", "double", "float"):
-        return f"coalesce(({col.sql}) <> 0, false)"
+        return f"(({col.sql}) <> 0)"
+    text = f"CAST({col.sql} AS {_text()})"
     return (
-        f"coalesce(lower(CAST({col.sql} AS {_text()})) = 'true' "
-        f"OR TRY_CAST(CAST({col.sql} AS {_text()}) AS DOUBLE) <> 0, false)"
+        f"(CASE WHEN {col.sql} IS NOT NULL THEN coalesce(lower({text}) = 'true' "
+        f"OR TRY_CAST({text} AS DOUBLE) <> 0, false) END)"
     )
 
 
@@ -833,7 +836,7 @@ def _logical(spec, field, cols):
 def _array_contains_element(spec, field, cols):
     """arrayContainsElement: an array (or multi-value string) column holding the
     element, through the expression `array_contains` (a single value is an array of
-    one; a null row matches nothing)."""
+    one; a null row is unknown: matched neither by the filter nor by its NOT)."""
     _only(
         spec,
         field,
@@ -855,7 +858,9 @@ def _array_contains_element(spec, field, cols):
         if number is None:
             raise NativeQueryError(f"{field}.elementMatchValue", f"is not a {vtype.lower()}")
         element = repr(number)
-    return _truth(_expression(f"array_contains({ident(column)}, {element})", cols, field))
+    found = _truth(_expression(f"array_contains({ident(column)}, {element})", cols, field))
+    # a null row is unknown (Druid's predicate), so a NOT above does not match it either
+    return f"(CASE WHEN {cols.get(column).sql} IS NOT NULL THEN {found} END)"
 
 
 _FILTERS = {
@@ -1038,15 +1043,18 @@ _SKETCH_AGGS = {
     "HLLSketchMerge": ("hll", "lgK", 12),
     "hyperUnique": ("hll", None, 12),
     "quantilesDoublesSketch": ("kll", "k", 128),
+    "quantilesDoublesSketchMerge": ("kll", "k", 128),
     "KllDoublesSketch": ("kll", "k", 200),
+    "KllDoublesSketchMerge": ("kll", "k", 200),
+    "KllFloatsSketch": ("kll_float", "k", 200),
+    "KllFloatsSketchMerge": ("kll_float", "k", 200),
 }
 _SKETCH_FIELDS = {
     "thetaSketch": {"isInputThetaSketch", "errorBoundsStdDev"},
     "HLLSketchBuild": {"tgtHllType", "round"},
     "HLLSketchMerge": {"tgtHllType", "round"},
     "hyperUnique": {"isInputHyperUnique", "round"},
-    "quantilesDoublesSketch": {"maxStreamLength"},
-    "KllDoublesSketch": {"maxStreamLength"},
+    **{t: {"maxStreamLength"} for t in _SKETCH_AGGS if _SKETCH_AGGS[t][0].startswith("kll")},
 }
 
 
@@ -1087,6 +1095,39 @@ def _sketch_agg(spec, field, cols, cond) -> Agg:
     if kind == "hll" and _bool(spec.get("round"), f"{field}.round"):
         return Agg(spec["name"], sql, "long", "NULL", kind)
     return Agg(spec["name"], sql, sketch_sql.FINAL_KIND[kind], "NULL", kind)
+
+
+def _approx_histogram(spec, field, cols, cond) -> Agg:
+    """approxHistogram(Fold) over stored approxHistogram columns (KLL floats sketches,
+    see metastore.druid.metrics): their union, finalized as Druid's Histogram."""
+    _only(spec, field, {"type", "name", "fieldName", "resolution", "numBuckets", *_AH_REFUSED})
+    for key, why in _AH_REFUSED.items():
+        if spec.get(key) is not None and spec[key] is not False:
+            raise _unsupported(f"{field}.{key}", why)
+    _int(spec.get("resolution", 50), f"{field}.resolution", minimum=1)  # the KLL's accuracy
+    buckets = _int(spec.get("numBuckets", 7), f"{field}.numBuckets", minimum=2)
+    col = cols.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+    if col.kind != "sketch":
+        raise _unsupported(
+            f"{field}.fieldName",
+            f"an {spec['type']} of raw values at query time (it reads stored approxHistogram "
+            "columns; use KllFloatsSketch or quantilesDoublesSketch over values)",
+        )
+    sql = sketch_sql.approx_histogram(_DIALECT.get(), col.sql, cond, buckets)
+    return Agg(
+        spec["name"], _on_engine(sql, f"{field}.type", spec["type"]), "other", "NULL", "approx"
+    )
+
+
+# What a KLL sketch cannot give of Druid's Ben-Haim approximate histogram.
+_AH_REFUSED = {
+    "lowerLimit": "limits that fold outliers into two centroids of Druid's Ben-Haim histogram "
+    "(Strata stores approxHistogram as a KLL sketch, which keeps no centroids)",
+    "upperLimit": "limits that fold outliers into two centroids of Druid's Ben-Haim histogram "
+    "(Strata stores approxHistogram as a KLL sketch, which keeps no centroids)",
+    "finalizeAsBase64Binary": "the binary form of Druid's Ben-Haim histogram (Strata stores "
+    "approxHistogram as a KLL sketch)",
+}
 
 
 def _state_part(state: str, name: str) -> str:
@@ -1144,6 +1185,8 @@ def compile_aggregator(spec, field: str, cols: _Columns, cond: str | None = None
         return _sketch_agg(spec, field, cols, cond)
     if kind in ("variance", "varianceFold"):
         return _variance(spec, field, cols, cond)
+    if kind in ("approxHistogram", "approxHistogramFold"):
+        return _approx_histogram(spec, field, cols, cond)
     if kind in _SKETCHES:
         raise _unsupported(
             f"{field}.type",
@@ -1292,18 +1335,20 @@ def _doubles(value, field: str) -> list[float]:
 
 
 def _quantiles_post(spec, field, out) -> Col:
-    col = _sketch_field(spec, field, out, "kll")
+    family = "kll_float" if spec["type"].startswith("KllFloats") else "kll"
+    col = _sketch_field(spec, field, out, family)
     kind, dialect = spec["type"].split("SketchTo", 1)[1], _DIALECT.get()
-    if kind == "Quantile":
+    if kind == "Quantile":  # a float of a floats sketch, as Druid returns it
         fraction = _doubles([spec.get("fraction")], f"{field}.fraction")[0]
         if not 0 <= fraction <= 1:
             raise NativeQueryError(f"{field}.fraction", "must be from 0 to 1")
-        return Col(sketch_sql.kll_quantile(dialect, col.sql, fraction), "double")
+        sql = sketch_sql.kll_quantile(dialect, col.sql, fraction, family)
+        return Col(sql, "float" if family == "kll_float" else "double")
     if kind == "Rank":
         value = _doubles([spec.get("value")], f"{field}.value")[0]
-        return Col(sketch_sql.kll_rank(dialect, col.sql, value), "double")
+        return Col(sketch_sql.kll_rank(dialect, col.sql, value, family), "double")
     if kind == "String":
-        return Col(sketch_sql.kll_summary(dialect, col.sql), "string")
+        return Col(sketch_sql.kll_summary(dialect, col.sql, family), "string")
     if kind == "Quantiles":
         values = _doubles(spec.get("fractions"), f"{field}.fractions")
         if any(not 0 <= f <= 1 for f in values):
@@ -1317,6 +1362,36 @@ def _quantiles_post(spec, field, out) -> Col:
     return Col(_on_engine(sql, f"{field}.type", f"quantilesDoublesSketchTo{kind}"), "other")
 
 
+def _approx_post(spec, field, out) -> Col:
+    """druid-histogram's post-aggregators over an approxHistogramFold aggregator."""
+    post = spec["type"]
+    if post == "buckets":
+        raise _unsupported(
+            f"{field}.type",
+            "buckets: its breaks drop buckets by the interpolated sums of Druid's Ben-Haim "
+            "histogram, which a KLL sketch does not have; use customBuckets or equalBuckets",
+        )
+    _, key = sketch_sql.APPROX_POSTS[post]
+    _only(spec, field, {"type", "name", "fieldName"} | ({key} if key else set()))
+    col = out.get(_str(spec.get("fieldName"), f"{field}.fieldName"))
+    if col.kind != "approx":
+        raise NativeQueryError(f"{field}.fieldName", "must name an approxHistogramFold aggregator")
+    param = None
+    if key == "numBuckets":
+        param = str(_int(spec.get(key), f"{field}.{key}", minimum=2))
+    elif key is not None:
+        values = _doubles(
+            spec.get(key) if key != "probability" else [spec.get(key)], f"{field}.{key}"
+        )
+        if key != "breaks" and any(not 0 <= v <= 1 for v in values):
+            raise NativeQueryError(f"{field}.{key}", "must be from 0 to 1")
+        param = sketch_sql.doubles(values) if key != "probability" else repr(values[0])
+    sql = sketch_sql.approx_post(_DIALECT.get(), post, col.sql, param)
+    return Col(
+        _on_engine(sql, f"{field}.type", post), "float" if key in (None, "probability") else "other"
+    )
+
+
 _SKETCH_POSTS = {
     "thetaSketchEstimate": _estimate_post,
     "HLLSketchEstimate": _estimate_post,
@@ -1325,9 +1400,10 @@ _SKETCH_POSTS = {
     "HLLSketchEstimateWithBounds": _hll_bounds,
     **{
         f"{family}SketchTo{k}": _quantiles_post
-        for family in ("quantilesDoubles", "KllDoubles")
+        for family in ("quantilesDoubles", "KllDoubles", "KllFloats")
         for k in ("Quantile", "Quantiles", "Rank", "CDF", "Histogram", "String")
     },
+    **dict.fromkeys([*sketch_sql.APPROX_POSTS, "buckets"], _approx_post),
 }
 
 

@@ -123,10 +123,16 @@ def slice_(d: Dialect, a: list[Arg]) -> str:
 
 
 def to_string(d: Dialect, a: list[Arg]) -> str:
+    """Druid joins with '' where the separator is null."""
     arr, kind = d.array(a[0])
-    return d.join_array(arr, kind, d.text(a[1]))
+    sep = a[1]
+    if sep.is_literal:
+        text = "''" if sep.literal is None else d.text(sep)
+        return d.join_array(arr, kind, text)
+    return d.join_array(arr, kind, f"coalesce({d.text(sep)}, '')", constant=False)
 
 
 def string_to_array(d: Dialect, a: list[str]) -> str:
-    # Java's String.split: a regular expression, trailing empty strings dropped
-    return d.split(*a)
+    # Java's String.split: a regular expression, trailing empty strings dropped; Druid
+    # splits by '' (into characters) where the pattern is null
+    return d.split(a[0], f"coalesce({a[1]}, '')")

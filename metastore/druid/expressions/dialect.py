@@ -28,6 +28,7 @@ class Dialect(ABC):
     TRY: str  # the engine's cast that gives null instead of failing
     NESTED: tuple[str, ...]  # Druid types whose text is their JSON
     SPELLING: dict[str, str]  # the same keys in every engine (a test checks it)
+    PRINTF_SHOWS_NULL = False  # whether `printf` prints "null" for a null value, as Java
     EXTRACT: dict[str, str]  # timestamp_extract's units, over `{t}`
 
     def sql(self, key: str, *args: object) -> str:
@@ -206,8 +207,9 @@ class Dialect(ABC):
     # --- what differs in shape, not only in spelling ----------------------------------
 
     @abstractmethod
-    def join_array(self, arr: str, kind: str, sep: str) -> str:
-        """array_to_string: the elements as text joined by `sep` (null as 'null')."""
+    def join_array(self, arr: str, kind: str, sep: str, *, constant: bool = True) -> str:
+        """array_to_string: the elements as text joined by `sep` (null as 'null');
+        `constant`: whether `sep` is a literal."""
 
     @abstractmethod
     def split(self, t: str, pattern: str) -> str:

@@ -92,6 +92,8 @@ _SPELLING = {
     "ltrim": "ltrim({0}, {1})",
     "rtrim": "rtrim({0}, {1})",
     "regex_like": "regexp_matches({0}, {1})",
+    # whether group {2} took part in the match (RE2 gives '' either way): metastore.sketches
+    "regex_group_taken": "strata_regexp_group_taken({0}, {1}, {2})",
     "strpos": "(CAST(strpos({0}, {1}) AS BIGINT) - 1)",
     "strpos_from": (
         "(CASE WHEN strpos(substr({0}, {2} + 1), {1}) = 0 THEN -1 "
@@ -222,9 +224,13 @@ class DuckDBDialect(Dialect):
     def row(self, names: list[str]) -> str:
         return "struct_pack(" + ", ".join(f"{n} := {n}" for n in names) + ")"
 
-    def join_array(self, arr: str, kind: str, sep: str) -> str:
+    def join_array(self, arr: str, kind: str, sep: str, *, constant: bool = True) -> str:
         strings = f"list_transform({arr}, lambda _e: coalesce(CAST(_e AS VARCHAR), 'null'))"
-        return f"array_to_string({strings}, {sep})"
+        if constant:
+            return f"array_to_string({strings}, {sep})"
+        # array_to_string takes a constant separator only
+        joined = f"list_reduce({strings}, lambda _a, _b: _a || {sep} || _b)"
+        return f"(CASE WHEN len({arr}) = 0 THEN '' ELSE {joined} END)"
 
     def split(self, t: str, pattern: str) -> str:
         parts = f"string_split_regex({t}, {pattern})"

@@ -40,14 +40,14 @@ NULL_MATCHES = "a null element matches a null value"
 NULL_ELEMENT = "a null argument is a null element"
 NULL_ESCAPE = "null if the text or pattern is null; a null escape is none"
 NULL_SIGN = "null if the magnitude is null; a null sign is +"
-# Where the engines differ today (which of them Druid agrees with is not checked yet):
 NULL_ARRAY = "a null array: null, as in Druid"
 KEPT_ELEMENT = "a null element is kept; " + NULL_ARRAY
-NULL_FORMATTED = "a null value: 'null' on Spark, null on DuckDB"
-NULL_GROUP = "null if nothing matches; a null group: null on Spark, '' on DuckDB"
-NULL_START = "-1 if not found; a null start: -1 on Spark, null on DuckDB"
-NULL_SEPARATOR = "a null separator: null on Spark, ',' on DuckDB"
-NULL_PATTERN = "a null pattern: null on Spark, no split on DuckDB"
+# Checked against Druid's Java on both engines (tests/test_expression_nulls.py):
+NULL_FORMATTED = "a null value prints 'null'; a null format is null"
+NULL_GROUP = "null if nothing matches or the group took no part; the group is a literal"
+NULL_START = "-1 if not found; a null (or negative) start is 0"
+NULL_SEPARATOR = "a null separator is ''"
+NULL_PATTERN = "a null pattern is '' (a split into characters)"
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ TABLE: tuple[Row, ...] = (
     _row("replace", 3, "text", "string", STRICT, "replace({0}, {1}, {2})"),
     _row("strlen", 1, "text", "long", STRICT, by_dialect("strlen")),  # UTF-16 code units
     _a("parse_long", (1, 2), "long", NOT_CONVERTED, strings.parse_long),
-    _row("regexp_extract", (2, 3), "text text long", "string", NULL_GROUP, strings.regexp_extract),
+    _a("regexp_extract", (2, 3), "string", NULL_GROUP, strings.regexp_extract),
     _row("regexp_like", 2, "text", "long", STRICT, strings.regexp_like),
     _row("regexp_replace", 3, "text", "string", STRICT, by_dialect("regexp_replace")),
     _row("contains_string", 2, "text", "long", STRICT, _BOOL.format("contains({0}, {1})")),

@@ -82,6 +82,9 @@ _SPELLING = {
     "ltrim": "trim(LEADING {1} FROM {0})",
     "rtrim": "trim(TRAILING {1} FROM {0})",
     "regex_like": "regexp_like({0}, {1})",
+    # asked where group {2} gave '': a Java back-reference to a group that took no
+    # part fails, to an empty one matches (regexp_extract gives '' for both)
+    "regex_group_taken": "regexp_like({0}, concat('(?:', {1}, ')(?=\\\\', {2}, ')'))",
     "strpos": "(locate({1}, {0}) - 1)",
     "strpos_from": "(locate({1}, {0}, {2} + 1) - 1)",
     "regexp_replace": "regexp_replace({0}, {1}, {2})",
@@ -157,6 +160,7 @@ class SparkDialect(Dialect):
     TRY = "try_cast"
     NESTED = (*ARRAYS, "complex")
     SPELLING = _SPELLING
+    PRINTF_SHOWS_NULL = True  # format_string is Java's Formatter
     EXTRACT = _EXTRACT
 
     def unknown(self, name: str) -> str:
@@ -195,7 +199,7 @@ class SparkDialect(Dialect):
     def row(self, names: list[str]) -> str:
         return "named_struct(" + ", ".join(f"'{n}', {n}" for n in names) + ")"
 
-    def join_array(self, arr: str, kind: str, sep: str) -> str:
+    def join_array(self, arr: str, kind: str, sep: str, *, constant: bool = True) -> str:
         strings = (
             arr if kind in ("array<string>", "array<json>") else f"CAST({arr} AS ARRAY<STRING>)"
         )
