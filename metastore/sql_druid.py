@@ -283,6 +283,57 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
         apply_types(con, tree, columns)
 
 
+UNBOUND = object()  # a parameter position the request left empty (Druid's null entry)
+
+
+def bind_parameters(con, tree: dict, params: list | None) -> None:
+    """Each `?` of the query replaced, in place, by its parameter as a literal of its
+    type, as Druid binds parameters before planning (its SqlParameterizerShuttle): a
+    string is a VARCHAR literal, a whole number a BIGINT, a float a DOUBLE, a
+    datetime a TIMESTAMP literal (a wall-clock time of the session's `sqlTimeZone`,
+    like any timestamp literal), a date a DATE, a list an ARRAY, None NULL. So
+    Druid's implicit casts and time zone apply to a parameter as to what it stands for."""
+    params = params or []
+    stack: list = [tree["statements"][0]["node"]]
+    found = []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            if item.get("class") == "PARAMETER":
+                found.append(item)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    for node in found:
+        identifier = str(node.get("identifier", ""))
+        if not identifier.isdigit():
+            raise SqlRefused(f"Named parameter ${identifier} is not supported: write ?")
+        index = int(identifier) - 1
+        if index >= len(params) or params[index] is UNBOUND:
+            raise SqlRefused(f"No value bound for parameter (position [{index + 1}])")
+        _replace(node, _template_node(con, _literal_sql(params[index])))
+
+
+def _literal_sql(value) -> str:
+    import datetime as dt
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"CAST('{value!r}' AS DOUBLE)"
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP '{value.replace(tzinfo=None).isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal_sql(v) for v in value) + "]"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 def _session_time(con, tree: dict, zone: str) -> None:
     """Under `sqlTimeZone`: a timestamp or date literal is a wall-clock time of the
     zone, CURRENT_DATE the zone's date, and a timestamp cast to DATE the start of its
@@ -538,6 +589,10 @@ class _Kinds:
             )
         if kind == "CAST" and not node.get("try_cast"):
             return _TYPE_KINDS.get(str((node.get("type_expr") or {}).get("type_name", "")).upper())
+        if kind == "FUNCTION" and node.get("function_name") in _ARITHMETIC:
+            found = {self.of(arg) for arg in _call_args(node)}  # `m1 - 1` is a number
+            if found and found <= {"long", "double"}:
+                return "double" if "double" in found else "long"
         return None
 
 
