@@ -693,31 +693,64 @@ _add(
     "scalar", _MV, "MV_OFFSET_OF", (2, 2), "list_position(druid_mv($a0), CAST($a1 AS VARCHAR)) - 1"
 )
 _add("scalar", _MV, "MV_ORDINAL_OF", (2, 2), "list_position(druid_mv($a0), CAST($a1 AS VARCHAR))")
-_add("scalar", _MV, "MV_CONTAINS", (2, 2), "list_has_all(druid_mv($a0), druid_mv($a1))")
-_add("scalar", _MV, "MV_OVERLAP", (2, 2), "list_has_any(druid_mv($a0), druid_mv($a1))")
-_add(
-    "scalar",
-    _MV,
-    "MV_SLICE",
-    (3, 3),
-    "CASE WHEN $a1 < 0 OR $a1 > len(druid_mv($a0)) OR $a1 > $a2 THEN NULL "
-    "ELSE druid_mv_out(list_slice(druid_mv($a0), $a1 + 1, $a2)) END",
-)
+# A null value matches a null (Druid's array_contains / array_overlap): the values are
+# compared with nulls made a marker. Against literals Druid filters natively, where a
+# row without values is one null value; against other values the row is null.
+_MV_VALUES = "list_transform({0}, lambda druid_v: coalesce(druid_v, chr(0)))"
+_MV_OR_NULL = "CASE WHEN len(druid_mv({0})) > 0 THEN druid_mv({0}) ELSE [NULL::VARCHAR] END"
+
+
+def _mv_match(engine: str):
+    def sql(call: Call) -> str:
+        literal = call.args[1].get("type") == "ARRAY_CONSTRUCTOR" and all(
+            c.get("class") == "CONSTANT" for c in call.args[1].get("children") or []
+        )
+        values = (
+            _MV_OR_NULL if literal or call.args[1].get("class") == "CONSTANT" else "druid_mv({0})"
+        )
+        first = _MV_VALUES.format(values.format("$a0"))
+        return f"{engine}({first}, {_MV_VALUES.format('druid_mv($a1)')})"
+
+    return sql
+
+
+_add("scalar", _MV, "MV_CONTAINS", (2, 2), _mv_match("list_has_all"))
+_add("scalar", _MV, "MV_OVERLAP", (2, 2), _mv_match("list_has_any"))
+
+
+def _mv_slice(call: Call) -> str:
+    """MV_SLICE(mv, start[, end]): an empty slice is `[]`, as Druid writes it."""
+    end = "$a2" if len(call.args) == 3 else "len(druid_mv($a0))"
+    part = f"list_slice(druid_mv($a0), $a1 + 1, {end})"
+    return (
+        f"CASE WHEN druid_mv($a0) IS NULL OR $a1 < 0 OR $a1 > len(druid_mv($a0)) OR $a1 > {end} THEN NULL "
+        f"WHEN len({part}) = 0 THEN '[]' ELSE druid_mv_out({part}) END"
+    )
+
+
+_add("scalar", _MV, "MV_SLICE", (2, 3), _mv_slice)
 _add(
     "scalar",
     _MV,
     "MV_APPEND",
     (2, 2),
-    "druid_mv_out(list_append(druid_mv($a0), CAST($a1 AS VARCHAR)))",
+    "druid_mv_out(CASE WHEN druid_mv($a0) IS NOT NULL THEN list_append(druid_mv($a0), CAST($a1 AS VARCHAR)) END)",
 )
 _add(
     "scalar",
     _MV,
     "MV_PREPEND",
     (2, 2),
-    "druid_mv_out(list_prepend(CAST($a0 AS VARCHAR), druid_mv($a1)))",
+    "druid_mv_out(CASE WHEN druid_mv($a1) IS NOT NULL THEN list_prepend(CAST($a0 AS VARCHAR), druid_mv($a1)) END)",
 )
-_add("scalar", _MV, "MV_CONCAT", (2, 2), "druid_mv_out(list_concat(druid_mv($a0), druid_mv($a1)))")
+_add(
+    "scalar",
+    _MV,
+    "MV_CONCAT",
+    (2, 2),
+    "druid_mv_out(CASE WHEN druid_mv($a0) IS NOT NULL AND druid_mv($a1) IS NOT NULL "
+    "THEN list_concat(druid_mv($a0), druid_mv($a1)) END)",
+)
 _add(
     "scalar",
     _MV,
@@ -997,7 +1030,13 @@ to a numeric function (SQRT, POWER, ...) to a double -- text that is not a numbe
 becomes null, as Druid's casts do (ABS, FLOOR and CEIL of a string are refused, as
 Druid refuses them); a multi-value string dimension matches a filter when any of its
 values does, and `GROUP BY` on it counts the row once per value (null for none), the
-filter not narrowing the values grouped (`multi-value-dimensions.md`). The context's
+filter not narrowing the values grouped (`multi-value-dimensions.md`) -- also through a
+CTE or a derived table (a `UNION ALL` too), for the multi-value result of an `MV_`
+function, and in the subquery of an `IN` list; outside `GROUP BY` and filters a string
+function of one maps over its values (`concat(tags, 'x')` of `["a","b"]` is
+`["ax","bx"]`). Query `parameters` are bound as literals of their types before all of
+this, as Druid binds them (a `TIMESTAMP` from text or epoch milliseconds is a
+wall-clock time of the session's zone). The context's
 `sqlTimeZone` (a zone name or a whole-hour offset) moves the time functions without a
 time zone argument, `FLOOR`/`CEIL(t TO unit)`, `EXTRACT`, `DATE_TRUNC`, timestamp
 literals and `CURRENT_DATE` to its wall clock, and timestamps in results are written
