@@ -368,11 +368,22 @@ def _session_time(con, tree: dict, zone: str) -> None:
             else:
                 continue
             _replace(node, _substitute(_template_node(con, text), [copy.deepcopy(child)]))
+        elif node.get("function_name") in ("+", "-") and _calendar_step(node):
+            time, step = _call_args(node)  # `t + INTERVAL '1' MONTH`: on the zone's wall clock
+            text = from_local(f"{to_local('$a0', zone)} {node['function_name']} $a1", zone)
+            _replace(node, _substitute(_template_node(con, text), [time, step]))
         elif node.get("class") == "COLUMN_REF" and [
             n.upper() for n in node.get("column_names") or []
         ] == ["CURRENT_DATE"]:
             today = f"CAST(CAST({to_local('now()', zone)} AS DATE) AS TIMESTAMP)"
             _replace(node, _template_node(con, from_local(today, zone)))
+
+
+def _calendar_step(node: dict) -> bool:
+    """Whether an operator adds (subtracts) months or years to a time: Druid shifts
+    those in the session's zone (year-month intervals), days and less by a fixed width."""
+    args = _call_args(node)
+    return len(args) == 2 and args[1].get("function_name") in ("to_months", "to_years")
 
 
 def _whole_partition_frame(node: dict) -> None:

@@ -339,7 +339,17 @@ def _time_format(call: Call) -> str:
     local = f"timezone('{zone}', CAST($a0 AS TIMESTAMPTZ))" if zone else _TS
     if call.given(1):
         pattern = tm.strftime_pattern(call.literal(1, "the pattern"), call.name)
-        return f"strftime({local}, '{pattern}')".replace("%z", "+0000" if not zone else "%z")
+        if not zone:
+            return f"strftime({local}, '{pattern}')".replace("%z", "+0000")
+        minutes = f"date_diff('minute', {_TS}, {local})"  # Joda's Z: the zone's offset, -0800
+        offset = (
+            f"printf('%s%02d%02d', CASE WHEN {minutes} < 0 THEN '-' ELSE '+' END, "
+            f"abs({minutes}) // 60, abs({minutes}) % 60)"
+        )
+        parts: list[str] = []
+        for i, part in enumerate(pattern.split("%z")):
+            parts += ([offset] if i else []) + ([f"strftime({local}, '{part}')"] if part else [])
+        return " || ".join(parts)
     if zone is None or zone == "UTC":
         return f"strftime({_TS}, {_ISO_OUT})"
     minutes = f"date_diff('minute', {_TS}, {local})"
@@ -419,14 +429,27 @@ def _ceil_to(call: Call) -> str:
     return f"CASE WHEN {floor} = {_TS} THEN {_TS} ELSE {floor} + INTERVAL '{_UNITS[unit]}' END"
 
 
+_CALENDAR = ("MONTH", "QUARTER", "YEAR")  # Druid shifts and counts these in the session's zone
+
+
 def _timestampadd(call: Call) -> str:
-    unit = _unit(call, 0)
-    return f"CAST($a2 AS TIMESTAMP) + CAST($a1 AS BIGINT) * INTERVAL '{_UNITS[unit]}'"
+    """TIMESTAMPADD as Druid plans it: months, quarters and years on the wall clock
+    of the session's `sqlTimeZone` (timestamp_shift), shorter units as a fixed width."""
+    unit, zone = _unit(call, 0), tm.session_zone()
+    step = f"CAST($a1 AS BIGINT) * INTERVAL '{_UNITS[unit]}'"
+    if unit in _CALENDAR and zone != "UTC":
+        return tm.from_local(f"{tm.to_local('$a2', zone)} + {step}", zone)
+    return f"CAST($a2 AS TIMESTAMP) + {step}"
 
 
 def _timestampdiff(call: Call) -> str:
-    unit = _unit(call, 0).lower()
-    return f"CAST(date_sub('{unit}', CAST($a1 AS TIMESTAMP), CAST($a2 AS TIMESTAMP)) AS INTEGER)"
+    """TIMESTAMPDIFF as Druid plans it: whole months (quarters, years) between the
+    wall-clock times of the session's zone, else whole units of fixed width."""
+    unit, zone = _unit(call, 0), tm.session_zone()
+    first, second = "CAST($a1 AS TIMESTAMP)", "CAST($a2 AS TIMESTAMP)"
+    if unit in _CALENDAR and zone != "UTC":
+        first, second = tm.to_local("$a1", zone), tm.to_local("$a2", zone)
+    return f"CAST(date_sub('{unit.lower()}', {first}, {second}) AS INTEGER)"
 
 
 _add("scalar", "time", "TIME_FLOOR", (2, 4), _floor_sql)
