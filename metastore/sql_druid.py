@@ -266,11 +266,11 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
 
     if session_zone() != "UTC":
         _session_time(con, tree, session_zone())
-    strings: set[int] = set()  # the calls of Druid's string functions (by node id)
+    strings: set[str] = set()  # the calls of Druid's string functions (by _shape)
     for node, is_table in reversed(_function_nodes(tree)):
         engine = node.get("function_name", "")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", engine):
-            strings.update([id(node)] if engine == "||" else [])
+            strings.update([_shape(node)] if engine == "||" else [])
             operator = rules.get(engine)
             if operator is not None and operator.sql is not None:
                 _replace(node, translate_call(con, Call(engine, _call_args(node), node), operator))
@@ -287,9 +287,11 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
         if call.window:
             _whole_partition_frame(node)
         _replace(node, translate_call(con, call, rule))
-        strings.update([id(node)] if rule.category == "string" and name not in _NOT_TEXT else [])
+        if rule.category == "string" and name not in _NOT_TEXT:
+            strings.add(_shape({**node, "alias": ""}))
     if columns is not None:
         apply_types(con, tree, columns, strings)
+    _group_order(tree["statements"][0]["node"])
 
 
 UNBOUND = object()  # a parameter position the request left empty (Druid's null entry)
@@ -386,6 +388,23 @@ def _calendar_step(node: dict) -> bool:
     return len(args) == 2 and args[1].get("function_name") in ("to_months", "to_years")
 
 
+def _group_order(select: dict) -> None:
+    """A GROUP BY query without ORDER BY answers its groups in Druid's order: by the
+    grouping keys, nulls first (a groupBy query's sorted dimensions)."""
+    if select.get("type") != "SELECT_NODE" or not select.get("group_expressions"):
+        return
+    modifiers = select.setdefault("modifiers", [])
+    if len(select.get("group_sets") or []) > 1 or any(
+        m.get("type") in ("ORDER_MODIFIER", "DISTINCT_MODIFIER") for m in modifiers
+    ):
+        return
+    orders = [
+        {"type": "ASCENDING", "null_order": "NULLS FIRST", "expression": copy.deepcopy(group)}
+        for group in select["group_expressions"]
+    ]
+    modifiers.insert(0, {"type": "ORDER_MODIFIER", "orders": orders})
+
+
 def _whole_partition_frame(node: dict) -> None:
     """Without ORDER BY every row of a partition is a peer of the current one, so in
     Druid `ROWS ... CURRENT ROW` covers the whole partition: say so as a RANGE frame
@@ -417,6 +436,7 @@ _NO_MATCH = re.compile(
     r"(?:No function matches the given name and argument types '|"
     r"Could not choose a best candidate function for the function call \")(\w+)\((.*?)\)['\"]"
 )
+_MIXED_TYPES = re.compile(r"Cannot mix values of type \S+ and \S+ in (?:CASE|COALESCE)")
 _NO_COLUMN = re.compile(r'Referenced column "?(.+?)"? not found')
 
 
@@ -431,6 +451,8 @@ def engine_message(text: str) -> str:
     if match:
         name, types = match.group(1).upper(), match.group(2)
         return f"Cannot apply '{name}' to arguments of type '{name}({types})'"
+    if _MIXED_TYPES.search(stripped):
+        return f"Illegal mixing of types in CASE or COALESCE statement: {stripped}"
     match = _NO_COLUMN.search(stripped)
     if match:
         return f"Column '{match.group(1)}' not found in any table"
@@ -637,9 +659,9 @@ class _Kinds:
         return None
 
 
-def apply_types(con, tree: dict, columns, strings: set[int] = frozenset()) -> None:
+def apply_types(con, tree: dict, columns, strings: set[str] = frozenset()) -> None:
     """Druid's multi-value strings and implicit casts, on `tree` in place (see above);
-    `strings`: the ids of the nodes that are calls of Druid's string functions."""
+    `strings`: the calls of Druid's string functions (their `_shape`)."""
     ctes = _ctes_in(tree)
     selects = _query_nodes(tree)
     in_lists = {  # `x IN (SELECT tags ...)`: Druid plans the subquery as a GROUP BY
@@ -837,8 +859,13 @@ def _multi_value(con, select: dict, kinds: _Kinds, *, grouped=False, strings=fro
             _unnest_grouped_lists(con, select, kinds)
         if not columns and not select.get("group_expressions"):
             for item in select.get("select_list") or []:
-                if id(item) in strings:
+                if _shape({**item, "alias": ""}) in strings:
                     _map_values(con, item, kinds)
+    for node in [n for part in _expressions(select) for n in _walk(part)]:
+        if node.get("function_name") == "druid_mv" and _call_args(node):
+            argument = _call_args(node)[0]  # MV_CONTAINS(SUBSTRING(tags, 1, 1), ...)
+            if _shape({**argument, "alias": ""}) in strings:
+                _map_values(con, argument, kinds, whole=True)
 
 
 def _selected_multi_value(select: dict, kinds: _Kinds) -> list[str]:
@@ -850,7 +877,7 @@ def _selected_multi_value(select: dict, kinds: _Kinds) -> list[str]:
     return found
 
 
-def _map_values(con, item: dict, kinds: _Kinds) -> None:
+def _map_values(con, item: dict, kinds: _Kinds, *, whole: bool = False) -> None:
     """A string function of one multi-value string outside GROUP BY and filters is
     applied to each of its values, as Druid maps it (`concat(tags, 'x')` of ["a","b"]
     is ["ax","bx"]); aggregates and the MV_ functions (which take the values as a
@@ -872,7 +899,8 @@ def _map_values(con, item: dict, kinds: _Kinds) -> None:
         ref["alias"] = ""
     body = copy.deepcopy(item)
     body["alias"] = ""
-    text = f"druid_mv_out(list_transform(druid_mv($a0), lambda {_VALUE}: $a1))"
+    text = f"list_transform(druid_mv($a0), lambda {_VALUE}: $a1)"
+    text = text if whole else f"druid_mv_out({text})"  # `whole`: the list, to an MV_ function
     _replace(item, _substitute(_template_node(con, text), [column, body]))
 
 

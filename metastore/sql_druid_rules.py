@@ -695,7 +695,18 @@ _add("table", _ARR, "UNNEST", (1, 1))
 # --- multi-value strings -----------------------------------------------------------------
 
 _MV = "multi-value string"
-_add("scalar", _MV, "MV_TO_ARRAY", (1, 1), "druid_mv($a0)")
+
+
+def _mv_to_array(call: Call) -> str:
+    if call.args[0].get("class") != "COLUMN_REF":  # Druid reads only a column as stored
+        raise DruidFunctionRefused(
+            "Function[mv_to_array] argument should be an identifier expression (a column). "
+            "Use array() instead"
+        )
+    return "druid_mv($a0)"
+
+
+_add("scalar", _MV, "MV_TO_ARRAY", (1, 1), _mv_to_array)
 _add("scalar", _MV, "MV_TO_STRING", (2, 2), "array_to_string(druid_mv($a0), $a1)")
 _add("scalar", _MV, "MV_LENGTH", (1, 1), "len(druid_mv($a0))")
 _add(
