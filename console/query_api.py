@@ -28,6 +28,7 @@ from console.druid_schema import SQL_REQUEST, SQL_RESPONSES
 from console.openapi import responses
 from console.security import StrataBasicAuthentication
 from metastore.query import MAX_SEQ, MAX_SQL_CHARS, QueryError, run_query
+from metastore.sql_druid import UNBOUND
 from metastore.sql_druid_time import sql_time_zone, zone, zone_result
 from metastore.sql_guard import SqlRefused
 
@@ -222,6 +223,8 @@ def _parameter_value(i: int, parameter):
     """The value of Druid's dynamic parameter `{"type": <SQL type>, "value": ...}`,
     as its type reads it (a TIMESTAMP from its text or epoch milliseconds)."""
     where = f"parameters[{i}]"
+    if parameter is None:  # Druid's null entry: its `?` is unbound (refused when bound)
+        return UNBOUND
     if not isinstance(parameter, dict) or "value" not in parameter:
         raise DruidSqlRefused(where, "give {'type': ..., 'value': ...}")
     kind, value = parameter.get("type"), parameter["value"]

@@ -320,13 +320,15 @@ def bind_query(
     druid_names: bool = False,
     druid_sql: bool = False,
     commits: dict[str, int] | None = None,
+    params: list | None = None,
 ) -> BoundQuery:
     """Parse `sql` with DuckDB, refuse what Strata does not run (metastore.sql_guard),
     and bind the tables it reads: a bare or `druid.` name is a dataSource (its
     visible rows, as of `as_of`), `sys.` and `INFORMATION_SCHEMA.` names Druid's
     metadata tables (metastore.sql_catalog). Anything else is not found.
     `druid_sql`: the query is Druid SQL (its functions translated, metastore.sql_druid).
-    `commits`: `latest_commits()` if the caller has just read it."""
+    `commits`: `latest_commits()` if the caller has just read it. `params`: Druid SQL's
+    parameters, bound into the query as literals (sql_druid.bind_parameters)."""
     # Read at the first table named (none for `SELECT 1`), unless given.
     known: list[dict[str, int]] = [] if commits is None else [commits]
     sources: dict[str, TableSource] = {}
@@ -365,7 +367,14 @@ def bind_query(
             sources[name] = within(sources[name], start, end, end_included=included)
 
     text = _guarded(
-        con, sql, bind, druid_names=druid_names, druid_sql=druid_sql, columns=kinds, checked=prune
+        con,
+        sql,
+        bind,
+        druid_names=druid_names,
+        druid_sql=druid_sql,
+        columns=kinds,
+        checked=prune,
+        params=params,
     )
     return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
 
@@ -551,6 +560,7 @@ def _guarded(
     druid_sql: bool = False,
     columns=None,
     checked=None,
+    params: list | None = None,
 ) -> str:
     """The SQL to run for `sql`, checked and bound by metastore.sql_guard (with its
     unnamed columns named as Druid SQL names them, if asked; with Druid SQL's
@@ -563,6 +573,7 @@ def _guarded(
         if druid_names or druid_sql:
             sql_guard.name_columns_like_druid(tree)
         if druid_sql:
+            sql_druid.bind_parameters(con, tree, params)
             sql_druid.translate(con, sql, tree, RULES, columns)
         sql_guard.check(tree, functions=allowed_functions(), bind=bind)
         if checked is not None:
@@ -850,8 +861,15 @@ def run_query(
     try:
         check_read_only(sql)
         bound = bind_query(
-            con, sql, as_of=as_of, druid_names=druid_names, druid_sql=druid_sql, commits=commits
+            con,
+            sql,
+            as_of=as_of,
+            druid_names=druid_names,
+            druid_sql=druid_sql,
+            commits=commits,
+            params=params if druid_sql else None,
         )
+        params = None if druid_sql else params  # bound into the Druid SQL already
         _register(con, bound.sources, bound.system, as_of=bound.as_of, views=lease[2])
         if druid_explain:
             result = _bounded(con, limit, lambda: explain_plan(con, bound))

@@ -26,7 +26,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from metastore.sql_guard import SqlRefused
+from metastore.sql_guard import AGGREGATE_FUNCTIONS, SqlRefused
 
 # The engine's own names for standard syntax, by the Druid function written.
 SYNTAX_NAMES = {
@@ -39,6 +39,12 @@ SYNTAX_NAMES = {
     ("SUBSTRING", "substring"),
     ("CEIL", "ceiling"),
 }
+# Druid's string functions whose value is not a string (a multi-value string is not
+# mapped through them: see `_map_values`).
+_NOT_TEXT = frozenset(
+    ["CHARACTER_LENGTH", "CHAR_LENGTH", "LENGTH", "STRLEN", "STRPOS", "POSITION"]
+    + ["DRUID_POSITION_FROM", "CONTAINS_STRING", "ICONTAINS_STRING", "REGEXP_LIKE", "PARSE_LONG"]
+)
 _WRITTEN = re.compile(r'\s*("?)([A-Za-z_][A-Za-z0-9_]*)\1\s*\(')
 
 
@@ -260,9 +266,11 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
 
     if session_zone() != "UTC":
         _session_time(con, tree, session_zone())
+    strings: set[str] = set()  # the calls of Druid's string functions (by _shape)
     for node, is_table in reversed(_function_nodes(tree)):
         engine = node.get("function_name", "")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", engine):
+            strings.update([_shape(node)] if engine == "||" else [])
             operator = rules.get(engine)
             if operator is not None and operator.sql is not None:
                 _replace(node, translate_call(con, Call(engine, _call_args(node), node), operator))
@@ -279,8 +287,62 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
         if call.window:
             _whole_partition_frame(node)
         _replace(node, translate_call(con, call, rule))
+        if rule.category == "string" and name not in _NOT_TEXT:
+            strings.add(_shape({**node, "alias": ""}))
     if columns is not None:
-        apply_types(con, tree, columns)
+        apply_types(con, tree, columns, strings)
+    _group_order(tree["statements"][0]["node"])
+
+
+UNBOUND = object()  # a parameter position the request left empty (Druid's null entry)
+
+
+def bind_parameters(con, tree: dict, params: list | None) -> None:
+    """Each `?` of the query replaced, in place, by its parameter as a literal of its
+    type, as Druid binds parameters before planning (its SqlParameterizerShuttle): a
+    string is a VARCHAR literal, a whole number a BIGINT, a float a DOUBLE, a
+    datetime a TIMESTAMP literal (a wall-clock time of the session's `sqlTimeZone`,
+    like any timestamp literal), a date a DATE, a list an ARRAY, None NULL. So
+    Druid's implicit casts and time zone apply to a parameter as to what it stands for."""
+    params = params or []
+    stack: list = [tree["statements"][0]["node"]]
+    found = []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            if item.get("class") == "PARAMETER":
+                found.append(item)
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    for node in found:
+        identifier = str(node.get("identifier", ""))
+        if not identifier.isdigit():
+            raise SqlRefused(f"Named parameter ${identifier} is not supported: write ?")
+        index = int(identifier) - 1
+        if index >= len(params) or params[index] is UNBOUND:
+            raise SqlRefused(f"No value bound for parameter (position [{index + 1}])")
+        _replace(node, _template_node(con, _literal_sql(params[index])))
+
+
+def _literal_sql(value) -> str:
+    import datetime as dt
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"CAST('{value!r}' AS DOUBLE)"
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP '{value.replace(tzinfo=None).isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal_sql(v) for v in value) + "]"
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _session_time(con, tree: dict, zone: str) -> None:
@@ -308,11 +370,39 @@ def _session_time(con, tree: dict, zone: str) -> None:
             else:
                 continue
             _replace(node, _substitute(_template_node(con, text), [copy.deepcopy(child)]))
+        elif node.get("function_name") in ("+", "-") and _calendar_step(node):
+            time, step = _call_args(node)  # `t + INTERVAL '1' MONTH`: on the zone's wall clock
+            text = from_local(f"{to_local('$a0', zone)} {node['function_name']} $a1", zone)
+            _replace(node, _substitute(_template_node(con, text), [time, step]))
         elif node.get("class") == "COLUMN_REF" and [
             n.upper() for n in node.get("column_names") or []
         ] == ["CURRENT_DATE"]:
             today = f"CAST(CAST({to_local('now()', zone)} AS DATE) AS TIMESTAMP)"
             _replace(node, _template_node(con, from_local(today, zone)))
+
+
+def _calendar_step(node: dict) -> bool:
+    """Whether an operator adds (subtracts) months or years to a time: Druid shifts
+    those in the session's zone (year-month intervals), days and less by a fixed width."""
+    args = _call_args(node)
+    return len(args) == 2 and args[1].get("function_name") in ("to_months", "to_years")
+
+
+def _group_order(select: dict) -> None:
+    """A GROUP BY query without ORDER BY answers its groups in Druid's order: by the
+    grouping keys, nulls first (a groupBy query's sorted dimensions)."""
+    if select.get("type") != "SELECT_NODE" or not select.get("group_expressions"):
+        return
+    modifiers = select.setdefault("modifiers", [])
+    if len(select.get("group_sets") or []) > 1 or any(
+        m.get("type") in ("ORDER_MODIFIER", "DISTINCT_MODIFIER") for m in modifiers
+    ):
+        return
+    orders = [
+        {"type": "ASCENDING", "null_order": "NULLS FIRST", "expression": copy.deepcopy(group)}
+        for group in select["group_expressions"]
+    ]
+    modifiers.insert(0, {"type": "ORDER_MODIFIER", "orders": orders})
 
 
 def _whole_partition_frame(node: dict) -> None:
@@ -346,6 +436,7 @@ _NO_MATCH = re.compile(
     r"(?:No function matches the given name and argument types '|"
     r"Could not choose a best candidate function for the function call \")(\w+)\((.*?)\)['\"]"
 )
+_MIXED_TYPES = re.compile(r"Cannot mix values of type \S+ and \S+ in (?:CASE|COALESCE)")
 _NO_COLUMN = re.compile(r'Referenced column "?(.+?)"? not found')
 
 
@@ -360,6 +451,8 @@ def engine_message(text: str) -> str:
     if match:
         name, types = match.group(1).upper(), match.group(2)
         return f"Cannot apply '{name}' to arguments of type '{name}({types})'"
+    if _MIXED_TYPES.search(stripped):
+        return f"Illegal mixing of types in CASE or COALESCE statement: {stripped}"
     match = _NO_COLUMN.search(stripped)
     if match:
         return f"Column '{match.group(1)}' not found in any table"
@@ -390,7 +483,10 @@ _NUMERIC_FUNCTIONS = {
     "pow": "double", "atan2": "double", "round": "double", "trunc": "double",
     "mod": "long",
 }  # fmt: skip
-_VALUE = "druid_value"  # the lambda parameter standing for one value of a multi-value string
+_VALUE = "druid_value"
+_AGGREGATES = frozenset(AGGREGATE_FUNCTIONS) | {
+    "count_star"
+}  # the lambda parameter standing for one value of a multi-value string
 
 
 def _query_nodes(tree: dict) -> list[dict]:
@@ -406,21 +502,24 @@ def _query_nodes(tree: dict) -> list[dict]:
     return found
 
 
-def _cte_names_in(tree: dict) -> set[str]:
-    names, stack = set(), [tree["statements"][0]["node"]]
+def _ctes_in(tree: dict) -> dict[str, dict]:
+    """The query node of each CTE of the query, by lower-case name."""
+    found, stack = {}, [tree["statements"][0]["node"]]
     while stack:
         item = stack.pop()
         if isinstance(item, list):
             stack.extend(item)
         elif isinstance(item, dict):
             for entry in (item.get("cte_map") or {}).get("map") or []:
-                names.add(str(entry.get("key", "")).lower())
+                value = entry.get("value") or {}
+                found[str(entry.get("key", "")).lower()] = value.get("query_node") or {}
             stack.extend(v for v in item.values() if isinstance(v, dict | list))
-    return names
+    return found
 
 
-def _tables(from_table, columns, ctes: set[str]) -> dict[str, TableKinds]:
-    """{alias or table name (lower): {column: kind}} of the base tables of a FROM."""
+def _tables(from_table, columns, ctes: dict[str, dict]) -> dict[str, TableKinds]:
+    """{alias or table name (lower): {column: kind}} of the tables of a FROM: base
+    tables, and subqueries and CTEs by the kinds of their plain column outputs."""
     from metastore.sql_guard import TableName
 
     if not isinstance(from_table, dict):
@@ -431,7 +530,8 @@ def _tables(from_table, columns, ctes: set[str]) -> dict[str, TableKinds]:
             **_tables(from_table.get("right"), columns, ctes),
         }
     if from_table.get("type") == "SUBQUERY":
-        derived = _derived_kinds(from_table, columns, ctes)
+        node = (from_table.get("subquery") or {}).get("node") or {}
+        derived = _derived_kinds(node, columns, ctes)
         return {str(from_table.get("alias") or "").lower(): derived} if derived else {}
     if from_table.get("type") != "BASE_TABLE":
         return {}
@@ -440,10 +540,13 @@ def _tables(from_table, columns, ctes: set[str]) -> dict[str, TableKinds]:
         from_table.get("schema_name", ""),
         from_table["table_name"],
     )
+    alias = str(from_table.get("alias") or name.table).lower()
     if not name.schema and not name.catalog and name.table.lower() in ctes:
-        return {}
+        inner = {k: v for k, v in ctes.items() if k != name.table.lower()}  # not itself
+        derived = _derived_kinds(ctes[name.table.lower()], columns, inner)
+        return {alias: derived} if derived else {}
     kinds = columns(name)
-    return {str(from_table.get("alias") or name.table).lower(): kinds} if kinds else {}
+    return {alias: kinds} if kinds else {}
 
 
 class _DerivedKinds(dict):
@@ -457,9 +560,20 @@ class _DerivedKinds(dict):
         return len(self) > 0
 
 
-def _derived_kinds(subquery: dict, columns, ctes: set[str]) -> _DerivedKinds:
-    """`(SELECT tags AS t, * FROM ds) AS s`: the kinds of its plain column outputs."""
-    node = (subquery.get("subquery") or {}).get("node") or {}
+def _derived_kinds(node: dict, columns, ctes: dict[str, dict]) -> _DerivedKinds:
+    """`(SELECT tags AS t, * FROM ds) AS s`: the kinds of its plain column outputs; of
+    a UNION (ALL), a column is a multi-value string if it is one in either branch."""
+    if node.get("type") == "SET_OPERATION_NODE":
+        branches = node.get("children") or [node.get("left") or {}, node.get("right") or {}]
+        first, *rest = [_derived_kinds(b, columns, ctes) for b in branches]
+        same = [list(dict.values(r)) for r in rest if len(r) == len(first)]
+        out = _DerivedKinds()
+        for i, (name, kind) in enumerate(dict.items(first)):
+            kinds = [kind] + [other[i] for other in same]
+            out[name] = lambda probe, ks=kinds: (
+                "mv" if probe and any(k(probe) == "mv" for k in ks) else ks[0](probe)
+            )
+        return out
     if node.get("type") != "SELECT_NODE":
         return _DerivedKinds()
     inner = _Kinds(_tables(node.get("from_table"), columns, ctes))
@@ -538,17 +652,30 @@ class _Kinds:
             )
         if kind == "CAST" and not node.get("try_cast"):
             return _TYPE_KINDS.get(str((node.get("type_expr") or {}).get("type_name", "")).upper())
+        if kind == "FUNCTION" and node.get("function_name") in _ARITHMETIC:
+            found = {self.of(arg) for arg in _call_args(node)}  # `m1 - 1` is a number
+            if found and found <= {"long", "double"}:
+                return "double" if "double" in found else "long"
         return None
 
 
-def apply_types(con, tree: dict, columns) -> None:
-    """Druid's multi-value strings and implicit casts, on `tree` in place (see above)."""
-    ctes = _cte_names_in(tree)
-    for select in _query_nodes(tree):
+def apply_types(con, tree: dict, columns, strings: set[str] = frozenset()) -> None:
+    """Druid's multi-value strings and implicit casts, on `tree` in place (see above);
+    `strings`: the calls of Druid's string functions (their `_shape`)."""
+    ctes = _ctes_in(tree)
+    selects = _query_nodes(tree)
+    in_lists = {  # `x IN (SELECT tags ...)`: Druid plans the subquery as a GROUP BY
+        id(n["subquery"]["node"])
+        for select in selects
+        for part in _expressions(select)
+        for n in _all_dicts(part)
+        if n.get("class") == "SUBQUERY" and n.get("subquery_type") == "ANY"
+    }
+    for select in selects:
         kinds = _Kinds(_tables(select.get("from_table"), columns, ctes))
         if not kinds.tables:
             continue
-        _multi_value(con, select, kinds)
+        _multi_value(con, select, kinds, grouped=id(select) in in_lists, strings=strings)
         for part in _expressions(select):
             for node in list(_walk(part)):
                 _implicit_cast(con, node, kinds)
@@ -625,6 +752,9 @@ def _mv_refs(node, kinds: _Kinds) -> list[dict]:
 def _any_value(con, atom: dict, kinds: _Kinds) -> None:
     """A filter on a multi-value string: true if it holds for any of the values (a
     null or empty row is one null value)."""
+    if atom.get("class") == "SUBQUERY":
+        _any_value_in(con, atom, kinds)
+        return
     refs = _mv_refs(atom, kinds)
     if not refs:
         return
@@ -641,6 +771,36 @@ def _any_value(con, atom: dict, kinds: _Kinds) -> None:
     _replace(
         atom, _substitute(_template_node(con, f"NOT {text}" if negated else text), [column, body])
     )
+
+
+def _any_value_in(con, atom: dict, kinds: _Kinds) -> None:
+    """`tags IN (SELECT ...)`: some value of the row is one the subquery gives (a
+    subquery cannot sit in the per-value lambda: the values meet the list it gives)."""
+    child = atom.get("child") or {}
+    found = kinds.column(child)
+    if atom.get("subquery_type") != "ANY" or not found or found[1] != "mv":
+        return
+    values = "CASE WHEN len(druid_mv($a0)) > 0 THEN druid_mv($a0) ELSE [NULL::VARCHAR] END"
+    text = (
+        f"list_has_any({values}, (SELECT list(druid_in_value) "
+        "FROM (SELECT NULL) AS druid_in(druid_in_value)))"
+    )
+    new = _substitute(_template_node(con, text), [copy.deepcopy(child)])
+    for node in _all_dicts(new):
+        if node.get("type") == "SUBQUERY" and node.get("alias") == "druid_in":
+            node["subquery"] = atom["subquery"]
+    _replace(atom, new)
+
+
+def _all_dicts(tree):
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 _NEGATED = {
@@ -679,7 +839,10 @@ def _filter_atoms(node):
             yield item
 
 
-def _multi_value(con, select: dict, kinds: _Kinds) -> None:
+def _multi_value(con, select: dict, kinds: _Kinds, *, grouped=False, strings=frozenset()) -> None:
+    """Druid's multi-value strings in one SELECT: filters match any value, GROUP BY
+    (and an IN list's subquery, `grouped`) unnests, other expressions map over
+    the values."""
     filters = [select.get("where_clause")]
     for part in (select.get("select_list") or []) + [select.get("having")]:
         filters.extend(n.get("filter") for n in _walk(part) if n.get("filter"))
@@ -687,29 +850,130 @@ def _multi_value(con, select: dict, kinds: _Kinds) -> None:
         for atom in list(_filter_atoms(where)):
             _any_value(con, atom, kinds)
     if select.get("from_table", {}).get("type") in ("BASE_TABLE", "SUBQUERY"):
-        for column in _grouped_multi_value(select, kinds):
+        columns = _grouped_multi_value(select, kinds)
+        if grouped and not select.get("group_expressions"):
+            columns = _selected_multi_value(select, kinds)
+        for column in columns:
             _unnest_for_grouping(con, select, kinds, column)
+        if select.get("group_expressions"):
+            _unnest_grouped_lists(con, select, kinds)
+        if not columns and not select.get("group_expressions"):
+            for item in select.get("select_list") or []:
+                if _shape({**item, "alias": ""}) in strings:
+                    _map_values(con, item, kinds)
+    for node in [n for part in _expressions(select) for n in _walk(part)]:
+        if node.get("function_name") == "druid_mv" and _call_args(node):
+            argument = _call_args(node)[0]  # MV_CONTAINS(SUBSTRING(tags, 1, 1), ...)
+            if _shape({**argument, "alias": ""}) in strings:
+                _map_values(con, argument, kinds, whole=True)
 
 
-def _grouped_multi_value(select: dict, kinds: _Kinds) -> list[str]:
-    """The multi-value columns a GROUP BY groups on (by name, position or alias)."""
+def _selected_multi_value(select: dict, kinds: _Kinds) -> list[str]:
+    found: list[str] = []
+    for item in select.get("select_list") or []:
+        for ref in _mv_refs(item, kinds):
+            if kinds.column(ref)[0] not in found:
+                found.append(kinds.column(ref)[0])
+    return found
+
+
+def _map_values(con, item: dict, kinds: _Kinds, *, whole: bool = False) -> None:
+    """A string function of one multi-value string outside GROUP BY and filters is
+    applied to each of its values, as Druid maps it (`concat(tags, 'x')` of ["a","b"]
+    is ["ax","bx"]); aggregates and the MV_ functions (which take the values as a
+    whole) are left as they are."""
+    refs = _mv_refs(item, kinds)
+    if not refs or item.get("class") == "COLUMN_REF":
+        return
+    if len({kinds.column(r)[0] for r in refs}) != 1:
+        return  # two multi-value strings: no one mapping (Druid takes their cartesian product)
+    if any(
+        n.get("class") in ("FUNCTION", "WINDOW") and n.get("function_name") in _AGGREGATES
+        for n in _walk(item)
+    ):
+        return
+    column = copy.deepcopy(refs[0])
+    for ref in refs:
+        ref.clear()
+        ref.update({"class": "COLUMN_REF", "type": "COLUMN_REF", "column_names": [_VALUE]})
+        ref["alias"] = ""
+    body = copy.deepcopy(item)
+    body["alias"] = ""
+    text = f"list_transform(druid_mv($a0), lambda {_VALUE}: $a1)"
+    text = text if whole else f"druid_mv_out({text})"  # `whole`: the list, to an MV_ function
+    _replace(item, _substitute(_template_node(con, text), [column, body]))
+
+
+def _grouped_expressions(select: dict, kinds: _Kinds) -> list[tuple[int, dict]]:
+    """(index in GROUP BY, the expression grouped on: the select item a position or
+    alias names, else the GROUP BY expression itself)."""
     items = select.get("select_list") or []
     aliases = {str(i.get("alias", "")).lower(): i for i in items if i.get("alias")}
-    found: list[str] = []
-    for expression in select.get("group_expressions") or []:
+    found = []
+    for index, expression in enumerate(select.get("group_expressions") or []):
         literal = expression.get("literal", {}) if expression.get("class") == "CONSTANT" else {}
         if literal.get("kind") == "INTEGER" and 0 < int(literal["text"]) <= len(items):
             expression = items[int(literal["text"]) - 1]
         elif expression.get("class") == "POSITIONAL_REFERENCE":
-            index = int(expression.get("index") or 0)
-            expression = items[index - 1] if 0 < index <= len(items) else expression
+            position = int(expression.get("index") or 0)
+            expression = items[position - 1] if 0 < position <= len(items) else expression
         elif expression.get("class") == "COLUMN_REF" and kinds.column(expression) is None:
             names = expression.get("column_names") or []
             expression = aliases.get(str(names[-1]).lower(), expression) if names else expression
+        found.append((index, expression))
+    return found
+
+
+def _grouped_multi_value(select: dict, kinds: _Kinds) -> list[str]:
+    """The multi-value columns a GROUP BY groups on (by name, position or alias)."""
+    found: list[str] = []
+    for _, expression in _grouped_expressions(select, kinds):
         for ref in _mv_refs(expression, kinds):
             if kinds.column(ref)[0] not in found:
                 found.append(kinds.column(ref)[0])
     return found
+
+
+def _shape(node: dict) -> str:
+    return re.sub(r'"query_location(?:_length)?": ?\d+,? ?', "", json.dumps(node, sort_keys=True))
+
+
+def _unnest_grouped_lists(con, select: dict, kinds: _Kinds) -> None:
+    """GROUP BY the multi-value result of an MV_ function (`MV_APPEND(tags, 'x')`):
+    the row once per value of the result (null when it has none), as Druid groups."""
+    groups = select.get("group_expressions") or []
+    items = select.get("select_list") or []
+    for n, (index, expression) in enumerate(_grouped_expressions(select, kinds)):
+        if expression.get("function_name") != "druid_mv_out":
+            continue
+        name = f"druid_group${n}"
+        shape = _shape({**expression, "alias": ""})
+        values = copy.deepcopy(_call_args(expression)[0])
+        _unnest_in_from(con, select, name, "$a0", [values])
+        for node in [groups[index], *items]:
+            if node is expression or _shape({**node, "alias": ""}) == shape:
+                alias = node.get("alias", "")
+                node.clear()
+                node.update({"class": "COLUMN_REF", "type": "COLUMN_REF", "column_names": [name]})
+                node["alias"] = alias
+
+
+def _unnest_in_from(con, select: dict, name: str, values: str, args: list[dict]) -> None:
+    """The SELECT's table, read through `SELECT *, unnest(<values, or [NULL] if none>)
+    AS name` (under the table's own alias)."""
+    table = select["from_table"]
+    alias = table.get("alias") or table.get("table_name") or ""
+    listed = f"CASE WHEN len({values}) > 0 THEN {values} ELSE [NULL::VARCHAR] END"
+    quoted = name.replace('"', '""')
+    template = _parse(
+        con,
+        f'SELECT * FROM (SELECT *, unnest({listed}) AS "{quoted}" FROM druid_unnest_source) AS a',
+    )
+    template = _substitute(template, args)
+    subquery = template["statements"][0]["node"]["from_table"]
+    subquery["alias"] = alias
+    subquery["subquery"]["node"]["from_table"] = copy.deepcopy(table)
+    select["from_table"] = subquery
 
 
 def _unnest_for_grouping(con, select: dict, kinds: _Kinds, column: str) -> None:
@@ -726,22 +990,8 @@ def _unnest_for_grouping(con, select: dict, kinds: _Kinds, column: str) -> None:
     for item in select.get("select_list") or []:
         if item.get("column_names") and item["column_names"][-1] == value_name:
             item["alias"] = item.get("alias") or column
-    table = select["from_table"]
-    alias = table.get("alias") or table.get("table_name") or ""
     quoted = column.replace('"', '""')
-    values = (
-        f'CASE WHEN len(druid_mv("{quoted}")) > 0 THEN druid_mv("{quoted}") '
-        "ELSE [NULL::VARCHAR] END"
-    )
-    name = value_name.replace('"', '""')
-    template = _parse(
-        con,
-        f'SELECT * FROM (SELECT *, unnest({values}) AS "{name}" FROM druid_unnest_source) AS a',
-    )
-    subquery = template["statements"][0]["node"]["from_table"]
-    subquery["alias"] = alias
-    subquery["subquery"]["node"]["from_table"] = copy.deepcopy(table)
-    select["from_table"] = subquery
+    _unnest_in_from(con, select, value_name, f'druid_mv("{quoted}")', [])
 
 
 class TableKinds:

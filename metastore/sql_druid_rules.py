@@ -339,7 +339,17 @@ def _time_format(call: Call) -> str:
     local = f"timezone('{zone}', CAST($a0 AS TIMESTAMPTZ))" if zone else _TS
     if call.given(1):
         pattern = tm.strftime_pattern(call.literal(1, "the pattern"), call.name)
-        return f"strftime({local}, '{pattern}')".replace("%z", "+0000" if not zone else "%z")
+        if not zone:
+            return f"strftime({local}, '{pattern}')".replace("%z", "+0000")
+        minutes = f"date_diff('minute', {_TS}, {local})"  # Joda's Z: the zone's offset, -0800
+        offset = (
+            f"printf('%s%02d%02d', CASE WHEN {minutes} < 0 THEN '-' ELSE '+' END, "
+            f"abs({minutes}) // 60, abs({minutes}) % 60)"
+        )
+        parts: list[str] = []
+        for i, part in enumerate(pattern.split("%z")):
+            parts += ([offset] if i else []) + ([f"strftime({local}, '{part}')"] if part else [])
+        return " || ".join(parts)
     if zone is None or zone == "UTC":
         return f"strftime({_TS}, {_ISO_OUT})"
     minutes = f"date_diff('minute', {_TS}, {local})"
@@ -419,14 +429,27 @@ def _ceil_to(call: Call) -> str:
     return f"CASE WHEN {floor} = {_TS} THEN {_TS} ELSE {floor} + INTERVAL '{_UNITS[unit]}' END"
 
 
+_CALENDAR = ("MONTH", "QUARTER", "YEAR")  # Druid shifts and counts these in the session's zone
+
+
 def _timestampadd(call: Call) -> str:
-    unit = _unit(call, 0)
-    return f"CAST($a2 AS TIMESTAMP) + CAST($a1 AS BIGINT) * INTERVAL '{_UNITS[unit]}'"
+    """TIMESTAMPADD as Druid plans it: months, quarters and years on the wall clock
+    of the session's `sqlTimeZone` (timestamp_shift), shorter units as a fixed width."""
+    unit, zone = _unit(call, 0), tm.session_zone()
+    step = f"CAST($a1 AS BIGINT) * INTERVAL '{_UNITS[unit]}'"
+    if unit in _CALENDAR and zone != "UTC":
+        return tm.from_local(f"{tm.to_local('$a2', zone)} + {step}", zone)
+    return f"CAST($a2 AS TIMESTAMP) + {step}"
 
 
 def _timestampdiff(call: Call) -> str:
-    unit = _unit(call, 0).lower()
-    return f"CAST(date_sub('{unit}', CAST($a1 AS TIMESTAMP), CAST($a2 AS TIMESTAMP)) AS INTEGER)"
+    """TIMESTAMPDIFF as Druid plans it: whole months (quarters, years) between the
+    wall-clock times of the session's zone, else whole units of fixed width."""
+    unit, zone = _unit(call, 0), tm.session_zone()
+    first, second = "CAST($a1 AS TIMESTAMP)", "CAST($a2 AS TIMESTAMP)"
+    if unit in _CALENDAR and zone != "UTC":
+        first, second = tm.to_local("$a1", zone), tm.to_local("$a2", zone)
+    return f"CAST(date_sub('{unit.lower()}', {first}, {second}) AS INTEGER)"
 
 
 _add("scalar", "time", "TIME_FLOOR", (2, 4), _floor_sql)
@@ -680,7 +703,18 @@ _add("table", _ARR, "UNNEST", (1, 1))
 # --- multi-value strings -----------------------------------------------------------------
 
 _MV = "multi-value string"
-_add("scalar", _MV, "MV_TO_ARRAY", (1, 1), "druid_mv($a0)")
+
+
+def _mv_to_array(call: Call) -> str:
+    if call.args[0].get("class") != "COLUMN_REF":  # Druid reads only a column as stored
+        raise DruidFunctionRefused(
+            "Function[mv_to_array] argument should be an identifier expression (a column). "
+            "Use array() instead"
+        )
+    return "druid_mv($a0)"
+
+
+_add("scalar", _MV, "MV_TO_ARRAY", (1, 1), _mv_to_array)
 _add("scalar", _MV, "MV_TO_STRING", (2, 2), "array_to_string(druid_mv($a0), $a1)")
 _add("scalar", _MV, "MV_LENGTH", (1, 1), "len(druid_mv($a0))")
 _add(
@@ -701,31 +735,64 @@ _add(
     "scalar", _MV, "MV_OFFSET_OF", (2, 2), "list_position(druid_mv($a0), CAST($a1 AS VARCHAR)) - 1"
 )
 _add("scalar", _MV, "MV_ORDINAL_OF", (2, 2), "list_position(druid_mv($a0), CAST($a1 AS VARCHAR))")
-_add("scalar", _MV, "MV_CONTAINS", (2, 2), "list_has_all(druid_mv($a0), druid_mv($a1))")
-_add("scalar", _MV, "MV_OVERLAP", (2, 2), "list_has_any(druid_mv($a0), druid_mv($a1))")
-_add(
-    "scalar",
-    _MV,
-    "MV_SLICE",
-    (3, 3),
-    "CASE WHEN $a1 < 0 OR $a1 > len(druid_mv($a0)) OR $a1 > $a2 THEN NULL "
-    "ELSE druid_mv_out(list_slice(druid_mv($a0), $a1 + 1, $a2)) END",
-)
+# A null value matches a null (Druid's array_contains / array_overlap): the values are
+# compared with nulls made a marker. Against literals Druid filters natively, where a
+# row without values is one null value; against other values the row is null.
+_MV_VALUES = "list_transform({0}, lambda druid_v: coalesce(druid_v, chr(0)))"
+_MV_OR_NULL = "CASE WHEN len(druid_mv({0})) > 0 THEN druid_mv({0}) ELSE [NULL::VARCHAR] END"
+
+
+def _mv_match(engine: str):
+    def sql(call: Call) -> str:
+        literal = call.args[1].get("type") == "ARRAY_CONSTRUCTOR" and all(
+            c.get("class") == "CONSTANT" for c in call.args[1].get("children") or []
+        )
+        values = (
+            _MV_OR_NULL if literal or call.args[1].get("class") == "CONSTANT" else "druid_mv({0})"
+        )
+        first = _MV_VALUES.format(values.format("$a0"))
+        return f"{engine}({first}, {_MV_VALUES.format('druid_mv($a1)')})"
+
+    return sql
+
+
+_add("scalar", _MV, "MV_CONTAINS", (2, 2), _mv_match("list_has_all"))
+_add("scalar", _MV, "MV_OVERLAP", (2, 2), _mv_match("list_has_any"))
+
+
+def _mv_slice(call: Call) -> str:
+    """MV_SLICE(mv, start[, end]): an empty slice is `[]`, as Druid writes it."""
+    end = "$a2" if len(call.args) == 3 else "len(druid_mv($a0))"
+    part = f"list_slice(druid_mv($a0), $a1 + 1, {end})"
+    return (
+        f"CASE WHEN druid_mv($a0) IS NULL OR $a1 < 0 OR $a1 > len(druid_mv($a0)) OR $a1 > {end} THEN NULL "
+        f"WHEN len({part}) = 0 THEN '[]' ELSE druid_mv_out({part}) END"
+    )
+
+
+_add("scalar", _MV, "MV_SLICE", (2, 3), _mv_slice)
 _add(
     "scalar",
     _MV,
     "MV_APPEND",
     (2, 2),
-    "druid_mv_out(list_append(druid_mv($a0), CAST($a1 AS VARCHAR)))",
+    "druid_mv_out(CASE WHEN druid_mv($a0) IS NOT NULL THEN list_append(druid_mv($a0), CAST($a1 AS VARCHAR)) END)",
 )
 _add(
     "scalar",
     _MV,
     "MV_PREPEND",
     (2, 2),
-    "druid_mv_out(list_prepend(CAST($a0 AS VARCHAR), druid_mv($a1)))",
+    "druid_mv_out(CASE WHEN druid_mv($a1) IS NOT NULL THEN list_prepend(CAST($a0 AS VARCHAR), druid_mv($a1)) END)",
 )
-_add("scalar", _MV, "MV_CONCAT", (2, 2), "druid_mv_out(list_concat(druid_mv($a0), druid_mv($a1)))")
+_add(
+    "scalar",
+    _MV,
+    "MV_CONCAT",
+    (2, 2),
+    "druid_mv_out(CASE WHEN druid_mv($a0) IS NOT NULL AND druid_mv($a1) IS NOT NULL "
+    "THEN list_concat(druid_mv($a0), druid_mv($a1)) END)",
+)
 _add(
     "scalar",
     _MV,
@@ -1010,7 +1077,13 @@ to a numeric function (SQRT, POWER, ...) to a double -- text that is not a numbe
 becomes null, as Druid's casts do (ABS, FLOOR and CEIL of a string are refused, as
 Druid refuses them); a multi-value string dimension matches a filter when any of its
 values does, and `GROUP BY` on it counts the row once per value (null for none), the
-filter not narrowing the values grouped (`multi-value-dimensions.md`). The context's
+filter not narrowing the values grouped (`multi-value-dimensions.md`) -- also through a
+CTE or a derived table (a `UNION ALL` too), for the multi-value result of an `MV_`
+function, and in the subquery of an `IN` list; outside `GROUP BY` and filters a string
+function of one maps over its values (`concat(tags, 'x')` of `["a","b"]` is
+`["ax","bx"]`). Query `parameters` are bound as literals of their types before all of
+this, as Druid binds them (a `TIMESTAMP` from text or epoch milliseconds is a
+wall-clock time of the session's zone). The context's
 `sqlTimeZone` (a zone name or a whole-hour offset) moves the time functions without a
 time zone argument, `FLOOR`/`CEIL(t TO unit)`, `EXTRACT`, `DATE_TRUNC`, timestamp
 literals and `CURRENT_DATE` to its wall clock, and timestamps in results are written

@@ -1,0 +1,213 @@
+"""A sweep of Druid's own SQL test queries over Druid's test dataSources `foo` and
+`numfoo` (tests/druid_test_data.py), each with the rows Druid's tests expect in
+SQL-compatible null handling (or the error they expect), sent to /druid/v2/sql as a
+client would (issue 26, item 7). Sources: Druid's CalciteMultiValueStringQueryTest
+(`mv_*`) and CalciteQueryTest (`q_*`). `run` answers each case with an outcome and,
+for a miss, its cause, so that misses can be ranked by cause.
+
+Rows are compared as Druid's test helpers compare them, except that a float Druid
+types FLOAT is compared within float precision, and rows without an ORDER BY that
+fixes them as a multiset.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+AB, BC = '["a","b"]', '["b","c"]'
+
+
+@dataclass(frozen=True)
+class Error:
+    """Druid refuses the query with a message containing `text`."""
+
+    text: str
+
+
+N = None
+# (name, query, expected rows or Error, whether the order is fixed)
+CASES: list[tuple[str, str, object, bool]] = [
+    # --- CalciteMultiValueStringQueryTest -----------------------------------------------
+    ("mv_concat_group", "SELECT concat(dim3, 'foo'), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 2], ["bfoo", 2], ["afoo", 1], ["cfoo", 1], ["dfoo", 1], ["foo", 1]], False),
+    ("mv_concat_group_filter", "SELECT concat(dim3, '', 'foo'), SUM(cnt) FROM druid.numfoo where concat(dim3, '', 'foo') = 'bfoo' GROUP BY 1 ORDER BY 2 DESC",
+     [["bfoo", 2], ["afoo", 1], ["cfoo", 1]], False),
+    ("mv_concat_scan", "SELECT concat(dim3, 'foo') FROM druid.numfoo",
+     [['["afoo","bfoo"]'], ['["bfoo","cfoo"]'], ["dfoo"], ["foo"], [N], [N]], False),
+    ("mv_self_concat_scan", "SELECT concat(dim3, '-lol-', dim3) FROM druid.numfoo",
+     [['["a-lol-a","b-lol-b"]'], ['["b-lol-b","c-lol-c"]'], ["d-lol-d"], ["-lol-"], [N], [N]], False),
+    ("mv_concat_scan_filter", "SELECT concat(dim3, '', 'foo') FROM druid.numfoo where concat(dim3, '', 'foo') = 'bfoo'",
+     [['["afoo","bfoo"]'], ['["bfoo","cfoo"]']], False),
+    ("mv_overlap", "SELECT dim3 FROM druid.numfoo WHERE MV_OVERLAP(dim3, ARRAY['a','b']) LIMIT 5", [[AB], [BC]], False),
+    ("mv_overlap_null", "SELECT dim3 FROM druid.numfoo WHERE MV_OVERLAP(dim3, ARRAY[NULL]) LIMIT 5", [[N], [N]], False),
+    ("mv_overlap_column", "SELECT dim3 FROM druid.numfoo WHERE MV_OVERLAP(dim3, ARRAY[dim2]) LIMIT 5", [[AB]], False),
+    ("mv_contains", "SELECT dim3 FROM druid.numfoo WHERE MV_CONTAINS(dim3, ARRAY['a','b']) LIMIT 5", [[AB]], False),
+    ("mv_contains_null", "SELECT dim3 FROM druid.numfoo WHERE MV_CONTAINS(dim3, ARRAY[NULL]) LIMIT 5", [[N], [N]], False),
+    ("mv_contains_one", "SELECT dim3 FROM druid.numfoo WHERE MV_CONTAINS(dim3, ARRAY['a']) LIMIT 5", [[AB]], False),
+    ("mv_contains_column", "SELECT dim3 FROM druid.numfoo WHERE MV_CONTAINS(dim3, ARRAY[dim2]) LIMIT 5", [[AB]], False),
+    ("mv_slice", "SELECT MV_SLICE(dim3, 1) FROM druid.numfoo", [["b"], ["c"], ["[]"], ["[]"], [N], [N]], False),
+    ("mv_length_group", "SELECT dim1, MV_LENGTH(dim3), SUM(cnt) FROM druid.numfoo GROUP BY 1, 2 ORDER BY 2 DESC",
+     [["", 2, 1], ["10.1", 2, 1], ["1", 1, 1], ["2", 1, 1], ["abc", N, 1], ["def", N, 1]], False),
+    ("mv_append_group", "SELECT MV_APPEND(dim3, 'foo'), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [["foo", 4], [N, 2], ["b", 2], ["", 1], ["a", 1], ["c", 1], ["d", 1]], False),
+    ("mv_prepend_group", "SELECT MV_PREPEND('foo', dim3), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [["foo", 4], [N, 2], ["b", 2], ["", 1], ["a", 1], ["c", 1], ["d", 1]], False),
+    ("mv_prepend_append_to_string", "SELECT MV_TO_STRING(MV_PREPEND('foo', dim3), ','), MV_TO_STRING(MV_APPEND(dim3, 'foo'), ','), SUM(cnt) FROM druid.numfoo GROUP BY 1,2 ORDER BY 3 DESC",
+     [[N, N, 2], ["foo,", ",foo", 1], ["foo,a,b", "a,b,foo", 1], ["foo,b,c", "b,c,foo", 1], ["foo,d", "d,foo", 1]], False),
+    ("mv_concat_mv_group", "SELECT MV_CONCAT(dim3, dim3), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [["b", 4], [N, 2], ["", 2], ["a", 2], ["c", 2], ["d", 2]], False),
+    ("mv_offset_group", "SELECT MV_OFFSET(dim3, 1), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 4], ["b", 1], ["c", 1]], False),
+    ("mv_ordinal_group", "SELECT MV_ORDINAL(dim3, 2), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 4], ["b", 1], ["c", 1]], False),
+    ("mv_offset_of_group", "SELECT MV_OFFSET_OF(dim3, 'b'), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 4], [0, 1], [1, 1]], False),
+    ("mv_ordinal_of_group", "SELECT MV_ORDINAL_OF(dim3, 'b'), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 4], [1, 1], [2, 1]], False),
+    ("mv_to_string_group", "SELECT MV_TO_STRING(dim3, ','), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 2], ["", 1], ["a,b", 1], ["b,c", 1], ["d", 1]], False),
+    ("mv_string_to_mv_group", "SELECT STRING_TO_MV(CONCAT(MV_TO_STRING(dim3, ','), ',d'), ','), SUM(cnt) FROM druid.numfoo WHERE MV_LENGTH(dim3) > 0 GROUP BY 1 ORDER BY 2 DESC, 1",
+     [["d", 5], ["b", 2], ["", 1], ["a", 1], ["c", 1]], True),
+    ("mv_string_to_mv_filter", "SELECT STRING_TO_MV(CONCAT(MV_TO_STRING(dim3, ','), ',d'), ',') FROM druid.numfoo WHERE MV_CONTAINS(STRING_TO_MV(CONCAT(MV_TO_STRING(dim3, ','), ',d'), ','), 'd')",
+     [['["a","b","d"]'], ['["b","c","d"]'], ['["d","d"]'], ['["","d"]']], False),
+    ("mv_string_to_mv_constant", "SELECT m1, STRING_TO_MV('a,b', ',') AS mv FROM druid.numfoo GROUP BY 1",
+     [[float(m), AB] for m in range(1, 7)], False),
+    ("mv_string_to_mv_constant_grouped", "SELECT m1, STRING_TO_MV('a,b', ',') AS mv FROM druid.numfoo GROUP BY 1, 2",
+     [[float(m), v] for m in range(1, 7) for v in "ab"], False),
+    ("mv_string_to_mv_of_string_agg", "SELECT STRING_TO_MV(STRING_AGG(dim1, ','), ',') AS mv, COUNT(*) cnt FROM druid.numfoo",
+     [['["","10.1","2","1","def","abc"]', 6]], False),
+    ("mv_filter_only_group", "SELECT MV_FILTER_ONLY(dim3, ARRAY['b']), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 4], ["b", 2]], False),
+    ("mv_filter_none_group", "SELECT MV_FILTER_NONE(dim3, ARRAY['b']), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 2], ["", 1], ["a", 1], ["c", 1], ["d", 1]], False),
+    ("mv_filter_only_length", "SELECT MV_LENGTH(MV_FILTER_ONLY(dim3, ARRAY['b'])), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 4], [1, 2]], False),
+    ("mv_filter_only_coalesce", "SELECT COALESCE(MV_FILTER_ONLY(dim3, ARRAY['b']), 'no b'), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 4], ["b", 2]], False),
+    ("mv_filter_only_coalesce_column", "SELECT COALESCE(MV_FILTER_ONLY(dim3, ARRAY['b']), dim1), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [["b", 2], ["1", 1], ["2", 1], ["abc", 1], ["def", 1]], False),
+    ("mv_filter_only_null_literal", "SELECT COALESCE(MV_FILTER_ONLY(dim3, ARRAY[NULL, 'b']), 'no b'), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 3], ["b", 2], ["no b", 1]], False),
+    ("mv_filter_none_length", "SELECT MV_LENGTH(MV_FILTER_NONE(dim3, ARRAY['b'])), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[1, 4], [N, 2]], False),
+    ("mv_filter_only_two_lengths", "SELECT MV_LENGTH(MV_FILTER_ONLY(dim3, ARRAY['b'])), MV_LENGTH(dim3), SUM(cnt) FROM druid.numfoo GROUP BY 1,2 ORDER BY 3 DESC",
+     [[N, N, 2], [N, 1, 2], [1, 2, 2]], False),
+    ("mv_filter_on_filter_only_no_match", "SELECT dim3, SUM(cnt) FROM druid.numfoo WHERE MV_FILTER_ONLY(dim3, ARRAY['b']) = 'a' GROUP BY 1 ORDER BY 2 DESC",
+     [], False),
+    ("mv_filter_on_filter_only_match", "SELECT dim3, SUM(cnt) FROM druid.numfoo WHERE MV_FILTER_ONLY(dim3, ARRAY['b']) = 'b' GROUP BY 1 ORDER BY 2 DESC",
+     [["b", 2], ["a", 1], ["c", 1]], False),
+    ("mv_filter_on_filter_only_like", "SELECT dim3, SUM(cnt) FROM druid.numfoo WHERE MV_FILTER_ONLY(dim3, ARRAY['b']) LIKE 'b%' GROUP BY 1 ORDER BY 2 DESC",
+     [["b", 2], ["a", 1], ["c", 1]], False),
+    ("mv_to_array_group", "SELECT MV_TO_ARRAY(dim3), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[N, 2], [[""], 1], [["a", "b"], 1], [["b", "c"], 1], [["d"], 1]], False),
+    ("mv_to_array_single_group", "SELECT MV_TO_ARRAY(dim1), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC",
+     [[[v], 1] for v in ("", "1", "10.1", "2", "abc", "def")], False),
+    ("mv_to_array_single_group_limit", "SELECT MV_TO_ARRAY(dim1), SUM(cnt) FROM druid.numfoo GROUP BY 1 ORDER BY 2 DESC limit 10",
+     [[[v], 1] for v in ("", "1", "10.1", "2", "abc", "def")], False),
+    ("mv_to_array_two_args", "SELECT MV_TO_ARRAY(dim3,dim3) FROM druid.numfoo", Error("Invalid number of arguments to function"), False),
+    ("mv_to_array_no_args", "SELECT MV_TO_ARRAY() FROM druid.numfoo", Error("Invalid number of arguments to function"), False),
+    ("mv_to_array_of_expression", "SELECT MV_TO_ARRAY(concat(dim3,'c')) FROM druid.numfoo", Error("should be an identifier expression"), False),
+    ("mv_to_array_of_array", "SELECT MV_TO_ARRAY(Array[1,2]) FROM druid.numfoo", Error("should be an identifier expression"), False),
+    ("mv_overlap_coalesce_nvl", "SELECT COALESCE(dim3, 'other') FROM druid.numfoo WHERE MV_OVERLAP(COALESCE(MV_TO_ARRAY(dim3), ARRAY['other']), ARRAY['a', 'b', 'other']) OR MV_OVERLAP(NVL(MV_TO_ARRAY(dim3), ARRAY['other']), ARRAY['a', 'b', 'other']) LIMIT 5",
+     [[AB], [BC], ["other"], ["other"]], False),
+    ("mv_overlap_coalesce_single", "SELECT COALESCE(dim3, 'other') FROM druid.numfoo WHERE MV_OVERLAP(COALESCE(dim3, 'other'), ARRAY['a', 'b', 'other']) LIMIT 5",
+     [[AB], [BC], ["other"], ["other"]], False),
+    ("mv_overlap_coalesce_other_column", "SELECT COALESCE(dim3, dim2) FROM druid.numfoo WHERE MV_OVERLAP(COALESCE(dim3, dim2), ARRAY['a', 'b', 'other']) LIMIT 5",
+     [[AB], [BC]], False),
+    ("mv_overlap_coalesce_mixed_types", "SELECT COALESCE(dim3, 'other') FROM druid.numfoo WHERE MV_OVERLAP(COALESCE(dim3, ARRAY['other']), ARRAY['a', 'b', 'other']) LIMIT 5",
+     Error("Illegal mixing of types in CASE or COALESCE statement"), False),
+    ("mv_contains_substring", "SELECT dim3 FROM druid.numfoo WHERE MV_CONTAINS(SUBSTRING(dim3, 1, 1), ARRAY['a','b']) LIMIT 5",
+     [[AB]], False),
+    # --- CalciteQueryTest ----------------------------------------------------------------
+    ("q_routines_aggregator", "SELECT COUNT(*) FROM INFORMATION_SCHEMA.ROUTINES WHERE IS_AGGREGATOR = 'YES' AND ROUTINE_NAME = 'COUNT'", [[1]], False),
+    ("q_routines_scalar", "SELECT COUNT(*) FROM INFORMATION_SCHEMA.ROUTINES WHERE IS_AGGREGATOR = 'NO' AND ROUTINE_NAME = 'CEIL'", [[1]], False),
+    ("q_routines_no_schema", "SELECT * FROM INFORMATION_SCHEMA.ROUTINES WHERE ROUTINE_SCHEMA = 'boo'", [], False),
+    ("q_group_order_desc", "SELECT dim1, COUNT(*) FROM druid.foo GROUP BY dim1 ORDER BY dim1 DESC",
+     [["def", 1], ["abc", 1], ["2", 1], ["10.1", 1], ["1", 1], ["", 1]], True),
+    ("q_group_limit", "SELECT dim1, dim2, COUNT(*) FROM druid.foo GROUP BY dim1, dim2 limit 1", [["", "a", 1]], True),
+    ("q_safe_divide", "select count(*) c from foo where ((floor(safe_divide(cast(cast(m1 as char) as bigint), 2))) = 0)", [[1]], False),
+    ("q_div", "select cnt, m1, div(m1, 2), div(cnt+2, cnt+1) from foo",
+     [[1, 1.0, 0, 1], [1, 2.0, 1, 1], [1, 3.0, 1, 1], [1, 4.0, 2, 1], [1, 5.0, 2, 1], [1, 6.0, 3, 1]], False),
+    ("q_group_order_by_count", "SELECT dim1, dim2, COUNT(*) FROM druid.foo GROUP BY 1, 2 ORDER BY 3 DESC",
+     [["", "a", 1], ["1", "a", 1], ["10.1", N, 1], ["2", "", 1], ["abc", N, 1], ["def", "abc", 1]], False),
+    ("q_group_single_desc", "SELECT dim1 FROM druid.foo GROUP BY dim1 ORDER BY dim1 DESC",
+     [["def"], ["abc"], ["2"], ["10.1"], ["1"], [""]], True),
+    ("q_earliest", "SELECT EARLIEST(cnt), EARLIEST(m1), EARLIEST(dim1, 10), EARLIEST(dim1, CAST(10 AS INTEGER)), EARLIEST(cnt + 1), EARLIEST(m1 + 1), EARLIEST(dim1 || CAST(cnt AS VARCHAR), 10), EARLIEST_BY(cnt, MILLIS_TO_TIMESTAMP(l1)), EARLIEST_BY(m1, MILLIS_TO_TIMESTAMP(l1)), EARLIEST_BY(dim1, MILLIS_TO_TIMESTAMP(l1), 10), EARLIEST_BY(cnt + 1, MILLIS_TO_TIMESTAMP(l1)), EARLIEST_BY(m1 + 1, MILLIS_TO_TIMESTAMP(l1)), EARLIEST_BY(dim1 || CAST(cnt AS VARCHAR), MILLIS_TO_TIMESTAMP(l1), 10), EARLIEST_BY(dim1 || CAST(cnt AS VARCHAR), MILLIS_TO_TIMESTAMP(l1), 10) FROM druid.numfoo",
+     [[1, 1.0, "", "", 2, 2.0, "1", 1, 3.0, "2", 2, 4.0, "21", "21"]], False),
+    ("q_latest_of_distinct", "SELECT LATEST(dim1,10) FROM (SELECT DISTINCT __time, dim1 from foo)", [["abc"]], False),
+    ("q_latest_vector", "SELECT LATEST(cnt), LATEST(cnt + 1), LATEST(m1), LATEST(m1+1) FROM druid.numfoo", [[1, 2, 6.0, 7.0]], False),
+    ("q_latest", "SELECT LATEST(cnt), LATEST(m1), LATEST(dim1, 10), LATEST(dim1, CAST(10 AS INTEGER)), LATEST(cnt + 1), LATEST(m1 + 1), LATEST(dim1 || CAST(cnt AS VARCHAR), 10), LATEST_BY(cnt, MILLIS_TO_TIMESTAMP(l1)), LATEST_BY(m1, MILLIS_TO_TIMESTAMP(l1)), LATEST_BY(dim1, MILLIS_TO_TIMESTAMP(l1), 10), LATEST_BY(cnt + 1, MILLIS_TO_TIMESTAMP(l1)), LATEST_BY(m1 + 1, MILLIS_TO_TIMESTAMP(l1)), LATEST_BY(dim1 || CAST(cnt AS VARCHAR), MILLIS_TO_TIMESTAMP(l1), 10), LATEST_BY(dim1 || CAST(cnt AS VARCHAR), MILLIS_TO_TIMESTAMP(l1), CAST(10 AS INTEGER)) FROM druid.numfoo",
+     [[1, 6.0, "abc", "abc", 2, 7.0, "abc1", 1, 2.0, "10.1", 2, 3.0, "10.11", "10.11"]], False),
+    ("q_earliest_by_not_time", "SELECT EARLIEST_BY(m1, l1) FROM druid.numfoo", Error("Cannot apply 'EARLIEST_BY' to arguments of type"), False),
+    ("q_latest_by_not_time", "SELECT LATEST_BY(m1, l1) FROM druid.numfoo", Error("Cannot apply 'LATEST_BY' to arguments of type"), False),
+    ("q_any_value", "SELECT ANY_VALUE(cnt), ANY_VALUE(m1), ANY_VALUE(m2), ANY_VALUE(dim1, 10), ANY_VALUE(cnt + 1), ANY_VALUE(m1 + 1), ANY_VALUE(dim1 || CAST(cnt AS VARCHAR), 10) FROM druid.foo",
+     [[1, 1.0, 1.0, "", 2, 2.0, "1"]], False),
+    ("q_latest_by_time_expression", "SELECT LATEST_BY(m1, MILLIS_TO_TIMESTAMP(BITWISE_SHIFT_RIGHT(TIMESTAMP_TO_MILLIS(__time), 3))) FROM druid.foo GROUP BY TIME_FLOOR(__time, 'P1Y', null, 'America/Los_Angeles')",
+     [[1.0], [4.0], [6.0]], False),
+    ("q_latest_in_subquery", "SELECT SUM(val1), SUM(val2), SUM(val3) FROM (SELECT dim2, LATEST(m1) AS val1, LATEST(cnt) AS val2, LATEST(m2) AS val3 FROM foo GROUP BY dim2)",
+     [[18.0, 4, 18.0]], False),
+    ("q_latest_group", "SELECT dim2, LATEST(m1) AS val1 FROM foo GROUP BY dim2", [[N, 6.0], ["", 3.0], ["a", 4.0], ["abc", 5.0]], False),
+    ("q_string_latest_group", "SELECT dim2, LATEST(dim4,10) AS val1 FROM druid.numfoo GROUP BY dim2",
+     [[N, "b"], ["", "a"], ["a", "b"], ["abc", "b"]], False),
+]  # fmt: skip
+
+
+@dataclass
+class Outcome:
+    name: str
+    ok: bool
+    cause: str = ""  # for a miss: "error: <message>", "rows", "types", "order", "no error"
+    detail: str = ""
+
+
+def _same(value, expected) -> str:
+    """Empty if equal, else "types" (equal numbers of another type) or "rows"."""
+    if isinstance(expected, list) and isinstance(value, list) and len(value) == len(expected):
+        causes = [_same(v, e) for v, e in zip(value, expected, strict=True)]
+        return "rows" if "rows" in causes else "types" if "types" in causes else ""
+    numbers = (int, float)
+    if isinstance(expected, numbers) and isinstance(value, numbers):
+        if isinstance(expected, bool) or isinstance(value, bool):
+            return "" if value == expected else "rows"
+        if not math.isclose(value, expected, rel_tol=1e-6, abs_tol=1e-9):
+            return "rows"
+        return "" if type(value) is type(expected) else "types"
+    return "" if value == expected else "rows"
+
+
+def _key(row) -> str:
+    return repr([(v is not None, repr(v)) for v in row])
+
+
+def compare(rows: list, expected: list, ordered: bool) -> str:
+    if len(rows) != len(expected):
+        return "rows"
+    if ordered:
+        return _same(rows, expected)
+    found = _same(sorted(rows, key=_key), sorted(expected, key=_key))
+    if found == "rows":  # another multiset, or the same rows typed otherwise
+        return "rows"
+    return found
+
+
+def run_case(api_client, case) -> Outcome:
+    name, query, expected, ordered = case
+    body = {"query": query, "resultFormat": "array"}
+    response = api_client.post("/druid/v2/sql", body, format="json")
+    if isinstance(expected, Error):
+        if response.status_code != 400:
+            return Outcome(name, False, "no error", str(response.content[:200]))
+        message = response.json().get("errorMessage", "")
+        ok = expected.text.lower() in message.lower()
+        return Outcome(name, ok, "" if ok else "error text", message[:200])
+    if response.status_code != 200:
+        message = response.json().get("errorMessage", "") if response.status_code == 400 else ""
+        return Outcome(name, False, f"error: {message or response.status_code}"[:160])
+    rows = response.json()
+    cause = compare(rows, expected, ordered)
+    return Outcome(name, not cause, cause, "" if not cause else repr(rows)[:300])
+
+
+def run(api_client, cases=CASES) -> list[Outcome]:
+    return [run_case(api_client, case) for case in cases]
