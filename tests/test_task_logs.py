@@ -188,7 +188,7 @@ def test_a_failed_spark_job_shows_the_driver_jvms_errors_in_the_task_log(
     assert any(" ERROR jvm." in line for line in errors), errors
     assert b"has not been configured" not in whole
     # In the task log's own format (no raw log4j line), before the task's last line.
-    assert all(re.match(ISO_UTC + " [A-Z]+ jvm[.:] ", lines[i]) for i in jvm)
+    assert all(re.match(ISO_UTC + r" [A-Z]+ jvm(\.[\w$.-]+)?: ", lines[i]) for i in jvm)
     raw = r"\d\d/\d\d/\d\d \d\d:|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{4,}Z "  # log4j's own times
     assert not [line for line in lines if re.match(raw, line)]
     assert max(jvm) < max(i for i, line in enumerate(lines) if "ended FAILED" in line)
