@@ -126,6 +126,7 @@ class Episodes:
     def observe(self, ds: str, statuses) -> None:
         from django.utils import timezone
 
+        from metastore.intervals import Interval
         from metastore.selectors import compaction as reads
 
         now = timezone.now()
@@ -135,14 +136,13 @@ class Episodes:
         if not self.open:
             return
         for task in reads.compaction_facts(datasource=ds, now=now).tasks:
-            key = str(task.interval)
-            seen = self.open.get(key)
-            if task.status != "SUCCESS" or seen is None or not task.by_duty:
+            if task.status != "SUCCESS" or not task.by_duty or task.interval is None:
                 continue
             created = _created(task.id)
-            if created is not None and created >= seen:
-                self.latencies.append((task.ended_at - seen).total_seconds())
-                del self.open[key]
+            for key, seen in list(self.open.items()):  # the task's interval, or one it took along
+                if task.interval.contains(Interval.parse(key)) and created and created >= seen:
+                    self.latencies.append((task.ended_at - seen).total_seconds())
+                    del self.open[key]
 
     def close(self) -> None:
         self.unfinished = len(self.open)

@@ -23,7 +23,7 @@ from conftest import REPO, _database_url, _stop_process_group
 
 from metastore import selectors, services
 from metastore.duties.compaction_run import compaction_plans
-from metastore.intervals import ETERNITY
+from metastore.intervals import ETERNITY, Interval
 from metastore.models import ACTIVE_STATUSES, FINAL_STATUSES, Segment, Task, TaskStatus
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
@@ -210,6 +210,9 @@ def test_auto_compaction_under_concurrent_appends_loses_and_duplicates_nothing(
     assert compactions.filter(status=TaskStatus.SUCCESS).exists()
     assert all(t.id.startswith("coordinator-issued_compact_stream_") for t in compactions)
     assert all(t.spec["context"]["useConcurrentLocks"] for t in compactions)
+    # One slot and several days eligible at once: a task took its neighbours along.
+    spans = [Interval.parse(t.spec["ioConfig"]["inputSpec"]["interval"]) for t in compactions]
+    assert any(span.duration > timedelta(days=1) for span in spans), spans
     # Appends lock each day: a compaction's REPLACE lock on one day is never revoked.
     assert not compactions.filter(error__contains="preempted").exists()
 

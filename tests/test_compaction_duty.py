@@ -222,6 +222,39 @@ def test_tombstones_alone_are_not_compacted():
     assert snapshot("wiki", list(plan.values()), status="RUNNING")["intervalCountSkipped"] == 0
 
 
+def test_a_short_slot_takes_the_awaiting_neighbours_along_in_one_task():
+    # Late data made three days eligible at once and one slot is free: one task
+    # compacts the three (not three tasks in turn); day 1 is not next to them.
+    cfg = config(skipOffsetFromLatest="PT0S")
+    visible = tuple(seg(day(d)) for d in (1, 3, 4, 5))
+    plan = plan_datasource(cfg, Facts("wiki", visible), now=NOW)
+    out = by_interval(
+        allocate_slots({"wiki": plan}, used=0, budget=1, batch_bytes={"wiki": 10**9})["wiki"]
+    )
+    three = Interval.parse("2024-01-03/2024-01-06")
+    assert {iv for iv, st in out.items() if st.submit} == {day(3), day(4), day(5)}
+    assert {out[day(d)].task_interval for d in (3, 4, 5)} == {three}
+    assert out[day(1)].code == "NO_SLOT" and "(1 of 1 used)" in out[day(1)].reason
+    # Within inputSegmentSizeBytes only (100 bytes a day), and never without a batch size.
+    out = allocate_slots({"wiki": plan}, used=0, budget=1, batch_bytes={"wiki": 250})["wiki"]
+    assert [st.interval for st in out if st.submit] == [day(5), day(4)]
+    out = allocate_slots({"wiki": plan}, used=0, budget=1)["wiki"]
+    assert [(st.interval, st.task_interval) for st in out if st.submit] == [(day(5), None)]
+
+
+def test_a_task_that_took_neighbours_along_counts_for_each_of_them():
+    cfg = config(skipOffsetFromLatest="PT0S")
+    three = Interval.parse("2024-01-03/2024-01-06")
+    job = compaction_task_spec(cfg, three)
+    failed = (TaskFact("c", three, "FAILED", False, NOW, "boom", True, job),)
+    visible = (seg(day(3)), seg(day(4)))
+    plan = by_interval(plan_datasource(cfg, Facts("wiki", visible, (), failed), now=NOW))
+    assert plan[day(4)].code == "LAST_ATTEMPT_FAILED" and "task c" in plan[day(4)].reason
+    ok = (TaskFact("c", three, "SUCCESS", False, NOW, "", True, job),)
+    plan = plan_datasource(cfg, Facts("wiki", (seg(day(3), by="c"),), (), ok), now=NOW)
+    assert plan[0].last_compacted_at == NOW
+
+
 def test_segments_across_buckets_make_one_candidate():
     two_days = Interval.parse("2024-01-03/2024-01-05")
     groups = candidate_intervals((seg(two_days), seg(hour(4, 3)), seg(hour(6, 1))), "DAY")
@@ -242,6 +275,20 @@ def test_slots_are_shared_between_datasources_in_turn_and_never_exceeded():
     assert all("(4 of 4 used)" in st.reason for st in waiting)
     none_free = allocate_slots({"a": awaiting("a", 2)}, used=5, budget=4)
     assert not any(st.submit for st in none_free["a"])
+    # Taking neighbours along never takes another dataSource's turn, nor a slot.
+    batched = allocate_slots(
+        {"a": awaiting("a", 4), "b": awaiting("b", 2)},
+        used=2,
+        budget=4,
+        batch_bytes={"a": 10**9, "b": 10**9},
+    )
+    tasks = {
+        ds: {st.task_interval or st.interval for st in p if st.submit} for ds, p in batched.items()
+    }
+    assert tasks == {
+        "a": {Interval.parse("2024-01-01/2024-01-05")},
+        "b": {Interval.parse("2024-01-01/2024-01-03")},
+    }
 
 
 def test_slot_budget_is_the_ratio_capped_by_the_maximum_and_at_least_one():

@@ -1,9 +1,10 @@
 """Tasks on a Spark standalone cluster (issue 23): a real master and worker
 started from the pyspark wheel's own launcher (`bin/spark-class`), a Strata
 worker whose slot processes' drivers connect to it (STRATA_SLOT_SPARK_MASTER).
-An ingestion runs on the cluster's executor; a task stuck in the driver's planner
-is shut down within 10 s, its slot process killed, and its application is gone
-from the master (the master's `/json`).
+Each task runs as an application of its own, named by its task id, on its slot's
+warm driver JVM: the master's UI (its `/json`) lists it while it runs, and its
+executor is released when it ends. A task stuck in the driver's planner is shut
+down within 10 s, its slot process killed, and its application is gone.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from test_task_isolation import (
 )
 
 from metastore.models import Segment, TaskStatus
+from workers.slot_main import app_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 
@@ -140,21 +142,15 @@ def _cluster_worker(cluster, django_db_setup, redis_url, strata_dirs, tmp_path_f
     )
 
 
-def slot_app(cluster: Cluster, worker) -> tuple[int, dict]:
-    """The live slot process's pid and its application on the master."""
-
-    def registered():
-        for proc in slot_processes(worker):
-            app = cluster.active_apps().get(f"strata-worker-{proc.pid}")
-            if app is not None:
-                return proc.pid, app
-        return None
-
-    return wait_for(registered, "the slot's driver to register with the master")
+def apps_named(cluster: Cluster, name: str, key: str = "activeapps") -> list[dict]:
+    return [app for app in cluster.state()[key] if app["name"] == name]
 
 
-def test_an_ingestion_runs_on_the_standalone_cluster(cluster, slot_worker, strata_dirs):
-    pid, app = slot_app(cluster, slot_worker)
+def test_an_ingestion_runs_on_the_standalone_cluster_as_its_own_application(
+    cluster, slot_worker, strata_dirs
+):
+    wait_for(lambda: slot_processes(slot_worker), "the slot process")
+    assert not cluster.state()["activeapps"]  # an idle slot holds no executors
     base = big_csv(strata_dirs, "cluster.csv", 500)
 
     task = _await_task(
@@ -163,17 +159,22 @@ def test_an_ingestion_runs_on_the_standalone_cluster(cluster, slot_worker, strat
 
     assert task.status == TaskStatus.SUCCESS, task.error
     assert sum(s.num_rows for s in Segment.objects.filter(created_by_id=task.id)) == 500
-    assert cluster.active_apps()[f"strata-worker-{pid}"]["id"] == app["id"]  # its slot's app
-    assert cluster.state()["workers"][0]["coresused"] == 1  # the slot's executor, on the worker
+    (app,) = apps_named(cluster, app_name(task.id), "completedapps")  # ran there, by its id
+    assert app["cores"] == 1  # on the worker's executor
+    wait_for(lambda: cluster.state()["workers"][0]["coresused"] == 0, "its executor's release")
+    assert not cluster.state()["activeapps"]
 
 
-def test_a_shutdown_on_the_cluster_ends_within_10_s_and_its_application_is_gone(
+def test_a_running_task_is_listed_by_its_id_and_a_shutdown_ends_it_within_10_s(
     cluster, slot_worker, strata_dirs, api_client
 ):
-    pid, app = slot_app(cluster, slot_worker)  # a warm slot: its driver's application
+    (proc,) = wait_for(lambda: slot_processes(slot_worker), "the slot process")
     base = big_csv(strata_dirs, "small.csv", 50)  # planner_spec reads small.csv
     task_id = submit(planner_spec("cluster_plan", base))
     wait_for_phase(task_id, ("phase 1",))
+    (app,) = wait_for(
+        lambda: apps_named(cluster, app_name(task_id)), "the task's application on the master"
+    )
     time.sleep(3)  # in Catalyst's planner, which no job cancel reaches
 
     asked = shutdown(api_client, task_id)
@@ -184,9 +185,10 @@ def test_a_shutdown_on_the_cluster_ends_within_10_s_and_its_application_is_gone(
     assert_stopped_in_time(task, asked, ended)
     assert task.report["stop"]["killed"]
     wait_for(
-        lambda: app["id"] not in {a["id"] for a in cluster.state()["activeapps"]},
-        "the killed slot's application to leave the master",
+        lambda: not apps_named(cluster, app_name(task_id)),
+        "the killed task's application to leave the master",
         timeout=10,
     )
     assert app["id"] in {a["id"] for a in cluster.state()["completedapps"]}
-    assert not any(p.pid == pid for p in slot_processes(slot_worker))
+    wait_for(lambda: cluster.state()["workers"][0]["coresused"] == 0, "its executor's release")
+    assert proc.pid not in {p.pid for p in slot_processes(slot_worker)}

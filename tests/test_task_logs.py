@@ -183,8 +183,12 @@ def test_a_failed_spark_job_shows_the_driver_jvms_errors_in_the_task_log(
     errors = [lines[i] for i in jvm if " ERROR jvm" in lines[i]]
     assert errors, "\n".join(lines[i][:300] for i in jvm[:30])
     assert any("broken.json.gz" in line for line in errors), errors
+    # Spark's log4j layout (the logger's name kept), and no warning about an
+    # unconfigured scheduler pool: a slot's driver runs one task, FIFO.
+    assert any(" ERROR jvm." in line for line in errors), errors
+    assert b"has not been configured" not in whole
     # In the task log's own format (no raw log4j line), before the task's last line.
-    assert all(re.match(ISO_UTC + " [A-Z]+ jvm[.:] ", lines[i]) for i in jvm)
+    assert all(re.match(ISO_UTC + r" [A-Z]+ jvm(\.[\w$.-]+)?: ", lines[i]) for i in jvm)
     raw = r"\d\d/\d\d/\d\d \d\d:|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{4,}Z "  # log4j's own times
     assert not [line for line in lines if re.match(raw, line)]
     assert max(jvm) < max(i for i, line in enumerate(lines) if "ended FAILED" in line)

@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 def run_once() -> dict[str, list[str]]:
     """One run of the duty: {dataSource: ids of the compaction tasks it submitted}."""
     plans = compaction_duty_run()
-    submitted = {
-        ds: [st.task_id for st in statuses if st.submit and st.task_id]
+    submitted = {  # a task that took neighbouring intervals along is named once
+        ds: list(dict.fromkeys(st.task_id for st in statuses if st.submit and st.task_id))
         for ds, statuses in plans.statuses.items()
     }
     total = sum(len(ids) for ids in submitted.values())

@@ -66,23 +66,64 @@ def _output_to(path: str | None) -> Iterator[None]:
         os.close(target)
 
 
-def _start_driver() -> int:
-    """Start the driver JVM, its output to STRATA_SLOT_JVM_LOG, and run one tiny
-    job on it; its pid."""
-    import pyspark.sql  # noqa: F401 - its import warnings stay in this process's log
+def on_cluster() -> bool:
+    """The slot drivers' master is a cluster's (not `local`): each task is an
+    application of its own there, named by the task."""
+    from django.conf import settings
+
+    return not settings.STRATA_SLOT_SPARK_MASTER.startswith("local")
+
+
+def _session_options() -> dict:
     from django.conf import settings
 
     from workers.slots import SLOT_JAVA_OPTIONS
-    from workers.spark import driver_process, get_spark
 
+    return {
+        "master": settings.STRATA_SLOT_SPARK_MASTER,
+        "driver_memory": settings.STRATA_TASK_DRIVER_MEMORY,
+        "java_options": SLOT_JAVA_OPTIONS,
+    }
+
+
+def app_name(task_id: str) -> str:
+    """The name of a task's application on a cluster's master (its UI lists it)."""
+    return f"strata task {task_id}"
+
+
+def _start_driver() -> int:
+    """Start the driver JVM, its output to STRATA_SLOT_JVM_LOG; on a local
+    master, with its session warm (one tiny job run); its pid."""
+    import pyspark.sql  # noqa: F401 - its import warnings stay in this process's log
+
+    from workers.spark import driver_process, get_spark, start_gateway
+
+    options = _session_options()
     with _output_to(os.environ.get("STRATA_SLOT_JVM_LOG")):
-        spark = get_spark(
-            master=settings.STRATA_SLOT_SPARK_MASTER,
-            driver_memory=settings.STRATA_TASK_DRIVER_MEMORY,
-            java_options=SLOT_JAVA_OPTIONS,
-        )
-    spark.range(1).count()
+        if on_cluster():
+            start_gateway(**options)
+        else:
+            get_spark(**options, scheduler_mode="FIFO").range(1).count()
     return driver_process().pid
+
+
+@contextlib.contextmanager
+def _task_session(task_id: str) -> Iterator[None]:
+    """On a cluster, the task's own application on the warm JVM, stopped (its
+    executors released) when the task ends; on a local master, the warm session."""
+    from workers.spark import get_spark, stop_spark
+
+    if not on_cluster():
+        yield
+        return
+    get_spark(**_session_options(), scheduler_mode="FIFO", app_name=app_name(task_id))
+    try:
+        yield
+    finally:
+        try:
+            stop_spark()
+        except Exception:  # a dead driver: the supervisor replaces this process
+            log.warning("stopping task %s's application failed", task_id, exc_info=True)
 
 
 def _run(task_id: str) -> None:
@@ -94,7 +135,8 @@ def _run(task_id: str) -> None:
     slots.TASK_LOG_START = slots.log_size(Path(path) if path else None)
     with task_log_capture(task_id):
         log.info("task %s runs in slot process %s", task_id, os.getpid())
-        run_task(task_id)
+        with _task_session(task_id):
+            run_task(task_id)
 
 
 def main(fd: int) -> None:

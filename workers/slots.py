@@ -66,9 +66,11 @@ def driver_failure(returncode: int | None, log_path: Path | None, since: int = 0
 # slot_main): an OutOfMemoryError logged before it belongs to an earlier driver.
 TASK_LOG_START = 0
 
-# The driver JVM's log lines: log4j's simple layout as the slot's driver writes
-# it ("2026-11-26T07:22:10.997036694Z <thread> ERROR message", UTC), and Spark's
-# default pattern ("26/11/26 07:22:10 ERROR Logger: message", the JVM's local time).
+# The driver JVM's log lines: Spark's default pattern, which the slot's driver
+# writes (workers/log4j2.properties: "26/11/26 07:22:10 ERROR Logger: message",
+# the JVM's local time), and log4j's own status layout, which it falls back to
+# when its configuration fails ("2026-11-26T07:22:10.997036694Z <thread> ERROR
+# message", UTC).
 _SIMPLE = re.compile(
     rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,3})\d*)?Z (.*?) "
     rb"(TRACE|DEBUG|INFO|WARN|ERROR|FATAL) (.*)"

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
+
+# Spark's default log4j2 configuration at WARN (a driver started with
+# -Dlog4j2.level instead falls back to log4j's bare status layout and Spark's
+# own defaults are never loaded).
+LOG4J_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
 _lock = threading.Lock()
 _session = None
@@ -19,11 +25,15 @@ def get_spark(
     shuffle_partitions: int | None = None,
     driver_memory: str | None = None,
     java_options: str = "",
+    scheduler_mode: str = "FAIR",
+    app_name: str | None = None,
 ):
     """The process's SparkSession (settings from `console.settings` when Django is set up).
 
     `java_options` are added to the driver JVM's options (a slot process's
-    collector and its exit on OutOfMemoryError, `workers.slots`)."""
+    collector and its exit on OutOfMemoryError, `workers.slots`). A slot
+    process runs one task at a time: FIFO, no scheduler pools to configure.
+    `app_name` is the application's name (on a cluster, the master lists it)."""
     global _session
     with _lock:
         if _session is not None:
@@ -43,7 +53,7 @@ def get_spark(
                 driver_memory = driver_memory or "2g"
         builder = (
             SparkSession.builder.master(master)
-            .appName(f"strata-worker-{os.getpid()}")
+            .appName(app_name or f"strata-worker-{os.getpid()}")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
             .config("spark.default.parallelism", str(shuffle_partitions))
@@ -56,14 +66,18 @@ def get_spark(
             .config("spark.hadoop.parquet.enable.summary-metadata", "false")
             .config("spark.sql.sources.partitionOverwriteMode", "static")
             .config("spark.sql.adaptive.enabled", "true")
-            # Task slots are threads sharing this session, each in its own FAIR
-            # scheduler pool, so one task's big job does not starve the others.
-            .config("spark.scheduler.mode", "FAIR")
-            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.level=WARN {java_options}".strip())
+            # Task slots that are threads sharing this session each have their
+            # own FAIR scheduler pool, so one task's big job does not starve the others.
+            .config("spark.scheduler.mode", scheduler_mode)
+            .config("spark.driver.extraJavaOptions", _java_options(java_options))
         )
         _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel("WARN")
         return _session
+
+
+def _java_options(extra: str) -> str:
+    return f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()} {extra}".strip()
 
 
 def stop_spark() -> None:
@@ -74,9 +88,22 @@ def stop_spark() -> None:
             _session = None
 
 
+def start_gateway(*, master: str, driver_memory: str, java_options: str = "") -> None:
+    """Start this process's driver JVM without a SparkContext (`get_spark` then
+    creates its session on it): a slot process on a cluster starts an
+    application per task, named by it, on the JVM it keeps warm."""
+    from pyspark import SparkConf, SparkContext
+
+    conf = SparkConf(loadDefaults=False)
+    conf.set("spark.master", master)
+    conf.set("spark.driver.memory", driver_memory)
+    conf.set("spark.driver.extraJavaOptions", _java_options(java_options))
+    SparkContext._ensure_initialized(conf=conf)
+
+
 def driver_process():
-    """The `Popen` of this process's driver JVM (None before it started)."""
-    if _session is None:
-        return None
-    gateway = getattr(_session.sparkContext, "_gateway", None)
-    return getattr(gateway, "proc", None)
+    """The `Popen` of this process's driver JVM (None before it started); it
+    outlives a stopped session."""
+    from pyspark import SparkContext
+
+    return getattr(SparkContext._gateway, "proc", None)

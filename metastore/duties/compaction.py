@@ -5,7 +5,10 @@ Given one dataSource's config and facts (its visible segments with their
 gives every interval a status and a typed reason, newest first; `allocate_slots`
 then shares the free compaction slots out among dataSources, one interval each
 in turn (so that one dataSource never takes every slot, Druid #12055), and
-marks the intervals to submit. `metastore.duties.compaction_run` reads the facts
+marks the intervals to submit. When slots are short, a submitted interval takes
+the awaiting intervals next to it along into its task (`batch_neighbours`), so
+that a stream of late data making several days eligible at once costs one
+task, not one per day, each waiting its turn for the one slot. `metastore.duties.compaction_run` reads the facts
 and submits the tasks through the services.
 
 Statuses: compacted, awaiting (eligible; submitted when a slot is free),
@@ -30,7 +33,7 @@ No Django, no Spark.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -103,6 +106,9 @@ class IntervalStatus:
     next_retry: datetime | None = None
     submit: bool = False
     last_compacted_at: datetime | None = None  # the duty's last success on it
+    # The interval of the task it is submitted in, when that task takes the
+    # awaiting intervals next to it along (`batch_neighbours`); None: its own.
+    task_interval: Interval | None = None
 
 
 def candidate_intervals(
@@ -136,13 +142,24 @@ def retry_wait(failures: int, base: timedelta) -> timedelta:
 
 
 def _same_job(spec: dict | None, job: dict) -> bool:
-    """The task was submitted with the config as it is now (ids aside)."""
+    """The task was submitted with the config as it is now (ids and its interval
+    aside: a task may have taken neighbouring intervals along)."""
     if spec is None:
         return False
-    strip = ("id", "groupId")
-    return {k: v for k, v in spec.items() if k not in strip} == {
-        k: v for k, v in job.items() if k not in strip
-    }
+    return _job_key(spec) == _job_key(job)
+
+
+def _job_key(spec: dict) -> dict:
+    out = {k: v for k, v in spec.items() if k not in ("id", "groupId")}
+    io = dict(out.get("ioConfig") or {})
+    io["inputSpec"] = {k: v for k, v in (io.get("inputSpec") or {}).items() if k != "interval"}
+    out["ioConfig"] = io
+    return out
+
+
+def _covers(task: TaskFact, interval: Interval) -> bool:
+    """The task compacted `interval` (alone, or with its neighbours)."""
+    return task.interval is not None and task.interval.contains(interval)
 
 
 def _duty_history(
@@ -156,7 +173,7 @@ def _duty_history(
             for t in tasks
             if t.by_duty
             and not t.active
-            and t.interval == interval
+            and _covers(t, interval)
             and t.ended_at
             and _same_job(t.spec, job)
         ),
@@ -302,7 +319,7 @@ def _last_success(tasks: Sequence[TaskFact], interval: Interval) -> datetime | N
     ends = [
         t.ended_at
         for t in tasks
-        if t.by_duty and t.status == "SUCCESS" and t.interval == interval and t.ended_at
+        if t.by_duty and t.status == "SUCCESS" and _covers(t, interval) and t.ended_at
     ]
     return max(ends, default=None)
 
@@ -322,22 +339,43 @@ def slot_budget(total_slots: int, ratio: float, max_slots: int) -> int:
     return max(1, min(int(total_slots * ratio), max_slots))
 
 
+# At most this many intervals go into one task (`batch_neighbours`): a backlog
+# is worked through in tasks of bounded length and lock span, not one huge task.
+BATCH_INTERVALS = 7
+
+
 def allocate_slots(
-    plans: dict[str, list[IntervalStatus]], *, used: int, budget: int
+    plans: dict[str, list[IntervalStatus]],
+    *,
+    used: int,
+    budget: int,
+    batch_bytes: Mapping[str, int] | None = None,
 ) -> dict[str, list[IntervalStatus]]:
     """Mark awaiting intervals to submit while slots are free: each dataSource's
     first awaiting interval (`_turn_order`) in turn (dataSources in name order),
-    then each one's next. The awaiting intervals left say how many slots are used."""
+    then each one's next. A dataSource in `batch_bytes` (its config sets a
+    segment granularity; the value is its inputSegmentSizeBytes) then has each
+    submitted interval take the awaiting ones next to it that got no slot into
+    its task (`batch_neighbours`). The awaiting intervals left say how many
+    slots are used."""
     free = max(0, budget - used)
     queues = {ds: _turn_order(p) for ds, p in plans.items()}
     out = {ds: list(p) for ds, p in plans.items()}
     taken = 0
+    chosen: dict[str, list[int]] = {ds: [] for ds in plans}
     while taken < free and any(queues.values()):
         for ds in sorted(queues):
             if queues[ds] and taken < free:
-                i = queues[ds].pop(0)
-                out[ds][i] = replace(out[ds][i], submit=True)
+                chosen[ds].append(queues[ds].pop(0))
                 taken += 1
+    for ds, indices in chosen.items():
+        limit = (batch_bytes or {}).get(ds)
+        for i in indices:
+            group = [i] if limit is None else batch_neighbours(out[ds], i, queues[ds], limit)
+            span = _span([out[ds][j].interval for j in group]) if len(group) > 1 else None
+            for j in group:
+                out[ds][j] = replace(out[ds][j], submit=True, task_interval=span)
+            queues[ds] = [j for j in queues[ds] if j not in group]
     in_use = used + taken
     for ds, remaining in queues.items():
         for i in remaining:
@@ -348,6 +386,40 @@ def allocate_slots(
                 reason=f"waiting for a compaction slot ({in_use} of {budget} used); {st.reason}",
             )
     return out
+
+
+def batch_neighbours(
+    statuses: Sequence[IntervalStatus], chosen: int, waiting: Iterable[int], max_bytes: int
+) -> list[int]:
+    """`chosen` and the `waiting` intervals adjacent to it in time, one after
+    the other on either side (`statuses` newest first), while their bytes stay
+    within `max_bytes` and their count within BATCH_INTERVALS: the intervals
+    one task compacts."""
+    waiting = set(waiting)
+    group, size = [chosen], statuses[chosen].bytes
+    newer, older = chosen - 1, chosen + 1
+    while len(group) < BATCH_INTERVALS:
+        span = _span([statuses[j].interval for j in group])
+        if newer >= 0 and newer in waiting and statuses[newer].interval.start == span.end:
+            pick, newer = newer, newer - 1
+        elif (
+            older < len(statuses)
+            and older in waiting
+            and statuses[older].interval.end == span.start
+        ):
+            pick, older = older, older + 1
+        else:
+            break
+        if size + statuses[pick].bytes > max_bytes:
+            break
+        group.append(pick)
+        size += statuses[pick].bytes
+    return group
+
+
+def _span(intervals: Iterable[Interval]) -> Interval:
+    intervals = list(intervals)
+    return Interval(min(iv.start for iv in intervals), max(iv.end for iv in intervals))
 
 
 def snapshot(datasource: str, statuses: Sequence[IntervalStatus], *, status: str) -> dict:
