@@ -1,5 +1,7 @@
 """Server-rendered SVG of a dataSource's timeline: the bucketed overview and the
-per-version interval view. Every mark carries data attributes (the tests and the
+per-version interval view, drawn by the auto-escaping templates in templates/svg/
+from what this module and `console.timeline_layout` compute (positions, styles,
+titles; no markup here). Every mark carries data attributes (the tests and the
 zoom script read them); the number of shapes is bounded whatever the size."""
 
 from __future__ import annotations
@@ -8,8 +10,8 @@ import math
 from collections import Counter
 from datetime import datetime, timedelta
 
+from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils.html import escape
 
 from console.timeline_layout import (
     LEFT,
@@ -18,7 +20,6 @@ from console.timeline_layout import (
     TOP,
     WIDTH,
     ChunkMark,
-    Lane,
     LockMark,
     PendingMark,
     SegmentMark,
@@ -32,49 +33,57 @@ from metastore.intervals import Granularity, Interval, format_ts
 from metastore.selectors.states import TimelineState
 
 MAX_BUCKETS = 1000
+_STEPS = (
+    timedelta(minutes=1),
+    timedelta(minutes=15),
+    timedelta(hours=1),
+    timedelta(hours=6),
+    timedelta(days=1),
+    timedelta(days=7),
+    timedelta(days=30),
+    timedelta(days=91),
+    timedelta(days=365),
+)
 
-DEFS = """<defs>
-<pattern id="p-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#eceff4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#8a94a8" stroke-width="2"/></pattern>
-<pattern id="p-tomb" width="8" height="8" patternUnits="userSpaceOnUse"><rect width="8" height="8" fill="#fff"/><path d="M0 0L8 8M8 0L0 8" stroke="#555" stroke-width="1"/></pattern>
-<pattern id="p-unused" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" fill="#fafafa"/><circle cx="3" cy="3" r="1" fill="#aaa"/></pattern>
-</defs>"""
 
-
-def _ticks(window: Interval, y: float, height: float) -> list[str]:
+def _ticks(window: Interval, y: float, height: float) -> list[dict]:
+    """At most 24 dated lines across the window, at a round step giving <= 10."""
     span = window.end - window.start
-    steps = [
-        timedelta(minutes=1),
-        timedelta(minutes=15),
-        timedelta(hours=1),
-        timedelta(hours=6),
-        timedelta(days=1),
-        timedelta(days=7),
-        timedelta(days=30),
-        timedelta(days=91),
-        timedelta(days=365),
-    ]
-    step = next((s for s in steps if span / s <= 10), timedelta(days=3650))
+    step = next((s for s in _STEPS if span / s <= 10), timedelta(days=3650))
     epoch = datetime(1970, 1, 1, tzinfo=window.start.tzinfo)
-    n = math.ceil((window.start - epoch) / step)
-    out = []
-    t = epoch + n * step
+    t = epoch + math.ceil((window.start - epoch) / step) * step
     fmt = "%Y-%m-%d" if step >= timedelta(days=1) else "%m-%d %H:%M"
+    out = []
     while t < window.end and len(out) < 24:
         x = x_of(t, window)
         out.append(
-            f'<line class="tick" x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + height}" stroke="#d5dae3"/>'
-            f'<text x="{x + 2:.1f}" y="{y + 10}" font-size="10" fill="#7a8294">{t.strftime(fmt)}</text>'
+            {
+                "x": f"{x:.1f}",
+                "y1": y,
+                "y2": y + height,
+                "text_x": f"{x + 2:.1f}",
+                "text_y": y + 10,
+                "label": t.strftime(fmt),
+            }
         )
         t += step
     return out
 
 
-def _svg(body: list[str], height: float, window: Interval, kind: str, extra: str = "") -> str:
-    return (
-        f'<svg class="timeline timeline-{kind}" xmlns="http://www.w3.org/2000/svg" '
-        f'width="{LEFT + WIDTH + 10}" height="{height:.0f}" viewBox="0 0 {LEFT + WIDTH + 10} {height:.0f}" '
-        f'data-window-start="{format_ts(window.start)}" data-window-end="{format_ts(window.end)}" '
-        f'data-left="{LEFT}" data-width="{WIDTH}" {extra}>' + DEFS + "".join(body) + "</svg>"
+def _svg(template: str, window: Interval, kind: str, height: float, **context) -> str:
+    """The SVG `template` renders over `window` (auto-escaped)."""
+    return render_to_string(
+        f"svg/{template}",
+        {
+            "kind": kind,
+            "svg_width": LEFT + WIDTH + 10,
+            "svg_height": f"{height:.0f}",
+            "window_start": format_ts(window.start),
+            "window_end": format_ts(window.end),
+            "left": LEFT,
+            "width": WIDTH,
+            **context,
+        },
     )
 
 
@@ -146,12 +155,12 @@ def window_counts(state: TimelineState, window: Interval) -> dict[str, int]:
 
 # --- overview ---------------------------------------------------------------------------------
 
-FLAG_ROWS = [
-    ("overshadowed", "overshadowed data", 'fill="url(#p-hatch)" stroke="#6b7385"'),
-    ("tombstone", "tombstones", 'fill="url(#p-tomb)" stroke="#555"'),
-    ("incomplete", "incomplete chunks", 'fill="#fff" stroke="#c0392b" stroke-dasharray="2 1"'),
-    ("locked", "locked", 'fill="#f5c26b" stroke="#8a5a00"'),
-    ("writing", "being written", 'fill="#fff" stroke="#1b4aa6" stroke-dasharray="3 2"'),
+FLAG_ROWS = [  # (flag, label, fill, stroke, dash)
+    ("overshadowed", "overshadowed data", "url(#p-hatch)", "#6b7385", ""),
+    ("tombstone", "tombstones", "url(#p-tomb)", "#555", ""),
+    ("incomplete", "incomplete chunks", "#fff", "#c0392b", "2 1"),
+    ("locked", "locked", "#f5c26b", "#8a5a00", ""),
+    ("writing", "being written", "#fff", "#1b4aa6", "3 2"),
 ]
 
 
@@ -219,14 +228,10 @@ def bucket_facts(state, window: Interval, rows, locks, pendings, n: int):
 
 def _draw_overview(window: Interval, step, segs, nrows, flags) -> str:
     n = len(segs)
-    top = 22
-    bar_h = 90
+    top, bar_h = 22, 90
     peak = max(nrows) or 1
     width = WIDTH / n
-    body = _ticks(window, 0, top + bar_h + 14 * len(FLAG_ROWS) + 6)
-    body.append(f'<text x="4" y="{top + bar_h - 4}" font-size="11">rows (visible)</text>')
-    for i, (_f, label, _style) in enumerate(FLAG_ROWS):
-        body.append(f'<text x="4" y="{top + bar_h + 14 * i + 13}" font-size="11">{label}</text>')
+    runs = []
     # Neighbouring buckets that look the same are drawn as one run (a day inside
     # one chunk is a single shape, not hundreds).
     i = 0
@@ -236,17 +241,34 @@ def _draw_overview(window: Interval, step, segs, nrows, flags) -> str:
         while j < n and (segs[j], int(nrows[j]), frozenset(flags[j])) == key:
             j += 1
         if segs[i] or flags[i]:
-            body.append(
+            runs.append(
                 _bucket_run(
-                    window, step, i, j, segs[i], nrows[i], flags[i], peak, top, bar_h, width
+                    window, step, (i, j), segs[i], nrows[i], flags[i], peak, top, bar_h, width
                 )
             )
         i = j
-    height = top + bar_h + 14 * len(FLAG_ROWS) + 8
-    return _svg(body, height, window, "overview", f'data-buckets="{n}"')
+    return _svg(
+        "timeline_overview.svg",
+        window,
+        "overview",
+        top + bar_h + 14 * len(FLAG_ROWS) + 8,
+        ticks=_ticks(window, 0, top + bar_h + 14 * len(FLAG_ROWS) + 6),
+        buckets=n,
+        top=top,
+        bar_h=bar_h,
+        rows_label_y=top + bar_h - 4,
+        flag_rows=[
+            {"label": label, "label_y": top + bar_h + 14 * k + 13}
+            for k, (_f, label, *_style) in enumerate(FLAG_ROWS)
+        ],
+        runs=runs,
+    )
 
 
-def _bucket_run(window, step, i, j, segs, nrows, flags, peak, top, bar_h, width) -> str:
+def _bucket_run(window, step, run, segs, nrows, flags, peak, top, bar_h, width) -> dict:
+    """What the overview draws for buckets run[0]..run[1] (alike): a bar of the
+    visible rows, a row per flag, the title."""
+    i, j = run
     b0 = window.start + i * step
     b1 = window.start + j * step
     x = LEFT + i * width
@@ -257,22 +279,26 @@ def _bucket_run(window, step, i, j, segs, nrows, flags, peak, top, bar_h, width)
         f"{format_ts(b0)} / {format_ts(b1)}: {segs} segments, {int(nrows):,} rows"
         f"{' per bucket' if j - i > 1 else ''}{'; ' + names if names else ''}"
     )
-    out = [
-        f'<g class="bucket" data-start="{format_ts(b0)}" data-end="{format_ts(b1)}" '
-        f'data-buckets="{j - i}" data-segments="{segs}" data-rows="{int(nrows)}" data-flags="{names}">'
-        f"<title>{escape(title)}</title>"
-        f'<rect x="{x:.1f}" y="{top}" width="{max(w, 0.8):.1f}" height="{bar_h}" fill="transparent"/>'
-        f'<rect class="bar" x="{x:.1f}" y="{top + bar_h - h:.1f}" width="{max(w - 0.3, 0.6):.1f}" '
-        f'height="{h:.1f}" fill="#3d74e0"/>'
-    ]
-    for k, (f, _, style) in enumerate(FLAG_ROWS):
-        if f in flags:
-            out.append(
-                f'<rect class="flag flag-{f}" x="{x:.1f}" y="{top + bar_h + 14 * k + 3}" '
-                f'width="{max(w - 0.3, 0.8):.1f}" height="11" {style}/>'
-            )
-    out.append("</g>")
-    return "".join(out)
+    return {
+        "start": format_ts(b0),
+        "end": format_ts(b1),
+        "buckets": j - i,
+        "segments": segs,
+        "rows": int(nrows),
+        "flags": names,
+        "title": title,
+        "x": f"{x:.1f}",
+        "hit_w": f"{max(w, 0.8):.1f}",
+        "bar_y": f"{top + bar_h - h:.1f}",
+        "bar_w": f"{max(w - 0.3, 0.6):.1f}",
+        "bar_h": f"{h:.1f}",
+        "flag_w": f"{max(w - 0.3, 0.8):.1f}",
+        "flag_marks": [
+            {"flag": f, "y": top + bar_h + 14 * k + 3, "fill": fill, "stroke": stroke, "dash": dash}
+            for k, (f, _, fill, stroke, dash) in enumerate(FLAG_ROWS)
+            if f in flags
+        ],
+    }
 
 
 # --- interval view ----------------------------------------------------------------------------
@@ -319,144 +345,116 @@ def interval_view(
     if layout.mode == "zoom":
         return "", layout.info
     href = segment_hrefs(datasource)
-    body = _ticks(window, 0, layout.height) + [_draw_lane(lane) for lane in layout.lanes]
-    body += [_DRAW[type(mark)](mark, href) for mark in layout.marks]
-    if layout.lock_rows:
-        body.append(f'<text x="4" y="{TOP + 10}" font-size="11">locks</text>')
-    extra = f'data-mode="{layout.mode}"'
-    return _svg(body, layout.height, window, "interval", extra), layout.info
-
-
-def _draw_lane(lane: Lane) -> str:
-    v = escape(lane.version)
-    return (
-        f'<g class="lane" data-version="{v}"><rect x="{LEFT}" y="{lane.y - 2}" width="{WIDTH}" '
-        f'height="{lane.rows * ROW + 4}" fill="#fbfcfe" stroke="#e3e6ec"/>'
-        f'<text x="4" y="{lane.y + 9}" font-size="9.5">v {v}</text></g>'
+    of = {kind: [] for kind in _SHOWN}
+    for mark in layout.marks:
+        of[type(mark)].append(_SHOWN[type(mark)](mark, href))
+    svg = _svg(
+        "timeline_interval.svg",
+        window,
+        "interval",
+        layout.height,
+        ticks=_ticks(window, 0, layout.height),
+        mode=layout.mode,
+        mark_h=ROW - 2,
+        lanes=[
+            {
+                "version": ln.version,
+                "box_y": ln.y - 2,
+                "box_h": ln.rows * ROW + 4,
+                "text_y": ln.y + 9,
+            }
+            for ln in layout.lanes
+        ],
+        chunks=of[ChunkMark],
+        segments=of[SegmentMark],
+        unused=of[UnusedMark],
+        pendings=of[PendingMark],
+        locks=of[LockMark],
+        lock_rows=layout.lock_rows,
+        locks_label_y=TOP + 10,
     )
+    return svg, layout.info
 
 
-def _draw_chunk(m: ChunkMark, href) -> str:
-    fill = "#3d74e0" if m.status == "visible" else "url(#p-hatch)"
-    stroke = (
-        'stroke="#c0392b" stroke-dasharray="3 2"'
-        if m.status == "incomplete"
-        else 'stroke="#1d2330" stroke-width="0.3"'
-    )
-    out = (
-        f'<g class="chunk" data-chunk="{m.interval}" data-version="{escape(m.version)}" '
-        f'data-segments="{m.segments}" data-status="{m.status}"><title>{escape(m.title)}</title>'
-        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="{ROW - 2}" fill="{fill}" {stroke}/>'
-    )
-    if m.shown_share and m.status != "visible":
-        out += (
-            f'<rect x="{m.x}" y="{m.y + (ROW - 2) * (1 - m.shown_share):.1f}" width="{m.w}" '
-            f'height="{(ROW - 2) * m.shown_share:.1f}" fill="#3d74e0"/>'
-        )
-    return out + "</g>"
+def _chunk(m: ChunkMark, href) -> dict:
+    incomplete = m.status == "incomplete"
+    shown = m.shown_share if m.status != "visible" else 0
+    return {
+        "m": m,
+        "fill": "#3d74e0" if m.status == "visible" else "url(#p-hatch)",
+        "stroke": "#c0392b" if incomplete else "#1d2330",
+        "stroke_width": 1 if incomplete else 0.3,
+        "dash": "3 2" if incomplete else "",
+        "shown_y": f"{m.y + (ROW - 2) * (1 - shown):.1f}",
+        "shown_h": f"{(ROW - 2) * shown:.1f}" if shown else "",
+    }
 
 
-def _segment_style(m: SegmentMark) -> tuple[str, str]:
-    """(fill, stroke) of a segment mark: what it is, then what is wrong with it."""
+def _segment_style(m: SegmentMark) -> tuple[str, tuple[str, float, str]]:
+    """(fill, (stroke, width, dash)) of a segment mark: what it is, then what is
+    wrong with it."""
     if "tombstone" in m.flags:
         fill = "url(#p-tomb)"
     elif m.status == "visible":
         fill = "#3d74e0"
     else:
         fill = "url(#p-hatch)"
-    stroke = 'stroke="#1d2330" stroke-width="0.4"'
+    stroke = ("#1d2330", 0.4, "")
     if "incomplete" in m.flags:
-        stroke = 'stroke="#c0392b" stroke-width="1.2" stroke-dasharray="3 2"'
+        stroke = ("#c0392b", 1.2, "3 2")
     elif "partial-aug" in m.flags:
-        stroke = 'stroke="#8e44ad" stroke-width="1.4" stroke-dasharray="1 1.5"'
+        stroke = ("#8e44ad", 1.4, "1 1.5")
     if m.highlight:
-        stroke = 'stroke="#e67e22" stroke-width="2.2"'
+        stroke = ("#e67e22", 2.2, "")
     return fill, stroke
 
 
-def _draw_segment(m: SegmentMark, href) -> str:
-    attrs = (
-        f'class="seg seg-{m.status}" data-segment-id="{escape(m.id)}" data-status="{m.status}" '
-        f'data-version="{escape(m.version)}" data-partition="{m.partition}" '
-        f'data-flags="{" ".join(m.flags)}" '
-        f'data-overshadowed-by="{escape(" ".join(m.overshadowed_by[:MAX_BY]))}" '
-        f'data-overshadowed-count="{len(m.overshadowed_by)}"'
-        + (f' data-commit="{m.highlight}"' if m.highlight else "")
-    )
-    fill, stroke = _segment_style(m)
-    parts = [
-        f'<g {attrs}><a href="{href(m.id)}"><title>{escape(m.title)}</title>'
-        f'<rect class="extent" x="{m.x}" y="{m.y}" width="{m.w}" height="{ROW - 2}" '
-        f'fill="{fill}" {stroke}/>'
-    ]
-    for iv, vx, vw in m.visible_parts:
-        parts.append(
-            f'<rect class="visible-part" data-interval="{iv}" x="{vx}" y="{m.y}" width="{vw}" '
-            f'height="{ROW - 2}" fill="#3d74e0"/>'
-        )
-    if m.label and m.w > 40:
-        parts.append(
-            f'<text x="{m.x + 2}" y="{m.y + ROW - 4}" font-size="8" fill="#1d2330" '
-            f'paint-order="stroke" stroke="#fff" stroke-width="2">{" · ".join(m.label)}</text>'
-        )
-    parts.append("</a></g>")
-    return "".join(parts)
+def _segment(m: SegmentMark, href) -> dict:
+    fill, (stroke, stroke_width, dash) = _segment_style(m)
+    return {
+        "m": m,
+        "href": href(m.id),
+        "flags": " ".join(m.flags),
+        "by": " ".join(m.overshadowed_by[:MAX_BY]),
+        "by_count": len(m.overshadowed_by),
+        "fill": fill,
+        "stroke": stroke,
+        "stroke_width": stroke_width,
+        "dash": dash,
+        "label": " · ".join(m.label) if m.label and m.w > 40 else "",
+        "text_x": m.x + 2,
+        "text_y": m.y + ROW - 4,
+    }
 
 
-def _draw_unused(m: UnusedMark, href) -> str:
-    text = (
-        f'<text x="{m.x + 2}" y="{m.y + ROW - 4}" font-size="8" fill="#777">unused</text>'
-        if m.w > 40
-        else ""
-    )
-    return (
-        f'<g class="seg seg-unused" data-segment-id="{escape(m.id)}" data-status="unused" '
-        f'data-version="{escape(m.version)}" data-partition="{m.partition}" data-flags="unused'
-        f'{" tombstone" if m.tombstone else ""}"><a href="{href(m.id)}">'
-        f"<title>{escape(m.id)}\nunused</title>"
-        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="{ROW - 2}" fill="url(#p-unused)" '
-        f'stroke="#aaa" stroke-width="0.6"/>' + text + "</a></g>"
-    )
+def _unused(m: UnusedMark, href) -> dict:
+    return {
+        "m": m,
+        "href": href(m.id),
+        "labelled": m.w > 40,
+        "text_x": m.x + 2,
+        "text_y": m.y + ROW - 4,
+    }
 
 
-def _draw_pending(m: PendingMark, href) -> str:
-    return (
-        f'<g class="pending" data-pending="{m.pk}" data-task="{escape(m.task_id)}" '
-        f'data-version="{escape(m.version)}" data-partition="{m.partition}">'
-        f"<title>{escape(m.title)}</title>"
-        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="{ROW - 2}" fill="none" stroke="#1b4aa6" '
-        f'stroke-width="1.2" stroke-dasharray="4 3"/></g>'
-    )
+def _pending(m: PendingMark, href) -> PendingMark:
+    return m
 
 
-def _draw_lock(m: LockMark, href) -> str:
-    style = (
-        'fill="#fbdada" stroke="#8a1c1c" stroke-dasharray="2 2"'
-        if m.revoked
-        else 'fill="#f5c26b" stroke="#8a5a00"'
-    )
-    text = (
-        f'<text x="{m.x + 2}" y="{m.y + 9}" font-size="8">🔒 {escape(m.text)}</text>'
-        if m.w > 60
-        else ""
-    )
-    return (
-        f'<g class="lock" data-lock-id="{m.pk}" data-lock-type="{m.type}" '
-        f'data-holder="{escape(m.holder)}" data-priority="{m.priority}" '
-        f'data-revoked="{"1" if m.revoked else "0"}">'
-        f"<title>{escape(m.title)}</title>"
-        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="12" {style}/>'
-        f'<rect x="{m.x}" y="{m.y}" width="{m.w}" height="{m.guide_height:.0f}" fill="none" '
-        f'stroke="#8a5a00" stroke-width="0.8" stroke-dasharray="1 3" pointer-events="none"/>'
-        + text
-        + "</g>"
-    )
+def _lock(m: LockMark, href) -> dict:
+    return {
+        "m": m,
+        "guide_h": f"{m.guide_height:.0f}",
+        "labelled": m.w > 60,
+        "text_x": m.x + 2,
+        "text_y": m.y + 9,
+    }
 
 
-_DRAW = {
-    ChunkMark: _draw_chunk,
-    SegmentMark: _draw_segment,
-    UnusedMark: _draw_unused,
-    PendingMark: _draw_pending,
-    LockMark: _draw_lock,
+_SHOWN = {
+    ChunkMark: _chunk,
+    SegmentMark: _segment,
+    UnusedMark: _unused,
+    PendingMark: _pending,
+    LockMark: _lock,
 }

@@ -517,11 +517,22 @@ def _window_facts(name: str, chunks, n_segments: int, window: Interval, show_unu
     return unused, details
 
 
+def _state_at(name: str, as_of: int | None):
+    """The timeline state as of commit `as_of` (None: now). As of the dataSource's
+    newest commit it is the current state, kept per commit, not rebuilt from a
+    checkpoint (seconds at 584,000 segments): the page of the last commit."""
+    if as_of is not None and as_of == selectors.last_commit_seq(datasource=name):
+        state = selectors.timeline_state(datasource=name)
+        if state.seq == as_of:
+            return state
+    return selectors.timeline_state(datasource=name, as_of=as_of)
+
+
 def _timeline_context(
     request, name: str, *, as_of: int | None, window: Interval | None, highlight=None
 ) -> dict:
     show_unused = request.GET.get("unused") == "1"
-    state = selectors.timeline_state(datasource=name, as_of=as_of)
+    state = _state_at(name, as_of)
     current = as_of is None
     all_locks = selectors.active_locks(datasource=name) if current else []
     all_pendings = selectors.pending_allocations(datasource=name) if current else []

@@ -93,7 +93,17 @@ class Task(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["datasource", "status"])]
+        indexes = [
+            models.Index(fields=["datasource", "status"]),
+            # The console's tasks table sorted by a column (ties by creation, then
+            # id, the same way), one index walk per page; the overview's tasks
+            # ended in the last day by status, counted from the index.
+            models.Index(fields=["priority", "created_at", "id"], name="task_priority_created"),
+            models.Index(fields=["type", "created_at", "id"], name="task_type_created"),
+            models.Index(fields=["datasource", "created_at", "id"], name="task_ds_created"),
+            models.Index(fields=["status", "created_at", "id"], name="task_status_created"),
+            models.Index(fields=["status", "ended_at", "id"], name="task_status_ended"),
+        ]
 
     def __str__(self) -> str:
         return self.id

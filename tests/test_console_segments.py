@@ -290,7 +290,10 @@ def test_tasks_grouped_in_the_browser(console_page, cluster):
 
 @pytest.mark.e2e
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("path", ["/tasks", "/tasks?group=status", "/datasources/wiki", "/query"])
+@pytest.mark.parametrize(
+    "path",
+    ["/tasks", "/tasks?group=status", "/datasources/wiki", "/query", "/datasources", "/locks", "/"],
+)
 def test_pages_at_a_narrow_width_do_not_scroll_sideways(console_page, cluster, path):
     page = console_page
     page.set_viewport_size({"width": 760, "height": 900})

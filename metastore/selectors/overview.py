@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.utils import timezone
 
 from metastore.intervals import Interval
@@ -22,6 +22,7 @@ from metastore.selectors.visibility import VisibilityCounts, visibility_counts
 
 RECENT_FAILED = timedelta(days=1)
 LIST_MAX = 8
+COUNT_MAX = 10_000  # the tasks ended in the last day are counted up to this ("10,000+")
 
 
 @dataclass(frozen=True)
@@ -29,14 +30,24 @@ class TaskCounts:
     running: int
     waiting: int
     pending: int
-    failed_last_day: int
-    succeeded_last_day: int
+    failed_last_day: int  # at most COUNT_MAX
+    succeeded_last_day: int  # at most COUNT_MAX
     recent_failures: list[Task]  # newest first, at most LIST_MAX
+
+    @property
+    def failed_more(self) -> bool:
+        """More failed in the last day than counted."""
+        return self.failed_last_day >= COUNT_MAX
+
+    @property
+    def succeeded_more(self) -> bool:
+        return self.succeeded_last_day >= COUNT_MAX
 
 
 def task_counts(*, now: datetime | None = None) -> TaskCounts:
-    """Active tasks by status, and the tasks that ended in the last day. Two
-    counting queries (the status index) and one short list."""
+    """Active tasks by status, and the tasks that ended in the last day (each
+    status counted from the (status, ended_at) index, up to COUNT_MAX: a busy
+    cluster's day is not read whole on every visit) and the newest failures."""
     now = now or timezone.now()
     active = dict(
         Task.objects.filter(status__in=(TaskStatus.RUNNING, TaskStatus.WAITING, TaskStatus.PENDING))
@@ -45,13 +56,11 @@ def task_counts(*, now: datetime | None = None) -> TaskCounts:
         .annotate(n=Count("id"))
     )
     since = now - RECENT_FAILED
-    ended = Task.objects.filter(
-        status__in=(TaskStatus.FAILED, TaskStatus.SUCCESS), ended_at__gte=since
-    ).order_by()
-    recent = ended.aggregate(
-        failed=Count("id", filter=Q(status=TaskStatus.FAILED)),
-        succeeded=Count("id", filter=Q(status=TaskStatus.SUCCESS)),
-    )
+    ended = Task.objects.filter(ended_at__gte=since).order_by()
+    recent = {
+        st: ended.filter(status=st).values("id")[:COUNT_MAX].count()
+        for st in (TaskStatus.FAILED, TaskStatus.SUCCESS)
+    }
     failures = list(
         ended.filter(status=TaskStatus.FAILED)
         .only("id", "type", "datasource", "status", "error", "ended_at", "created_at")
@@ -61,8 +70,8 @@ def task_counts(*, now: datetime | None = None) -> TaskCounts:
         running=active.get(TaskStatus.RUNNING, 0),
         waiting=active.get(TaskStatus.WAITING, 0),
         pending=active.get(TaskStatus.PENDING, 0),
-        failed_last_day=recent["failed"],
-        succeeded_last_day=recent["succeeded"],
+        failed_last_day=recent[TaskStatus.FAILED],
+        succeeded_last_day=recent[TaskStatus.SUCCESS],
         recent_failures=failures,
     )
 

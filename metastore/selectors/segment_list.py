@@ -108,20 +108,36 @@ def _states(names) -> dict[str, dict[str, str]]:
     return {n: timeline_state(datasource=n).status for n in sorted(set(names))}
 
 
-def _in_state(filters: SegmentFilters) -> list[str]:
-    """The ids of the used segments in the timeline state asked for, of the
-    dataSources the filter names."""
+# dataSource -> (its TimelineState, {state: ids}): a rare state's ids, kept per state
+# object (a new commit brings a new one), so a page reads them without a pass over
+# every segment of the dataSource.
+_IDS_IN: dict[str, tuple[object, dict[str, list[str]]]] = {}
+
+
+def _ids_in(name: str, state, wanted: str) -> list[str]:
+    cached = _IDS_IN.get(name)
+    if cached is None or cached[0] is not state:
+        cached = (state, {})
+        _IDS_IN[name] = cached
+    found = cached[1].get(wanted)
+    if found is None:
+        found = cached[1][wanted] = [i for i, st in state.status.items() if st == wanted]
+    return found
+
+
+def _in_state(filters: SegmentFilters) -> tuple[int, list[str] | None]:
+    """How many used segments of the dataSources the filter names are in the
+    timeline state asked for (from each state's counts), and their ids when at
+    most BY_KEY_MAX (else None: the rows are read in order and the others skipped)."""
     used = Segment.objects.filter(datasource=OuterRef("pk"), used=True)
     names = DataSource.objects.filter(Exists(used))  # one index probe per dataSource
     if filters.datasource:
         names = _named(names, filters.datasource)
-    names = names.values_list("name", flat=True)
-    return [
-        sid
-        for status in _states(names).values()
-        for sid, st in status.items()
-        if st == filters.state
-    ]
+    states = {n: timeline_state(datasource=n) for n in names.values_list("name", flat=True)}
+    matching = sum(st.counts[filters.state] for st in states.values())
+    if matching > BY_KEY_MAX:
+        return matching, None
+    return matching, [i for n, st in states.items() for i in _ids_in(n, st, filters.state)]
 
 
 def _ordered(qs, sort: str, after: list | None):
@@ -168,19 +184,15 @@ def segments_page(
     """One page of segments matching `filters` in `sort` order (a key of SORTS,
     '-' first for descending), after the cursor `after` ([sort value, id])."""
     qs = _base(filters)
-    keep = None
-    matching = None
+    matching, ids = None, None
     if filters.state in TIMELINE_STATES:
-        ids = _in_state(filters)
-        matching = len(ids)
-        if len(ids) <= BY_KEY_MAX:
+        matching, ids = _in_state(filters)
+        if ids is not None:
             qs = qs.filter(id__in=ids)
-        else:
-            keep = set(ids)
-    if keep is None:
+    if matching is None or ids is not None:
         found = list(_ordered(qs, sort, after).values(*_FIELDS)[: limit + 1])
     else:
-        found = _scan(qs, sort, after, limit + 1, keep)
+        found = _scan(qs, sort, after, limit + 1, filters.state)
     more = len(found) > limit
     found = found[:limit]
     status = _states(r["datasource__name"] for r in found if r["used"])
@@ -189,14 +201,19 @@ def segments_page(
     return SegmentPage(rows, next_after, matching)
 
 
-def _scan(qs, sort: str, after: list | None, wanted: int, keep: set[str]) -> list[dict]:
-    """Rows in order from `after` whose id is in `keep`, until `wanted` are found
-    or the rows run out, read SCAN_BATCH at a time."""
+def _scan(qs, sort: str, after: list | None, wanted: int, state: str) -> list[dict]:
+    """Used rows in order from `after` in the timeline `state`, until `wanted` are
+    found or the rows run out, read SCAN_BATCH at a time."""
     found: list[dict] = []
     column = SORTS[sort.lstrip("-")]
+    status: dict[str, dict[str, str]] = {}
     while len(found) < wanted:
         batch = list(_ordered(qs, sort, after).values(*_FIELDS)[:SCAN_BATCH])
-        found += [r for r in batch if r["id"] in keep]
+        for name in {r["datasource__name"] for r in batch} - status.keys():
+            status[name] = timeline_state(datasource=name).status
+        found += [
+            r for r in batch if status[r["datasource__name"]].get(r["id"], "overshadowed") == state
+        ]
         if len(batch) < SCAN_BATCH:
             break
         after = [batch[-1][column], batch[-1]["id"]]

@@ -194,7 +194,12 @@ def state_rows(*, datasource: str, state: TimelineState, interval: Interval | No
     """Rows and bytes per chunk: of the current state from its cache (read once,
     then only the chunks later commits touched), else read for `interval`."""
     if state.seq is None or not _is_current(datasource, state):
-        ids = {r.id for r in state.timeline.segments()}
+        # Only the segments of the chunks asked for: a commit's page of one day
+        # must not send every segment id of a large dataSource to the database.
+        if interval is None:
+            ids = {r.id for r in state.timeline.segments()}
+        else:
+            ids = {r.id for c in state.chunks_overlapping(interval) for r in c.segments}
         return chunk_rows(datasource=datasource, ids=ids, interval=interval)
     if state.rows is None:
         state.rows = chunk_rows(datasource=datasource)
