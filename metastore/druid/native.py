@@ -1973,6 +1973,51 @@ def _select_list(items: list[tuple[str, str]]) -> str:
     return ", ".join(f"{sql} AS {_q(name)}" for name, sql in items)
 
 
+def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: bool) -> list[str]:
+    """The CTEs `__grouped` (a row per bucket with data) and `__filled` (with the
+    empty buckets Druid fills, unless `skip`) of a timeseries. Without a filter the
+    time span of the rows is read in the grouping's own pass over them."""
+    agg_sql = [(a.name, a.sql) for a in aggs]
+    one_pass = q.where == "true"
+    ctes = (
+        [] if one_pass else ["__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
+    )
+    if gran.kind == "all":
+        having = " HAVING COUNT(*) > 0" if skip else ""
+        # One row whenever the intervals hold data, even if the filter matches none of it.
+        grouped = (
+            f"SELECT {_epoch_ms('min(__time)')} AS __bucket{_comma(agg_sql)} FROM __base{having}"
+            if one_pass
+            else f"SELECT {_epoch_ms('__span.lo')} AS __bucket, g.* FROM __span, "
+            f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
+            f"WHERE {q.where}{having}) AS g"
+        )
+        return ctes + [
+            f"__grouped AS ({grouped})",
+            "__filled AS (SELECT * FROM __grouped WHERE __bucket IS NOT NULL)",
+        ]
+    span = ", min(__time) AS __lo, max(__time) AS __hi" if one_pass else ""
+    grouped = (
+        f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)}{span} "
+        f"FROM __base WHERE {q.where} GROUP BY 1"
+    )
+    ctes.append(f"__grouped AS ({grouped})")
+    if skip or gran.kind == "none":
+        return ctes + ["__filled AS (SELECT * FROM __grouped)"]
+    if one_pass:
+        ctes.append("__span AS (SELECT min(__lo) AS lo, max(__hi) AS hi FROM __grouped)")
+    keep = " OR ".join(
+        f"(__bucket >= {gran.bucket_ms(_ts_lit(iv.start))} AND __bucket < {_ms(iv.end)})"
+        for iv in q.intervals
+    )
+    fill = [(a.name, f"coalesce(__grouped.{_q(a.name)}, {a.empty})") for a in aggs]
+    filled = (
+        f"SELECT __buckets.__bucket{_comma(fill)} FROM __buckets LEFT JOIN __grouped "
+        f"USING (__bucket) WHERE {keep}"
+    )
+    return ctes + [f"__buckets AS ({gran.series()})", f"__filled AS ({filled})"]
+
+
 def _timeseries(q: _Query) -> Plan:
     gran = parse_granularity(q.body.get("granularity"))
     aggs = _aggregators(q)
@@ -1982,34 +2027,7 @@ def _timeseries(q: _Query) -> Plan:
     skip = _bool(q.context.get("skipEmptyBuckets"), "context.skipEmptyBuckets")
     total = _bool(q.context.get("grandTotal"), "context.grandTotal")
     agg_sql = [(a.name, a.sql) for a in aggs]
-    ctes = [_base(q), "__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
-    if gran.kind == "all":
-        having = " HAVING COUNT(*) > 0" if skip else ""
-        # One row whenever the intervals hold data, even if the filter matches none of it.
-        grouped = (
-            f"SELECT {_epoch_ms('__span.lo')} AS __bucket, g.* FROM __span, "
-            f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
-            f"WHERE {q.where}{having}) AS g"
-        )
-        filled = "SELECT * FROM __grouped WHERE __bucket IS NOT NULL"
-    else:
-        grouped = (
-            f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)} "
-            f"FROM __base WHERE {q.where} GROUP BY 1"
-        )
-        filled = "SELECT * FROM __grouped"
-        if not skip and gran.kind != "none":
-            ctes.append(f"__buckets AS ({gran.series()})")
-            keep = " OR ".join(
-                f"(__bucket >= {gran.bucket_ms(_ts_lit(iv.start))} AND __bucket < {_ms(iv.end)})"
-                for iv in q.intervals
-            )
-            fill = [(a.name, f"coalesce(__grouped.{_q(a.name)}, {a.empty})") for a in aggs]
-            filled = (
-                f"SELECT __buckets.__bucket{_comma(fill)} FROM __buckets LEFT JOIN __grouped "
-                f"USING (__bucket) WHERE {keep}"
-            )
-    ctes += [f"__grouped AS ({grouped})", f"__filled AS ({filled})"]
+    ctes = [_base(q), *_timeseries_buckets(q, gran, aggs, skip)]
     rows = (
         f"SELECT __bucket, 0 AS __total{_comma([(a.name, _q(a.name)) for a in aggs])} FROM __filled"
     )
@@ -2047,6 +2065,17 @@ def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
         col = _extracted(col, dim.transform, "time" if is_time else col.kind, field)
     kind = dim.output_type
     return dim.output_name, _cast(col, "double" if kind == "float" else kind), kind
+
+
+def _first_time(q: _Query) -> tuple[str, str, str]:
+    """(the SQL of the first time in the query's rows, as epoch millis; a CTE to add
+    after __base; a column to add to __grouped) for a granularity `all` result's
+    timestamp. Without a filter the grouping reads it in the same pass (`__lo`);
+    with one, a CTE of its own reads every row of the intervals, matched or not."""
+    if q.where == "true":
+        return f"(SELECT {_epoch_ms('min(__lo)')} FROM __grouped)", "", ", min(__time) AS __lo"
+    span = ", __span AS (SELECT min(__time) AS lo FROM __base)"
+    return f"(SELECT {_epoch_ms('lo')} FROM __span)", span, ""
 
 
 def _grouped_bucket(q: _Query, gran: Granularity) -> tuple[str, str]:
@@ -2097,19 +2126,28 @@ def _topn(q: _Query) -> Plan:
     posts = compile_post_aggregators(q.body.get("postAggregations"), known)
     names = {a.name: a.kind for a in aggs} | {n: c.kind for n, c in posts}
     order, where = _metric_order(q.body.get("metric"), names, dim)
-    bucket, span = _grouped_bucket(q, gran)
     items = [(dim, dim_sql)] + [(a.name, a.sql) for a in aggs]
     outputs = [(dim, _q(dim))] + [(a.name, a.out()) for a in aggs] + [(n, c.sql) for n, c in posts]
-    sql = (
-        f"WITH {_base(q)}, __span AS (SELECT min(__time) AS lo FROM __base), "
-        f"__grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
-        f"WHERE {q.where} GROUP BY 1, 2), "
-        f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped), "
-        f"__ranked AS (SELECT *, row_number() OVER (PARTITION BY __bucket ORDER BY "
-        f"{', '.join(order)}) AS __rank FROM __post WHERE {where or 'true'}) "
-        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM __ranked "
-        f"WHERE __rank <= {threshold} ORDER BY __bucket, __rank"
-    )
+    chosen = _comma([(n, _q(n)) for n, _ in outputs])
+    if gran.kind == "all":  # one bucket: the first `threshold` rows in order, as SQL's LIMIT
+        bucket, span, lo = _first_time(q)
+        sql = (
+            f"WITH {_base(q)}{span}, __grouped AS (SELECT {_select_list(items)}{lo} "
+            f"FROM __base WHERE {q.where} GROUP BY 1), "
+            f"__post AS (SELECT {_select_list(outputs)} FROM __grouped) "
+            f"SELECT {bucket} AS __bucket{chosen} FROM __post WHERE {where or 'true'} "
+            f"ORDER BY {', '.join(order)} LIMIT {threshold}"
+        )
+    else:  # the first `threshold` rows of each bucket
+        sql = (
+            f"WITH {_base(q)}, __grouped AS (SELECT {gran.bucket_ms('__time')} AS __bucket"
+            f"{_comma(items)} FROM __base WHERE {q.where} GROUP BY 1, 2), "
+            f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped), "
+            f"__ranked AS (SELECT *, row_number() OVER (PARTITION BY __bucket ORDER BY "
+            f"{', '.join(order)}) AS __rank FROM __post WHERE {where or 'true'}) "
+            f"SELECT __bucket{chosen} FROM __ranked WHERE __rank <= {threshold} "
+            f"ORDER BY __bucket, __rank"
+        )
     columns = [(dim, dim_kind)] + [(a.name, a.kind) for a in aggs] + [(n, c.kind) for n, c in posts]
     return Plan("topN", q.datasource, sql, tuple(columns), gran)
 
