@@ -1929,6 +1929,7 @@ def _parse_common(body: dict, tables: dict[str, dict[str, str] | None]) -> _Quer
         if key not in _ALLOWED[kind]:
             raise _unsupported(key, f"is not a {kind} query field here")
     context = _obj(body.get("context") or {}, "context")
+    _check_context(context)
     optional = kind in ("timeBoundary", "dataSourceMetadata", "segmentMetadata")
     intervals = parse_intervals(body.get("intervals"), required=not optional)
     spec = body.get("dataSource")
@@ -1958,6 +1959,111 @@ def _aggregators(q: _Query) -> list[Agg]:
     if len(set(names)) != len(names):
         raise NativeQueryError("aggregations", "two aggregators share a name")
     return aggs
+
+
+# Druid's query context (docs/querying/query-context.md). Keys that tune how Druid
+# runs a query (caching, priority and lanes, ids, vectorization, merge buffers) are
+# accepted and change nothing here, their values checked as Druid checks them; the
+# keys Strata reads (timeout, skipEmptyBuckets, grandTotal, sortByDimsFirst,
+# resultAsArray) do what Druid's do; values asking for results Strata does not
+# produce (per-segment results, unfinalized aggregators, timestamps as longs) are
+# refused naming the key. Druid ignores keys it does not know, and so does Strata.
+_CONTEXT_BOOLEANS = frozenset(
+    [
+        "useCache",
+        "populateCache",
+        "useResultLevelCache",
+        "populateResultLevelCache",
+        "debug",
+        "skipEmptyBuckets",
+        "grandTotal",
+        "sortByDimsFirst",
+        "resultAsArray",
+        "enableUnnest",
+        "useNativeQueryExplain",
+        "setProcessingThreadNames",
+        "applyLimitPushDown",
+        "forceLimitPushDown",
+        "applyLimitPushDownToSegment",
+        "groupByIsSingleThreaded",
+        "enableParallelMerge",
+        "useFilterCNF",
+        "secondaryPartitionPruning",
+        "enableJoinFilterPushDown",
+        "enableJoinFilterRewrite",
+        "enableJoinFilterRewriteValueColumnFilters",
+        "enableRewriteJoinToFilter",
+        "enableJoinLeftTableScanDirect",
+        "forceHashAggregation",
+        "forcePushDownNestedQuery",
+        "sqlStringifyArrays",
+        "useApproximateCountDistinct",
+        "useApproximateTopN",
+        "groupByEnableMultiValueUnnesting",
+        "enableTimeBoundaryPlanning",
+    ]
+)
+_CONTEXT_NUMBERS = frozenset(
+    [
+        "timeout",
+        "priority",
+        "minTopNThreshold",
+        "maxScatterGatherBytes",
+        "maxQueuedBytes",
+        "vectorSize",
+        "sqlOuterLimit",
+        "maxSubqueryRows",
+        "maxSubqueryBytes",
+        "uncoveredIntervalsLimit",
+        "parallelMergeParallelism",
+        "parallelMergeInitialYieldRows",
+        "parallelMergeSmallBatchRows",
+        "maxOnDiskStorage",
+        "bufferGrouperInitialBuckets",
+        "maxMergingDictionarySize",
+        "maxNumericInFilters",
+        "inSubQueryThreshold",
+        "numParallelCombineThreads",
+    ]
+)
+_CONTEXT_TEXTS = frozenset(
+    [
+        "queryId",
+        "sqlQueryId",
+        "subQueryId",
+        "lane",
+        "brokerService",
+        "queryResourceId",
+        "sqlTimeZone",
+        "vectorize",
+        "vectorizeVirtualColumns",
+    ]
+)
+# key -> (the value Strata cannot honour, what it would ask for)
+_CONTEXT_REFUSED = {
+    "bySegment": (True, "results per segment"),
+    "finalize": (False, "unfinalized aggregator values"),
+    "serializeDateTimeAsLong": (True, "timestamps as epoch millis"),
+    "serializeDateTimeAsLongInner": (True, "timestamps as epoch millis"),
+}
+
+
+def _check_context(context: dict) -> None:
+    for key, value in context.items():
+        field = f"context.{key}"
+        if key in _CONTEXT_REFUSED:
+            refused, what = _CONTEXT_REFUSED[key]
+            if _bool(value, field, default=not refused) == refused:
+                raise _unsupported(field, f"{what} are not produced here")
+        elif key in _CONTEXT_BOOLEANS:
+            _bool(value, field)
+        elif key in _CONTEXT_NUMBERS and value is not None:
+            if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
+                value = int(value)  # Druid reads numbers given as strings too
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise NativeQueryError(field, "must be a number")
+        elif key in _CONTEXT_TEXTS and isinstance(value, dict | list):
+            raise NativeQueryError(field, "must be a string")
 
 
 def _timeout(context: dict) -> int | None:
