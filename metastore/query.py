@@ -494,20 +494,21 @@ def time_ranges(con, tree: dict, datasources: set[str]) -> dict[str, tuple]:
     """dataSource -> (earliest, latest, whether latest is included): the `__time`s
     the bound query can read of it (naive UTC, None: unbounded), for those it reads
     only within bounds."""
+    nodes = list(_nodes(tree))  # one walk of the tree, not one per question
     cte_names = {
         entry["key"].lower()
-        for node in _nodes(tree)
+        for node in nodes
         for entry in (node.get("cte_map") or {}).get("map") or ()
         if isinstance(entry, dict) and isinstance(entry.get("key"), str)
     }
     tables = {
         id(n): n
-        for n in _nodes(tree)
+        for n in nodes
         if n.get("type") == "BASE_TABLE" and n.get("table_name") in datasources
     }
     bounded = {
         id(n["from_table"]): _time_bounds(n.get("where_clause"), n["from_table"].get("alias", ""))
-        for n in _nodes(tree)
+        for n in nodes
         if n.get("type") == "SELECT_NODE" and id(n.get("from_table")) in tables
     }
     refs: dict[str, list[list]] = {}  # dataSource -> the bounds of each reference to it

@@ -304,3 +304,14 @@ def test_unnest_scan_with_a_filter_on_the_values_and_on_the_rows(tagged, api_cli
     }
     [batch] = native(api_client, body)
     assert batch["events"] == [[946684800000, "a", 1.0], [946771200000, "d", 2.0]]
+
+
+def test_scans_nested_twenty_deep_give_the_rows_of_the_table(wiki, api_client):
+    plain = {"queryType": "scan", "dataSource": "wiki", "intervals": EVER, "order": "ascending"}
+    body = plain
+    for _ in range(20):
+        body = {**plain, "dataSource": {"type": "query", "query": body}}
+    [expected] = native(api_client, plain)
+    [batch] = native(api_client, body)
+    assert batch["events"] == expected["events"]
+    assert len(expected["events"]) == 5

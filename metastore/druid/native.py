@@ -2670,7 +2670,10 @@ def query_datasource(body) -> tuple[str, str]:
         raise NativeQueryError(
             "queryType", f"unknown query type {kind!r}; one of " + ", ".join(QUERY_TYPES)
         )
-    return kind, _datasource(body.get("dataSource"))
+    try:
+        return kind, _datasource(body.get("dataSource"))
+    except RecursionError:
+        raise NativeQueryError("dataSource", "is nested too deeply") from None
 
 
 def compile_query(
