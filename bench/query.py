@@ -31,8 +31,10 @@ stack, authentication included) with a token and with HTTP Basic (what Airflow's
 DruidHook, pydruid and Superset send), against raw DuckDB running the twin SQL
 over a view of all the same visible files made once in the same run (no pruning
 by time: what a client reading the files itself would run), taking turns in each
-of `--repeat` rounds; p50 and the p50 ratio to raw DuckDB. First `SELECT 1` with
-a token and with Basic: the fixed cost of a request, and what Basic adds.
+of `--repeat` rounds; p50 and the p50 ratio to raw DuckDB, and the same for the
+CPU time this process spends on each (all but Spark runs in it: a measure of the
+work that other load on the machine does not inflate). First `SELECT 1` with a
+token and with Basic: the fixed cost of a request, and what Basic adds.
 
     .venv/bin/python bench/query.py [--repeat 20] [--spark-repeat 5] [--work DIR] [--no-spark]
         [--datasources flights,flights_x10] [--no-http]
@@ -158,16 +160,25 @@ def publish_copies(source: str, target: str, copies: int) -> int:
     return len(new)
 
 
+CPU: dict[str, list[float]] = {}  # name -> this process's CPU ms of each timed run
+
+
 def interleaved(fns: dict, repeat: int) -> dict[str, tuple[list[float], object]]:
     """Each of `fns` timed `repeat` times after a warm-up, taking turns (one run of
-    each per round), so a change in the machine's load weighs on all of them alike."""
+    each per round), so a change in the machine's load weighs on all of them alike.
+    Also the CPU time this process spends on each run (`CPU`): the HTTP server, its
+    DuckDB threads and raw DuckDB all run here, so it counts the work a query costs
+    whatever else loads the machine (not Spark's, which runs in its JVM)."""
     results = {name: fn() for name, fn in fns.items()}  # warm-up
     times: dict[str, list[float]] = {name: [] for name in fns}
+    for name in fns:
+        CPU[name] = []
     for _ in range(repeat):
         for name, fn in fns.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
             times[name].append((time.perf_counter() - t0) * 1000)
+            CPU[name].append((time.process_time() - c0) * 1000)
     return {name: (times[name], results[name]) for name in fns}
 
 
@@ -300,9 +311,10 @@ def bench_auth(session, url: str, auths: dict[str, str], repeat: int) -> None:
         repeat,
     )
     token, basic = (statistics.median(timings[a][0]) for a in ("token", "basic"))
+    cpu_token, cpu_basic = (statistics.median(CPU[a]) for a in ("token", "basic"))
     print(
         f"{'-':<12} {'SELECT 1':<11} {'sql token / basic':<22} {token:>8.1f} {basic:>8.1f}"
-        f"  Basic adds {basic - token:+.1f} ms (p50)"
+        f"  Basic adds {basic - token:+.1f} ms (p50); cpu {cpu_token:.1f} / {cpu_basic:.1f} ms"
     )
 
 
@@ -320,7 +332,7 @@ def bench_http(datasources: list[str], repeat: int) -> None:
     raw.execute("SET TimeZone = 'UTC'")
     print(
         f"\n{'dataSource':<12} {'query':<11} {'path':<22} {'p50 ms':>8} {'p95 ms':>8} "
-        f"{'p50 / raw':>9}"
+        f"{'p50 / raw':>9} {'cpu p50':>8} {'cpu / raw':>9}"
     )
     try:
         bench_auth(session, url, auths, repeat)
@@ -349,11 +361,13 @@ def bench_http(datasources: list[str], repeat: int) -> None:
                 sql_rows = paths["sql /druid/v2/sql token"][1]
                 assert len(sql_rows) == len(raw_rows), (ds, name, len(sql_rows), len(raw_rows))
                 base = statistics.median(raw_times)
+                cpu_base = statistics.median(CPU["raw duckdb"])
                 for path, (times, _) in [*paths.items(), ("raw duckdb", (raw_times, None))]:
-                    p50 = statistics.median(times)
+                    p50, cpu = statistics.median(times), statistics.median(CPU[path])
                     print(
                         f"{ds:<12} {name:<11} {path:<22} {p50:>8.1f} "
-                        f"{pct(times, 0.95):>8.1f} {p50 / base:>8.2f}x"
+                        f"{pct(times, 0.95):>8.1f} {p50 / base:>8.2f}x {cpu:>8.1f} "
+                        f"{cpu / cpu_base:>8.2f}x"
                     )
     finally:
         server.shutdown()

@@ -107,21 +107,13 @@ class NativeQueryView(DruidView):
     def post(self, request):
         kind, datasource = native.query_datasource(request.data)
         commits = latest_commits()  # one read of the metastore for the whole request
-        tables = native.datasource_names(request.data.get("dataSource"))
-        schemas = [_schema(table, commits) for table in tables]
-        if all(s is None for s in schemas):  # Druid answers an unknown dataSource with no rows
+        names = native.datasource_names(request.data.get("dataSource"))
+        tables = {name: _schema(name, commits) for name in names}
+        if names and all(s is None for s in tables.values()):
+            # Druid answers a dataSource with no segments with no rows
             return HttpResponse("[]", content_type="application/json")
-        if None in schemas:  # a union naming a table that does not exist
-            missing = schemas.index(None)
-            raise native.NativeQueryError(
-                f"dataSource.dataSources[{missing}]", f"no dataSource {tables[missing]!r}"
-            )
-        schema: dict[str, str] = {}  # a union's columns, each as its first table types it
-        for columns in schemas:
-            for name, column_kind in columns.items():
-                schema.setdefault(name, column_kind)
         segments = _segments(datasource) if kind == "segmentMetadata" else None
-        plan = native.compile_query(request.data, schema, segments=segments)
+        plan = native.compile_query(request.data, None, segments=segments, tables=tables)
         result = _run(plan.sql, plan.timeout_ms, commits)
         # json.dumps writes NaN and Infinity as Druid's Jackson does.
         return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")

@@ -256,9 +256,12 @@ def table_sql(source: TableSource) -> str:
     # schema of every file at each query would cost more than the query itself.
     mixed = source.mixed
     option = ", union_by_name = true" if mixed else ""
+    # Each part casts `__time` itself, with no subquery around it: DuckDB then still
+    # pushes a filter on `__time` into the Parquet scan (skipping row groups).
+    read = "SELECT * REPLACE (CAST(__time AS TIMESTAMP) AS __time) FROM read_parquet"
     parts = []
     if source.whole:
-        parts.append(f"SELECT * FROM read_parquet({_files(source.whole)}{option})")
+        parts.append(f"{read}({_files(source.whole)}{option})")
     by_intervals: dict[tuple[Interval, ...], list[str]] = {}
     for location, intervals in source.partial:
         by_intervals.setdefault(intervals, []).append(location)
@@ -266,14 +269,13 @@ def table_sql(source: TableSource) -> str:
         cond = " OR ".join(
             f"(__time >= {_ts(iv.start)} AND __time < {_ts(iv.end)})" for iv in intervals
         )
-        parts.append(f"SELECT * FROM read_parquet({_files(files)}{option}) WHERE {cond}")
+        parts.append(f"{read}({_files(files)}{option}) WHERE {cond}")
     if not parts:
         if source.schema_file:
-            parts.append(f"SELECT * FROM read_parquet({_literal(source.schema_file)}) WHERE false")
+            parts.append(f"{read}({_literal(source.schema_file)}) WHERE false")
         else:
             return "SELECT NULL::TIMESTAMP AS __time WHERE false"
-    union = (" UNION ALL BY NAME " if mixed else " UNION ALL ").join(parts)
-    return f"SELECT * REPLACE (CAST(__time AS TIMESTAMP) AS __time) FROM ({union})"
+    return (" UNION ALL BY NAME " if mixed else " UNION ALL ").join(parts)
 
 
 def allowed_functions() -> frozenset[str]:
@@ -501,20 +503,21 @@ def time_ranges(con, tree: dict, datasources: set[str]) -> dict[str, tuple]:
     """dataSource -> (earliest, latest, whether latest is included): the `__time`s
     the bound query can read of it (naive UTC, None: unbounded), for those it reads
     only within bounds."""
+    nodes = list(_nodes(tree))  # one walk of the tree, not one per question
     cte_names = {
         entry["key"].lower()
-        for node in _nodes(tree)
+        for node in nodes
         for entry in (node.get("cte_map") or {}).get("map") or ()
         if isinstance(entry, dict) and isinstance(entry.get("key"), str)
     }
     tables = {
         id(n): n
-        for n in _nodes(tree)
+        for n in nodes
         if n.get("type") == "BASE_TABLE" and n.get("table_name") in datasources
     }
     bounded = {
         id(n["from_table"]): _time_bounds(n.get("where_clause"), n["from_table"].get("alias", ""))
-        for n in _nodes(tree)
+        for n in nodes
         if n.get("type") == "SELECT_NODE" and id(n.get("from_table")) in tables
     }
     refs: dict[str, list[list]] = {}  # dataSource -> the bounds of each reference to it

@@ -522,6 +522,6 @@ def test_a_union_datasource_reads_its_tables_as_one(wiki_rows, inline_spec, api_
     body["dataSource"]["dataSources"].append("nosuch")
     refused = native(api_client, body, status=400)
     assert refused["errorMessage"].startswith("dataSource.dataSources[2]")
-    body["dataSource"] = {"type": "query", "query": {}}
+    body["dataSource"] = {"type": "union", "dataSources": ["wiki", {"type": "inline"}]}
     refused = native(api_client, body, status=400)
-    assert refused["errorMessage"].startswith("dataSource.type")
+    assert refused["errorMessage"].startswith("dataSource.dataSources[1].type")

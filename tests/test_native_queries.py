@@ -884,6 +884,34 @@ ON_BOTH_ENGINES = [
         ],
         "context": {"grandTotal": True},
     },
+    {
+        "queryType": "topN",
+        "dataSource": "wiki",
+        "granularity": "all",
+        "intervals": INTERVAL,
+        "dimension": "page",
+        "metric": "added",
+        "threshold": 2,
+        "aggregations": [{"type": "longSum", "name": "added", "fieldName": "added"}],
+    },
+    {
+        "queryType": "topN",
+        "dataSource": "wiki",
+        "granularity": "day",
+        "intervals": INTERVAL,
+        "filter": {"type": "not", "field": {"type": "null", "column": "user"}},
+        "dimension": "user",
+        "metric": {"type": "inverted", "metric": "added"},
+        "threshold": 1,
+        "aggregations": [{"type": "longSum", "name": "added", "fieldName": "added"}],
+    },
+    {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "day",
+        "intervals": INTERVAL,
+        "aggregations": [{"type": "doubleSum", "name": "delta", "fieldName": "delta"}],
+    },
 ]
 
 
@@ -1108,3 +1136,66 @@ def test_pydruid_sqlalchemy_inspector_lists_datasources_and_columns_with_druid_t
     with engine.connect() as connection:
         rows = connection.execute(text("SELECT COUNT(*) FROM wiki")).scalar()
     assert rows == sql("SELECT count(*) FROM wiki")[0][0]
+
+
+def test_context_keys_druid_documents_are_accepted_and_change_nothing(wiki, api_client):
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "day",
+        "intervals": INTERVAL,
+        "aggregations": [{"type": "longSum", "name": "added", "fieldName": "added"}],
+    }
+    plain = native(api_client, body)
+    context = {
+        "timeout": "60000",
+        "priority": 10,
+        "lane": "low",
+        "queryId": "q-1",
+        "sqlQueryId": "s-1",
+        "useCache": False,
+        "populateCache": "false",
+        "useResultLevelCache": True,
+        "vectorize": "force",
+        "debug": True,
+        "finalize": True,
+        "bySegment": False,
+        "minTopNThreshold": "1000",
+        "someClientsOwnKey": {"a": 1},  # Druid ignores keys it does not know
+    }
+    assert native(api_client, {**body, "context": context}) == plain
+
+
+@pytest.mark.parametrize(
+    ("context", "error", "named"),
+    [
+        ({"bySegment": True}, "Unsupported operation", "context.bySegment"),
+        ({"finalize": "false"}, "Unsupported operation", "context.finalize"),
+        (
+            {"serializeDateTimeAsLong": True},
+            "Unsupported operation",
+            "context.serializeDateTimeAsLong",
+        ),
+        ({"priority": "high"}, "Unknown exception", "context.priority"),
+        ({"timeout": "soon"}, "Unknown exception", "context.timeout"),
+        ({"timeout": 10**12}, "Unknown exception", "context.timeout"),
+        ({"skipEmptyBuckets": "maybe"}, "Unknown exception", "context.skipEmptyBuckets"),
+        ({"queryId": ["a"]}, "Unknown exception", "context.queryId"),
+        ("fast", "Unknown exception", "context"),
+    ],
+)
+def test_context_values_strata_cannot_honour_are_refused_naming_the_key(
+    wiki, api_client, context, error, named
+):
+    body = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "granularity": "all",
+        "intervals": INTERVAL,
+        "aggregations": [{"type": "count", "name": "c"}],
+        "context": context,
+    }
+    result = native(api_client, body, status=400)
+    assert set(result) == {"error", "errorMessage", "errorClass", "host"}
+    assert result["error"] == error
+    assert result["errorMessage"].startswith(named), result

@@ -30,6 +30,7 @@ from metastore.druid.expressions import parse as parse_expression
 from metastore.druid.expressions.duckdb_sql import to_duckdb
 from metastore.druid.expressions.emit import emit
 from metastore.druid.expressions.spark_sql import SPARK
+from metastore.druid.expressions.tree import Binary, Identifier, LongLiteral
 from metastore.druid.extraction import (
     INPUT,
     DimensionSpec,
@@ -303,21 +304,35 @@ def _expression_arg(col: Col) -> Arg:
     return Arg(col.sql, _EXPRESSION_KINDS.get(col.kind, "complex"))
 
 
-def _expression(text, cols: _Columns, field: str) -> Col:
-    """A Druid expression (math-expr) as a typed SQL expression over `cols`: the one
-    parse tree of `metastore.druid.expressions`, emitted for DuckDB or Spark SQL."""
+def _parsed(text, field: str):
+    """The parse tree of a Druid expression given as `field`."""
     if not isinstance(text, str) or not text.strip():
         raise NativeQueryError(field, "must be a Druid expression string")
     try:
-        root = parse_expression(text)
-        if _spark():
-            result = emit(SPARK, root, lambda name: _expression_arg(cols.get(name)))
-        else:
-            result = to_duckdb(root, lambda name: _expression_arg(cols.get(name)))
+        return parse_expression(text)
     except UnsupportedFunction as exc:
         raise _unsupported(field, str(exc)) from None
     except ExpressionError as exc:
         raise NativeQueryError(field, str(exc)) from None
+
+
+def _emitted(root, cols: _Columns, field: str):
+    """A parsed Druid expression emitted for the query's engine over `cols`:
+    its SQL and its Druid kind (`long`, `string`, `array<long>`, ...)."""
+    try:
+        if _spark():
+            return emit(SPARK, root, lambda name: _expression_arg(cols.get(name)))
+        return to_duckdb(root, lambda name: _expression_arg(cols.get(name)))
+    except UnsupportedFunction as exc:
+        raise _unsupported(field, str(exc)) from None
+    except ExpressionError as exc:
+        raise NativeQueryError(field, str(exc)) from None
+
+
+def _expression(text, cols: _Columns, field: str) -> Col:
+    """A Druid expression (math-expr) as a typed SQL expression over `cols`: the one
+    parse tree of `metastore.druid.expressions`, emitted for DuckDB or Spark SQL."""
+    result = _emitted(_parsed(text, field), cols, field)
     kind = result.kind if result.kind in ("long", "double", "string") else "other"
     return Col(result.sql, "string" if result.kind == "json" else kind)
 
@@ -481,10 +496,19 @@ def _timestamp(value, field: str) -> datetime:
             return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=value)
         except OverflowError:
             raise NativeQueryError(field, "is outside the years 1 to 9999") from None
+    match = _YEAR_MONTH.match(value.strip()) if isinstance(value, str) else None
+    if match is not None:  # Joda reads a year or a year-month alone (`0000/3000`)
+        year, month = match.groups()
+        if int(year) == 0:
+            return MIN_TS  # the year 0 is before the first instant Strata holds
+        value = f"{year}-{month or '01'}-01"
     try:
         return parse_ts(value)
     except ValueError as exc:
         raise NativeQueryError(field, str(exc)) from None
+
+
+_YEAR_MONTH = re.compile(r"^(\d{4})(?:-(\d{2}))?$")
 
 
 def parse_granularity(spec, field: str = "granularity") -> Granularity:
@@ -1503,37 +1527,412 @@ _ALLOWED = {
 @dataclass
 class _Query:
     body: dict
-    datasource: str
+    datasource: str  # the (leftmost) table read, "" for none
     intervals: list[Interval]
     cols: _Columns
     where: str
     context: dict
-    tables: list[str] = field(default_factory=list)  # more than one: a union
+    relation: _Relation | None = None
+
+
+# --- dataSources: what a query reads ---------------------------------------------------
+# Each dataSource compiles to a relation: a SELECT of `__time` (a TIMESTAMP) and its
+# columns, with their kinds. Tables, unions and inline rows are read as they are; a
+# `query` dataSource is the subquery's results, each row stamped with its timestamp
+# (0 where it has none, as Druid stamps inlined rows); a `join` is the left side with
+# the right side's columns prefixed; an `unnest` is its base with one row per value.
+# The query's intervals bound the rows that own `__time` (a table, the left of a
+# join, the base of an unnest), so that a time filter still reaches the table's files.
+
+
+@dataclass(frozen=True)
+class _Relation:
+    sql: str  # a SELECT of __time (TIMESTAMP) and the columns of `kinds`
+    kinds: dict[str, str]  # column -> kind (as column_kinds gives them; __time: time)
+
+
+_EMPTY_TABLE = _Relation("SELECT CAST(NULL AS TIMESTAMP) AS __time WHERE false", {"__time": "time"})
+_DATASOURCE_TYPES = ("table", "union", "inline", "query", "join", "unnest", "lookup")
+
+
+def _datasource_type(spec, field: str) -> str:
+    if isinstance(spec, str):
+        return "table"
+    kind = _type_of(_obj(spec, field), field)
+    if kind not in _DATASOURCE_TYPES:
+        raise NativeQueryError(
+            f"{field}.type",
+            f"{kind!r} is not a dataSource type; one of {', '.join(_DATASOURCE_TYPES)}",
+        )
+    if kind == "lookup":
+        raise _unsupported(
+            f"{field}.type",
+            "'lookup': Strata has no query-time lookups (the lookup schema is empty)",
+        )
+    return kind
+
+
+def datasource_names(spec, field: str = "dataSource") -> list[str]:
+    """Every table a query's dataSource reads, leftmost first: a table (by name or
+    object), the tables of a union, and those under a query, join or unnest."""
+    kind = _datasource_type(spec, field)
+    if kind == "table":
+        return [_table_name(spec, field)]
+    if kind == "union":
+        names = _list(spec.get("dataSources"), f"{field}.dataSources")
+        if not names:
+            raise NativeQueryError(f"{field}.dataSources", "name at least one table")
+        return [_table_name(n, f"{field}.dataSources[{i}]") for i, n in enumerate(names)]
+    if kind == "query":
+        return datasource_names(
+            _obj(spec.get("query"), f"{field}.query").get("dataSource"), f"{field}.query.dataSource"
+        )
+    if kind == "join":
+        return datasource_names(spec.get("left"), f"{field}.left") + datasource_names(
+            spec.get("right"), f"{field}.right"
+        )
+    if kind == "unnest":
+        return datasource_names(spec.get("base"), f"{field}.base")
+    return []  # inline
 
 
 def _datasource(spec) -> str:
-    return datasource_names(spec)[0]
-
-
-def datasource_names(spec) -> list[str]:
-    """The tables a query's dataSource reads: a table (by name or object), or a
-    `union` of tables, read as one table (columns matched by name)."""
-    if isinstance(spec, dict) and spec.get("type") == "union":
-        names = _list(spec.get("dataSources"), "dataSource.dataSources")
-        if not names:
-            raise NativeQueryError("dataSource.dataSources", "name at least one table")
-        return [_table_name(n, f"dataSource.dataSources[{i}]") for i, n in enumerate(names)]
-    return [_table_name(spec, "dataSource")]
+    """The query's (leftmost) table, or "" if it reads none (inline rows)."""
+    return next(iter(datasource_names(spec)), "")
 
 
 def _table_name(spec, field: str) -> str:
     if isinstance(spec, dict):
         if spec.get("type") != "table":
-            raise _unsupported(
-                f"{field}.type", f"{spec.get('type')!r} (only table and union dataSources)"
-            )
+            raise _unsupported(f"{field}.type", f"{spec.get('type')!r} (a union lists tables)")
+        _only(spec, field, {"type", "name"})
         return _str(spec.get("name"), f"{field}.name")
     return _str(spec, field)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What compiling a dataSource needs: each table's columns (None: no such
+    table), and the intervals of the query whose rows are being read."""
+
+    tables: dict[str, dict[str, str] | None]
+    intervals: list[Interval]
+
+
+def _relation(spec, field: str, reading: _Reading, bounded: bool = True) -> _Relation:
+    """The relation of a dataSource; `bounded`: its time-owning rows are cut to the
+    query's intervals (the right side of a join is read whole, as Druid reads it)."""
+    kind = _datasource_type(spec, field)
+    if kind != "table" and _spark():
+        raise _unsupported(f"{field}.type", f"a {kind} dataSource on Spark SQL")
+    where = _intervals_sql(reading.intervals) if bounded else None
+    if kind in ("table", "union"):
+        return _tables_relation(spec, field, reading, where)
+    if kind == "join":
+        return _join_relation(spec, field, reading, where)
+    if kind == "unnest":
+        return _unnest_relation(spec, field, reading, bounded)
+    inner = (
+        _inline_relation(spec, field) if kind == "inline" else _query_relation(spec, field, reading)
+    )
+    if where is None:
+        return inner
+    return _Relation(f"SELECT * FROM ({inner.sql}) WHERE {where}", inner.kinds)
+
+
+def _tables_relation(spec, field: str, reading: _Reading, where: str | None) -> _Relation:
+    """A table, or a union of tables matched by column name (each typed by the first
+    table that has it), each cut to `where` so that it reads only the files it needs."""
+    union = isinstance(spec, dict) and spec.get("type") == "union"
+    if union:
+        _only(spec, field, {"type", "dataSources"})
+    names = datasource_names(spec, field)
+    found = [reading.tables.get(n) for n in names]
+    if union and None in found and any(k is not None for k in found):
+        missing = found.index(None)
+        raise NativeQueryError(
+            f"{field}.dataSources[{missing}]", f"no dataSource {names[missing]!r}"
+        )
+    if all(k is None for k in found):
+        return _EMPTY_TABLE
+    kinds: dict[str, str] = {}
+    for columns in found:
+        for name, column_kind in columns.items():
+            kinds.setdefault(name, column_kind)
+    cut = f" WHERE {where}" if where else ""
+    sql = " UNION ALL BY NAME ".join(f"SELECT * FROM {_q(n)}{cut}" for n in names)
+    return _Relation(sql, kinds)
+
+
+_INLINE_TYPES = {
+    "STRING": ("string", "VARCHAR"),
+    "LONG": ("long", "BIGINT"),
+    "DOUBLE": ("double", "DOUBLE"),
+    "FLOAT": ("float", "FLOAT"),
+}
+MAX_INLINE_CHARS = 50_000  # of SQL: the relational layer parses at most 100,000
+
+
+def _inline_kind(values: list, declared, field: str) -> str:
+    """A column's Druid type: as declared (`columnTypes`), or from its values."""
+    if declared is not None:
+        name = str(declared).upper()
+        if name not in _INLINE_TYPES:
+            raise _unsupported(field, f"{declared!r} (STRING, LONG, DOUBLE, FLOAT)")
+        return name
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return "LONG"
+    if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return "DOUBLE"
+    return "STRING"
+
+
+def _inline_value(value, field: str) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return _lit(str(value).lower())
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"CAST({_lit(repr(value))} AS DOUBLE)"
+    if isinstance(value, str):
+        return _lit(value)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        import json  # a multi-value string, as Strata stores one: its JSON array text
+
+        return _lit(json.dumps(value))
+    raise _unsupported(field, "inline values are strings, numbers, null or lists of strings")
+
+
+def _inline_relation(spec: dict, field: str) -> _Relation:
+    """Rows given in the query (`columnNames`, `rows`, optional `columnTypes`);
+    `__time`, if a column, is epoch millis; otherwise every row is at 0, as in Druid."""
+    _only(spec, field, {"type", "columnNames", "columnTypes", "rows"})
+    names = [
+        _str(n, f"{field}.columnNames[{i}]")
+        for i, n in enumerate(_list(spec.get("columnNames"), f"{field}.columnNames"))
+    ]
+    if len(set(names)) != len(names):
+        raise NativeQueryError(f"{field}.columnNames", "two columns share a name")
+    rows = _list(spec.get("rows"), f"{field}.rows")
+    for i, row in enumerate(rows):
+        if len(_list(row, f"{field}.rows[{i}]")) != len(names):
+            raise NativeQueryError(
+                f"{field}.rows[{i}]", f"has {len(row)} values for {len(names)} columnNames"
+            )
+    declared = spec.get("columnTypes")
+    declared = [None] * len(names) if declared is None else _list(declared, f"{field}.columnTypes")
+    if len(declared) != len(names):
+        raise NativeQueryError(f"{field}.columnTypes", "give one type per column name")
+    types = [
+        _inline_kind([r[j] for r in rows], t, f"{field}.columnTypes[{j}]")
+        for j, t in enumerate(declared)
+    ]
+    items, kinds = [], {"__time": "time"}
+    if "__time" not in names:
+        items.append(f"{_epoch_to_ts('0')} AS __time")
+    for j, (name, type_name) in enumerate(zip(names, types, strict=True)):
+        kind, sql_type = _INLINE_TYPES[type_name]
+        if name == "__time":
+            items.append(f"{_epoch_to_ts(f'CAST(c{j} AS BIGINT)')} AS __time")
+            continue
+        kinds[name] = kind
+        items.append(f"TRY_CAST(c{j} AS {sql_type}) AS {_q(name)}")
+    values = ", ".join(
+        "("
+        + ", ".join(_inline_value(v, f"{field}.rows[{i}][{j}]") for j, v in enumerate(row))
+        + ")"
+        for i, row in enumerate(rows)
+    )
+    columns = ", ".join(f"c{j}" for j in range(len(names)))
+    source = (
+        f"(VALUES {values}) AS __inline({columns})" if rows and names else "(SELECT 1) WHERE false"
+    )
+    sql = f"SELECT {', '.join(items)} FROM {source}"
+    if len(sql) > MAX_INLINE_CHARS:
+        raise _unsupported(
+            f"{field}.rows",
+            f"an inline dataSource over {MAX_INLINE_CHARS} characters of SQL; load it as a dataSource",
+        )
+    return _Relation(sql, kinds)
+
+
+def _epoch_to_ts(ms: str) -> str:
+    return f"epoch_ms({ms})"
+
+
+_SUBQUERY_TYPES = ("timeseries", "topN", "groupBy", "scan")
+
+
+def _query_relation(spec: dict, field: str, reading: _Reading) -> _Relation:
+    """A subquery's results as rows: `__time` is each row's timestamp (scan: its
+    `__time` column, or 0), then its output columns."""
+    _only(spec, field, {"type", "query"})
+    body = _obj(spec.get("query"), f"{field}.query")
+    kind = body.get("queryType")
+    if kind not in _SUBQUERY_TYPES:
+        raise _unsupported(
+            f"{field}.query.queryType",
+            f"{kind!r} as a subquery (one of {', '.join(_SUBQUERY_TYPES)})",
+        )
+    try:
+        inner = _compile(body, reading.tables, None)
+    except NativeQueryError as exc:
+        raise NativeQueryError(
+            f"{field}.query.{exc.field}".rstrip("."),
+            str(exc).removeprefix(f"{exc.field}: "),
+            unsupported=exc.unsupported,
+        ) from None
+    names = [n for n, _ in inner.columns]
+    kinds = {"__time": "time"} | {n: k for n, k in inner.columns if n != "__time"}
+    cols = ", ".join(_q(n) for n in names if n != "__time")
+    cols = f", {cols}" if cols else ""
+    if kind == "scan":
+        stamp = _epoch_to_ts("CAST(__time AS BIGINT)") if "__time" in names else _epoch_to_ts("0")
+        return _Relation(f"SELECT {stamp} AS __time{cols} FROM ({inner.sql})", kinds)
+    # Druid's eternity starts before the engine's first timestamp: clamp it to that.
+    stamp = _epoch_to_ts(f"greatest(__bucket, {_ms(MIN_TS)})")
+    sql = f"SELECT {stamp} AS __time{cols} FROM ({inner.sql})"
+    if kind == "timeseries":  # without the grand total, and within its limit
+        limit = inner.options.get("limit")
+        sql += " WHERE __total = 0" + (f" LIMIT {limit}" if limit is not None else "")
+    return _Relation(sql, kinds)
+
+
+class _Side(_Columns):
+    """A side of a join: its columns, qualified by the side's alias."""
+
+    def __init__(self, kinds: dict[str, str], alias: str) -> None:
+        super().__init__(kinds)
+        self.alias = alias
+
+    def get(self, name: str) -> Col:
+        if name == "__time" and self.schema.get(name) == "time":
+            return Col(_epoch_ms(f"{self.alias}.__time"), "long")
+        kind = self.schema.get(name)
+        return _NULL if kind is None else Col(f"{self.alias}.{_q(name)}", kind)
+
+
+def _join_relation(spec: dict, field: str, reading: _Reading, where: str | None) -> _Relation:
+    """`left` joined with `right` (INNER or LEFT) on equalities of a left expression
+    and a right column (`condition`, a Druid expression); the right side's columns
+    are named with `rightPrefix`, and shadow the left's of the same names."""
+    _only(spec, field, {"type", "left", "right", "rightPrefix", "condition", "joinType"})
+    prefix = _str(spec.get("rightPrefix"), f"{field}.rightPrefix")
+    if "__time".startswith(prefix):
+        raise NativeQueryError(f"{field}.rightPrefix", "must not be a prefix of __time")
+    join_type = str(spec.get("joinType") or "").upper()
+    if join_type in ("RIGHT", "FULL"):
+        raise _unsupported(
+            f"{field}.joinType",
+            f"{join_type} joins (Druid's are not always correct): INNER or LEFT",
+        )
+    if join_type not in ("INNER", "LEFT"):
+        raise NativeQueryError(f"{field}.joinType", "must be INNER or LEFT")
+    right_spec = spec.get("right")
+    if _datasource_type(right_spec, f"{field}.right") in ("table", "union"):
+        raise _unsupported(
+            f"{field}.right.type",
+            "a table on the right of a join (Druid joins only broadcast tables there); "
+            'read it through a "query" dataSource (a scan of it)',
+        )
+    left = _relation(spec.get("left"), f"{field}.left", reading, where is not None)
+    right = _relation(right_spec, f"{field}.right", reading, bounded=False)
+    kept = {n: k for n, k in left.kinds.items() if not n.startswith(prefix)}
+    renamed = {prefix + n: ("long" if k == "time" else k) for n, k in right.kinds.items()}
+    on = _join_condition(
+        spec.get("condition"), f"{field}.condition", _Side(kept, "__l"), _Side(renamed, "__r")
+    )
+    right_items = ", ".join(
+        f"{_epoch_ms('__time') if k == 'time' else _q(n)} AS {_q(prefix + n)}"
+        for n, k in right.kinds.items()
+    )
+    left_items = ", ".join(f"__l.{_q(n)}" for n in kept)
+    sql = (
+        f"SELECT {left_items}, __r.* FROM ({left.sql}) AS __l {join_type} JOIN "
+        f"(SELECT {right_items} FROM ({right.sql})) AS __r ON {on}"
+    )
+    return _Relation(sql, kept | renamed)
+
+
+def _join_condition(text, field: str, left: _Side, right: _Side) -> str:
+    """A join condition: `1` (every pair), or equalities `left-expression ==
+    right-column` joined with `&&`; a right column is compared as the left value
+    cast to its type, and null matches nothing."""
+    root = _parsed(text, field)
+    if isinstance(root, LongLiteral) and root.value == 1:
+        return "true"
+    terms, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Binary) and node.op == "&&":
+            stack += [node.right, node.left]
+        elif isinstance(node, Binary) and node.op == "==":
+            terms.append(_join_equality(node, field, left, right))
+        else:
+            raise _unsupported(
+                field,
+                "a join condition is equalities (==) of a left expression and a right column, joined with &&",
+            )
+    return " AND ".join(terms)
+
+
+def _join_equality(node, field: str, left: _Side, right: _Side) -> str:
+    sides = [node.left, node.right]
+    named = [isinstance(s, Identifier) and s.name in right.schema for s in sides]
+    if named.count(True) != 1:
+        raise _unsupported(
+            field,
+            "each equality names exactly one column of the right side (rightPrefix + its name)",
+        )
+    column = right.get(sides[named.index(True)].name)
+    result = _emitted(sides[named.index(False)], left, field)
+    kind = result.kind if result.kind in ("long", "double", "string") else "other"
+    value = Col(result.sql, kind)
+    target = "double" if column.kind == "float" else column.kind
+    if target not in ("long", "double", "string"):
+        raise _unsupported(field, f"a join on a {column.kind} column")
+    return f"{_cast(value, target)} = {_cast(column, target)}"
+
+
+def _unnest_relation(spec: dict, field: str, reading: _Reading, bounded: bool) -> _Relation:
+    """`base` with one row per value of `virtualColumn` (an expression: each element
+    of an array, each value of a multi-value string, a scalar once; rows where it is
+    null or empty are dropped, as Druid drops them), kept where `unnestFilter` holds."""
+    _only(spec, field, {"type", "base", "virtualColumn", "unnestFilter"})
+    base = _relation(spec.get("base"), f"{field}.base", reading, bounded)
+    path = f"{field}.virtualColumn"
+    column = _obj(spec.get("virtualColumn"), path)
+    if column.get("type") != "expression":
+        raise _unsupported(f"{path}.type", f"{column.get('type')!r} (only expression)")
+    _only(column, path, {"type", "name", "expression", "outputType"})
+    name = _str(column.get("name"), f"{path}.name")
+    result = _emitted(
+        _parsed(column.get("expression"), f"{path}.expression"),
+        _Columns(base.kinds),
+        f"{path}.expression",
+    )
+    if result.kind.startswith("array<"):
+        values, kind = result.sql, result.kind[len("array<") : -1]
+    elif result.kind == "string":
+        values, kind = f"druid_mv({result.sql})", "string"
+    elif result.kind in ("long", "double"):
+        values, kind = (
+            f"CASE WHEN ({result.sql}) IS NULL THEN [] ELSE [{result.sql}] END",
+            result.kind,
+        )
+    else:
+        raise _unsupported(f"{path}.expression", f"unnesting a {result.kind} value")
+    kind = kind if kind in ("long", "double", "string") else "other"
+    kinds = {n: k for n, k in base.kinds.items() if n != name} | {name: kind}
+    kept = ", ".join(_q(n) for n in base.kinds if n != name)
+    sql = f"SELECT {kept}, unnest({values}) AS {_q(name)} FROM ({base.sql})"
+    if spec.get("unnestFilter") is not None:
+        cond = compile_filter(spec["unnestFilter"], _Columns(kinds), f"{field}.unnestFilter")
+        sql = f"SELECT * FROM ({sql}) WHERE {cond}"
+    return _Relation(sql, kinds)
 
 
 def _json_path(spec: dict, field: str) -> str:
@@ -1600,35 +1999,31 @@ def _virtual_columns(specs) -> dict[str, tuple]:
     return out
 
 
-def _parse_common(body: dict, schema: dict[str, str]) -> _Query:
+def _parse_common(body: dict, tables: dict[str, dict[str, str] | None]) -> _Query:
     kind = body["queryType"]
     for key in body:
         if key not in _ALLOWED[kind]:
             raise _unsupported(key, f"is not a {kind} query field here")
     context = _obj(body.get("context") or {}, "context")
-    cols = _Columns(schema, _virtual_columns(body.get("virtualColumns")))
-    for name in cols.virtual:
-        cols.get(name)  # validate every virtual column, used or not
+    _check_context(context)
     optional = kind in ("timeBoundary", "dataSourceMetadata", "segmentMetadata")
     intervals = parse_intervals(body.get("intervals"), required=not optional)
+    spec = body.get("dataSource")
+    if optional and _datasource_type(spec, "dataSource") != "table":
+        raise _unsupported("dataSource.type", f"a {spec.get('type')} dataSource in a {kind} query")
+    relation = _relation(spec, "dataSource", _Reading(tables, intervals))
+    cols = _Columns(relation.kinds, _virtual_columns(body.get("virtualColumns")))
+    for name in cols.virtual:
+        cols.get(name)  # validate every virtual column, used or not
     where = "true"
     if body.get("filter") is not None:
         where = compile_filter(body["filter"], cols)
-    tables = datasource_names(body.get("dataSource"))
-    if len(tables) > 1 and kind in ("dataSourceMetadata", "segmentMetadata"):
-        raise _unsupported("dataSource.type", f"a union dataSource in a {kind} query")
-    if len(tables) > 1 and _spark():
-        raise _unsupported("dataSource.type", "a union dataSource on Spark SQL")
-    return _Query(body, tables[0], intervals, cols, where, context, tables)
+    return _Query(body, _datasource(spec), intervals, cols, where, context, relation)
 
 
 def _base(q: _Query) -> str:
-    """The rows of the query's intervals; a union's tables each bounded by them (so
-    each reads only the files it needs), matched by column name."""
-    where = _intervals_sql(q.intervals)
-    tables = q.tables or [q.datasource]
-    union = " UNION ALL BY NAME ".join(f"SELECT * FROM {_q(t)} WHERE {where}" for t in tables)
-    return f"__base AS ({union})"
+    """The rows of the query's dataSource within its intervals (`_relation`)."""
+    return f"__base AS ({q.relation.sql})"
 
 
 def _aggregators(q: _Query) -> list[Agg]:
@@ -1640,6 +2035,111 @@ def _aggregators(q: _Query) -> list[Agg]:
     if len(set(names)) != len(names):
         raise NativeQueryError("aggregations", "two aggregators share a name")
     return aggs
+
+
+# Druid's query context (docs/querying/query-context.md). Keys that tune how Druid
+# runs a query (caching, priority and lanes, ids, vectorization, merge buffers) are
+# accepted and change nothing here, their values checked as Druid checks them; the
+# keys Strata reads (timeout, skipEmptyBuckets, grandTotal, sortByDimsFirst,
+# resultAsArray) do what Druid's do; values asking for results Strata does not
+# produce (per-segment results, unfinalized aggregators, timestamps as longs) are
+# refused naming the key. Druid ignores keys it does not know, and so does Strata.
+_CONTEXT_BOOLEANS = frozenset(
+    [
+        "useCache",
+        "populateCache",
+        "useResultLevelCache",
+        "populateResultLevelCache",
+        "debug",
+        "skipEmptyBuckets",
+        "grandTotal",
+        "sortByDimsFirst",
+        "resultAsArray",
+        "enableUnnest",
+        "useNativeQueryExplain",
+        "setProcessingThreadNames",
+        "applyLimitPushDown",
+        "forceLimitPushDown",
+        "applyLimitPushDownToSegment",
+        "groupByIsSingleThreaded",
+        "enableParallelMerge",
+        "useFilterCNF",
+        "secondaryPartitionPruning",
+        "enableJoinFilterPushDown",
+        "enableJoinFilterRewrite",
+        "enableJoinFilterRewriteValueColumnFilters",
+        "enableRewriteJoinToFilter",
+        "enableJoinLeftTableScanDirect",
+        "forceHashAggregation",
+        "forcePushDownNestedQuery",
+        "sqlStringifyArrays",
+        "useApproximateCountDistinct",
+        "useApproximateTopN",
+        "groupByEnableMultiValueUnnesting",
+        "enableTimeBoundaryPlanning",
+    ]
+)
+_CONTEXT_NUMBERS = frozenset(
+    [
+        "timeout",
+        "priority",
+        "minTopNThreshold",
+        "maxScatterGatherBytes",
+        "maxQueuedBytes",
+        "vectorSize",
+        "sqlOuterLimit",
+        "maxSubqueryRows",
+        "maxSubqueryBytes",
+        "uncoveredIntervalsLimit",
+        "parallelMergeParallelism",
+        "parallelMergeInitialYieldRows",
+        "parallelMergeSmallBatchRows",
+        "maxOnDiskStorage",
+        "bufferGrouperInitialBuckets",
+        "maxMergingDictionarySize",
+        "maxNumericInFilters",
+        "inSubQueryThreshold",
+        "numParallelCombineThreads",
+    ]
+)
+_CONTEXT_TEXTS = frozenset(
+    [
+        "queryId",
+        "sqlQueryId",
+        "subQueryId",
+        "lane",
+        "brokerService",
+        "queryResourceId",
+        "sqlTimeZone",
+        "vectorize",
+        "vectorizeVirtualColumns",
+    ]
+)
+# key -> (the value Strata cannot honour, what it would ask for)
+_CONTEXT_REFUSED = {
+    "bySegment": (True, "results per segment"),
+    "finalize": (False, "unfinalized aggregator values"),
+    "serializeDateTimeAsLong": (True, "timestamps as epoch millis"),
+    "serializeDateTimeAsLongInner": (True, "timestamps as epoch millis"),
+}
+
+
+def _check_context(context: dict) -> None:
+    for key, value in context.items():
+        field = f"context.{key}"
+        if key in _CONTEXT_REFUSED:
+            refused, what = _CONTEXT_REFUSED[key]
+            if _bool(value, field, default=not refused) == refused:
+                raise _unsupported(field, f"{what} are not produced here")
+        elif key in _CONTEXT_BOOLEANS:
+            _bool(value, field)
+        elif key in _CONTEXT_NUMBERS and value is not None:
+            if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
+                value = int(value)  # Druid reads numbers given as strings too
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise NativeQueryError(field, "must be a number")
+        elif key in _CONTEXT_TEXTS and isinstance(value, dict | list):
+            raise NativeQueryError(field, "must be a string")
 
 
 def _timeout(context: dict) -> int | None:
@@ -1655,6 +2155,51 @@ def _select_list(items: list[tuple[str, str]]) -> str:
     return ", ".join(f"{sql} AS {_q(name)}" for name, sql in items)
 
 
+def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: bool) -> list[str]:
+    """The CTEs `__grouped` (a row per bucket with data) and `__filled` (with the
+    empty buckets Druid fills, unless `skip`) of a timeseries. Without a filter the
+    time span of the rows is read in the grouping's own pass over them."""
+    agg_sql = [(a.name, a.sql) for a in aggs]
+    one_pass = q.where == "true"
+    ctes = (
+        [] if one_pass else ["__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
+    )
+    if gran.kind == "all":
+        having = " HAVING COUNT(*) > 0" if skip else ""
+        # One row whenever the intervals hold data, even if the filter matches none of it.
+        grouped = (
+            f"SELECT {_epoch_ms('min(__time)')} AS __bucket{_comma(agg_sql)} FROM __base{having}"
+            if one_pass
+            else f"SELECT {_epoch_ms('__span.lo')} AS __bucket, g.* FROM __span, "
+            f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
+            f"WHERE {q.where}{having}) AS g"
+        )
+        return ctes + [
+            f"__grouped AS ({grouped})",
+            "__filled AS (SELECT * FROM __grouped WHERE __bucket IS NOT NULL)",
+        ]
+    span = ", min(__time) AS __lo, max(__time) AS __hi" if one_pass else ""
+    grouped = (
+        f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)}{span} "
+        f"FROM __base WHERE {q.where} GROUP BY 1"
+    )
+    ctes.append(f"__grouped AS ({grouped})")
+    if skip or gran.kind == "none":
+        return ctes + ["__filled AS (SELECT * FROM __grouped)"]
+    if one_pass:
+        ctes.append("__span AS (SELECT min(__lo) AS lo, max(__hi) AS hi FROM __grouped)")
+    keep = " OR ".join(
+        f"(__bucket >= {gran.bucket_ms(_ts_lit(iv.start))} AND __bucket < {_ms(iv.end)})"
+        for iv in q.intervals
+    )
+    fill = [(a.name, f"coalesce(__grouped.{_q(a.name)}, {a.empty})") for a in aggs]
+    filled = (
+        f"SELECT __buckets.__bucket{_comma(fill)} FROM __buckets LEFT JOIN __grouped "
+        f"USING (__bucket) WHERE {keep}"
+    )
+    return ctes + [f"__buckets AS ({gran.series()})", f"__filled AS ({filled})"]
+
+
 def _timeseries(q: _Query) -> Plan:
     gran = parse_granularity(q.body.get("granularity"))
     aggs = _aggregators(q)
@@ -1664,34 +2209,7 @@ def _timeseries(q: _Query) -> Plan:
     skip = _bool(q.context.get("skipEmptyBuckets"), "context.skipEmptyBuckets")
     total = _bool(q.context.get("grandTotal"), "context.grandTotal")
     agg_sql = [(a.name, a.sql) for a in aggs]
-    ctes = [_base(q), "__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
-    if gran.kind == "all":
-        having = " HAVING COUNT(*) > 0" if skip else ""
-        # One row whenever the intervals hold data, even if the filter matches none of it.
-        grouped = (
-            f"SELECT {_epoch_ms('__span.lo')} AS __bucket, g.* FROM __span, "
-            f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
-            f"WHERE {q.where}{having}) AS g"
-        )
-        filled = "SELECT * FROM __grouped WHERE __bucket IS NOT NULL"
-    else:
-        grouped = (
-            f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)} "
-            f"FROM __base WHERE {q.where} GROUP BY 1"
-        )
-        filled = "SELECT * FROM __grouped"
-        if not skip and gran.kind != "none":
-            ctes.append(f"__buckets AS ({gran.series()})")
-            keep = " OR ".join(
-                f"(__bucket >= {gran.bucket_ms(_ts_lit(iv.start))} AND __bucket < {_ms(iv.end)})"
-                for iv in q.intervals
-            )
-            fill = [(a.name, f"coalesce(__grouped.{_q(a.name)}, {a.empty})") for a in aggs]
-            filled = (
-                f"SELECT __buckets.__bucket{_comma(fill)} FROM __buckets LEFT JOIN __grouped "
-                f"USING (__bucket) WHERE {keep}"
-            )
-    ctes += [f"__grouped AS ({grouped})", f"__filled AS ({filled})"]
+    ctes = [_base(q), *_timeseries_buckets(q, gran, aggs, skip)]
     rows = (
         f"SELECT __bucket, 0 AS __total{_comma([(a.name, _q(a.name)) for a in aggs])} FROM __filled"
     )
@@ -1729,6 +2247,17 @@ def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
         col = _extracted(col, dim.transform, "time" if is_time else col.kind, field)
     kind = dim.output_type
     return dim.output_name, _cast(col, "double" if kind == "float" else kind), kind
+
+
+def _first_time(q: _Query) -> tuple[str, str, str]:
+    """(the SQL of the first time in the query's rows, as epoch millis; a CTE to add
+    after __base; a column to add to __grouped) for a granularity `all` result's
+    timestamp. Without a filter the grouping reads it in the same pass (`__lo`);
+    with one, a CTE of its own reads every row of the intervals, matched or not."""
+    if q.where == "true":
+        return f"(SELECT {_epoch_ms('min(__lo)')} FROM __grouped)", "", ", min(__time) AS __lo"
+    span = ", __span AS (SELECT min(__time) AS lo FROM __base)"
+    return f"(SELECT {_epoch_ms('lo')} FROM __span)", span, ""
 
 
 def _grouped_bucket(q: _Query, gran: Granularity) -> tuple[str, str]:
@@ -1779,19 +2308,28 @@ def _topn(q: _Query) -> Plan:
     posts = compile_post_aggregators(q.body.get("postAggregations"), known)
     names = {a.name: a.kind for a in aggs} | {n: c.kind for n, c in posts}
     order, where = _metric_order(q.body.get("metric"), names, dim)
-    bucket, span = _grouped_bucket(q, gran)
     items = [(dim, dim_sql)] + [(a.name, a.sql) for a in aggs]
     outputs = [(dim, _q(dim))] + [(a.name, a.out()) for a in aggs] + [(n, c.sql) for n, c in posts]
-    sql = (
-        f"WITH {_base(q)}, __span AS (SELECT min(__time) AS lo FROM __base), "
-        f"__grouped AS (SELECT {bucket} AS __bucket{_comma(items)} FROM __base{span} "
-        f"WHERE {q.where} GROUP BY 1, 2), "
-        f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped), "
-        f"__ranked AS (SELECT *, row_number() OVER (PARTITION BY __bucket ORDER BY "
-        f"{', '.join(order)}) AS __rank FROM __post WHERE {where or 'true'}) "
-        f"SELECT __bucket{_comma([(n, _q(n)) for n, _ in outputs])} FROM __ranked "
-        f"WHERE __rank <= {threshold} ORDER BY __bucket, __rank"
-    )
+    chosen = _comma([(n, _q(n)) for n, _ in outputs])
+    if gran.kind == "all":  # one bucket: the first `threshold` rows in order, as SQL's LIMIT
+        bucket, span, lo = _first_time(q)
+        sql = (
+            f"WITH {_base(q)}{span}, __grouped AS (SELECT {_select_list(items)}{lo} "
+            f"FROM __base WHERE {q.where} GROUP BY 1), "
+            f"__post AS (SELECT {_select_list(outputs)} FROM __grouped) "
+            f"SELECT {bucket} AS __bucket{chosen} FROM __post WHERE {where or 'true'} "
+            f"ORDER BY {', '.join(order)} LIMIT {threshold}"
+        )
+    else:  # the first `threshold` rows of each bucket
+        sql = (
+            f"WITH {_base(q)}, __grouped AS (SELECT {gran.bucket_ms('__time')} AS __bucket"
+            f"{_comma(items)} FROM __base WHERE {q.where} GROUP BY 1, 2), "
+            f"__post AS (SELECT __bucket{_comma(outputs)} FROM __grouped), "
+            f"__ranked AS (SELECT *, row_number() OVER (PARTITION BY __bucket ORDER BY "
+            f"{', '.join(order)}) AS __rank FROM __post WHERE {where or 'true'}) "
+            f"SELECT __bucket{chosen} FROM __ranked WHERE __rank <= {threshold} "
+            f"ORDER BY __bucket, __rank"
+        )
     columns = [(dim, dim_kind)] + [(a.name, a.kind) for a in aggs] + [(n, c.kind) for n, c in posts]
     return Plan("topN", q.datasource, sql, tuple(columns), gran)
 
@@ -2208,28 +2746,41 @@ def query_datasource(body) -> tuple[str, str]:
         raise NativeQueryError(
             "queryType", f"unknown query type {kind!r}; one of " + ", ".join(QUERY_TYPES)
         )
-    return kind, _datasource(body.get("dataSource"))
+    try:
+        return kind, _datasource(body.get("dataSource"))
+    except RecursionError:
+        raise NativeQueryError("dataSource", "is nested too deeply") from None
 
 
-def compile_query(body, schema: dict[str, str], dialect: str = "duckdb", segments=None) -> Plan:
-    """A native query (parsed JSON) as a Plan over a table with columns `schema`
-    (name -> kind, see `column_kinds`), in DuckDB's or Spark's SQL (`dialect`).
-    A segmentMetadata query also needs the visible `segments`: (id, interval,
-    visible pieces). Raises NativeQueryError."""
+def compile_query(
+    body, schema: dict[str, str] | None, dialect: str = "duckdb", segments=None, tables=None
+) -> Plan:
+    """A native query (parsed JSON) as a Plan, in DuckDB's or Spark's SQL (`dialect`).
+    `tables`: the columns (name -> kind, see `column_kinds`) of each table its
+    dataSource reads (`datasource_names`), None for one that does not exist; or
+    `schema`, the columns of them all. A segmentMetadata query also needs the
+    visible `segments`: (id, interval, visible pieces). Raises NativeQueryError."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {DIALECTS}")
     query_datasource(body)
+    if tables is None:
+        tables = {name: schema for name in datasource_names(body.get("dataSource"))}
     token = _DIALECT.set(dialect)
     try:
-        q = _parse_common(body, schema)
-        if body["queryType"] == "segmentMetadata":
-            plan = _segment_metadata(q, list(segments or []))
-        else:
-            plan = _COMPILERS[body["queryType"]](q)
+        return _compile(body, tables, segments)
     except RecursionError:
         raise NativeQueryError("(body)", "the query is nested too deeply") from None
     finally:
         _DIALECT.reset(token)
+
+
+def _compile(body: dict, tables: dict, segments) -> Plan:
+    query_datasource(body)
+    q = _parse_common(body, tables)
+    if body["queryType"] == "segmentMetadata":
+        plan = _segment_metadata(q, list(segments or []))
+    else:
+        plan = _COMPILERS[body["queryType"]](q)
     return Plan(
         plan.query_type,
         plan.datasource,
