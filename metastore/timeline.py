@@ -971,7 +971,7 @@ class Timeline:
         """A timeline equal to this one; changing either never changes the other."""
         with self._lock:
             if self._dirty:
-                self._refresh()
+                self._refresh_locked()  # not _refresh: it would wait on this lock
             new = Timeline()
             new._by_id = dict(self._by_id)
             new._chunks = dict(self._chunks)

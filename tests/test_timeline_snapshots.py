@@ -169,3 +169,20 @@ def test_a_handed_out_timeline_stays_as_of_its_commit(publish):
     assert second is not first
     assert _all_views(first) == before
     assert len(first) == 2 and len(second) == 3
+
+
+def test_a_timeline_with_changes_nobody_read_yet_can_be_copied():
+    """`timeline_for` copies the last timeline it handed out, which may hold changes
+    no read has refreshed yet: the copy must not wait on the timeline's own lock
+    (it did, forever, holding the process's cache lock)."""
+    timeline = Timeline.build(_history(3))
+    timeline.add(_compacted(1, 2, {0, 1}, {2}))  # a group arrives: the chunk is dirty
+    copies: list[Timeline] = []
+    worker = threading.Thread(target=lambda: copies.append(timeline.copy()), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert copies, "Timeline.copy of a timeline with pending changes never returned"
+    (copy,) = copies
+    copy.remove("d2-v1-p0")
+    assert _all_views(copy) == _all_views(Timeline.build(copy.segments()))
+    assert "d2-v1-p0" in timeline
