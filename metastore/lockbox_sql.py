@@ -40,7 +40,7 @@ from metastore.models import (
     TaskLock,
     TaskStatus,
 )
-from metastore.timeline import SegmentRef
+from metastore.timeline import SegmentRef, refs_from_rows
 
 _DATASOURCE_FIELDS = ["id", "name", "created_at", "last_version"]
 _LOCK_FIELDS = [
@@ -623,20 +623,9 @@ class AppendFacts:
 
 
 def _append_facts(segment_rows, chunk_rows, lock_rows) -> AppendFacts:
-    refs = [
-        SegmentRef(
-            id=r[0],
-            interval=Interval(_py_dt(r[1]), _py_dt(r[2])),
-            version=r[3],
-            partition=r[4],
-            minor_version=r[5],
-            root_partitions=frozenset(_json(r[6])) if r[6] is not None else None,
-            atomic_update_group=frozenset(_json(r[7])) if r[7] is not None else None,
-            core_partitions=r[8],
-            tombstone=bool(r[9]),
-        )
-        for r in segment_rows
-    ]
+    refs = refs_from_rows(
+        (r[0], _py_dt(r[1]), _py_dt(r[2]), *r[3:9], bool(r[9])) for r in segment_rows
+    )
     merged: dict[tuple, list] = {}
     for start, end, version, core, top, running in chunk_rows:
         key = (_py_dt(start), _py_dt(end), version)

@@ -45,9 +45,10 @@ original never changes.
 from __future__ import annotations
 
 import gc
+import json
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -58,7 +59,19 @@ from typing import NamedTuple
 
 from metastore.intervals import MIN_TS, Interval
 
-__all__ = ["SegmentRef", "Timeline", "TimelinePiece", "VISIBLE", "PARTIAL", "OVERSHADOWED"]
+__all__ = [
+    "LogChange",
+    "OVERSHADOWED",
+    "PARTIAL",
+    "REF_COLUMNS",
+    "REF_FIELDS",
+    "SegmentRef",
+    "Timeline",
+    "TimelinePiece",
+    "VISIBLE",
+    "fold_commits",
+    "refs_from_rows",
+]
 
 VISIBLE = "visible"
 PARTIAL = "partial"
@@ -136,6 +149,98 @@ class SegmentRef:
     @property
     def chunk_key(self) -> tuple[Interval, str]:
         return (self.interval, self.version)
+
+
+# SegmentRef's fields, in constructor order, and the Segment columns a ref is read
+# from (`refs_from_rows`): the same, with the interval stored as its two ends.
+REF_FIELDS = (
+    "id",
+    "interval",
+    "version",
+    "partition",
+    "minor_version",
+    "root_partitions",
+    "atomic_update_group",
+    "core_partitions",
+    "tombstone",
+)
+REF_COLUMNS = ("id", "start", "end", *REF_FIELDS[2:])
+
+
+def refs_from_rows(rows: Iterable[Sequence]) -> list[SegmentRef]:
+    """SegmentRefs from rows of ``REF_COLUMNS``.
+
+    A partition set is a list of ints, its JSON text, or None (or empty) for the
+    default ``{partition}``. Equal intervals and partition sets are built once and
+    shared by every ref that has them.
+    """
+    intervals: dict[tuple, Interval] = {}
+    sets: dict[object, frozenset[int] | None] = {}
+    out = []
+    append = out.append
+    for r in rows:
+        key = (r[1], r[2])
+        interval = intervals.get(key)
+        if interval is None:
+            interval = intervals[key] = Interval(*key)
+        append(
+            SegmentRef(
+                r[0],
+                interval,
+                r[3],
+                r[4],
+                r[5],
+                _shared_set(r[6], sets),
+                _shared_set(r[7], sets),
+                r[8],
+                r[9],
+            )
+        )
+    return out
+
+
+def _shared_set(value, cache: dict) -> frozenset[int] | None:
+    if not value:
+        return None
+    key = value if isinstance(value, str) else tuple(value)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = frozenset(json.loads(value) if isinstance(value, str) else value)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class LogChange:
+    """The net change of consecutive commits to the set of used segments."""
+
+    commits: int  # how many commits were folded
+    added: dict[str, None]  # ids that came in and stayed, in the order they came
+    removed: set[str]  # ids that left and did not come back
+
+
+def fold_commits(
+    entries: Iterable[tuple[Iterable[str] | None, Iterable[str] | None]],
+    *,
+    limit: int | None = None,
+) -> LogChange | None:
+    """Fold commits, each ``(ids it made used, ids it made unused or killed)``, in
+    commit order, into their net change. Inside one commit the removals come
+    first (a kill adds nothing, so its order does not matter). None as soon as
+    more than ``limit`` ids changed: the caller then rebuilds instead."""
+    added: dict[str, None] = {}
+    removed: set[str] = set()
+    commits = 0
+    for add, rem in entries:
+        commits += 1
+        for sid in rem or ():
+            added.pop(sid, None)
+            removed.add(sid)
+        for sid in add or ():
+            removed.discard(sid)
+            added[sid] = None
+        if limit is not None and len(added) + len(removed) > limit:
+            return None
+    return LogChange(commits, added, removed)
 
 
 class TimelinePiece(NamedTuple):

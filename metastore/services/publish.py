@@ -28,7 +28,8 @@ from metastore.services._common import (
     _revoked_reason,
     datasource_for_update,
 )
-from metastore.timeline import SegmentRef, Timeline
+from metastore.services.checkpoints import checkpoint_after_commit
+from metastore.timeline import REF_COLUMNS, Timeline, refs_from_rows
 
 # --- publish ------------------------------------------------------------------
 
@@ -139,6 +140,7 @@ def segments_publish(
         )
         TaskLock.objects.filter(task=task).delete()
         lockbox_sql.notify_release(ds.name)
+        checkpoint_after_commit(ds.name)
         return entry
 
 
@@ -324,19 +326,8 @@ def _append_carry_overs(
     for row in roots:
         overlapping = Segment.objects.filter(
             datasource=ds, used=True, start__lt=row.end, end__gt=row.start
-        ).values_list(
-            "id",
-            "start",
-            "end",
-            "version",
-            "partition",
-            "minor_version",
-            "root_partitions",
-            "atomic_update_group",
-            "core_partitions",
-            "tombstone",
-        )
-        timeline = Timeline.build(_refs(overlapping))
+        ).values_list(*REF_COLUMNS)
+        timeline = Timeline.build(refs_from_rows(overlapping))
         visible[row.id] = [
             upgrade_rules.Chunk(ref.interval, ref.version)
             for _, ref in timeline.lookup(row.interval)
@@ -345,20 +336,3 @@ def _append_carry_overs(
         published=[_source(row) for row in roots], visible=visible
     )
     return _write_copies(ds, task, copies, {row.id: row for row in roots}, {}, {})
-
-
-def _refs(rows) -> list[SegmentRef]:
-    return [
-        SegmentRef(
-            id=r[0],
-            interval=Interval(r[1], r[2]),
-            version=r[3],
-            partition=r[4],
-            minor_version=r[5],
-            root_partitions=frozenset(r[6]) if r[6] is not None else None,
-            atomic_update_group=frozenset(r[7]) if r[7] is not None else None,
-            core_partitions=r[8],
-            tombstone=r[9],
-        )
-        for r in rows
-    ]
