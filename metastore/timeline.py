@@ -332,17 +332,21 @@ def _shown_partial(groups, is_covered) -> list:
     ]
 
 
+def _roots_of(groups: list[_Group]) -> frozenset[int]:
+    """The union of the groups' roots."""
+    if not groups:
+        return _EMPTY
+    if len(groups) == 1:
+        return groups[0].roots
+    return frozenset().union(*(g.roots for g in groups))
+
+
 def _hide_groups(groups) -> frozenset[int]:
     """Rule 1: mark each group hidden by a full group of a higher minor version
     over a superset of its roots; return the roots hidden for minor-0 segments
     (every simple segment)."""
     full_above_zero = [g for g in groups if g.minor > 0 and g.present == len(g.aug)]
-    if not full_above_zero:
-        hidden_roots = _EMPTY
-    elif len(full_above_zero) == 1:
-        hidden_roots = full_above_zero[0].roots
-    else:
-        hidden_roots = frozenset().union(*(g.roots for g in full_above_zero))
+    hidden_roots = _roots_of(full_above_zero)
     for group in groups:
         minor, roots = group.minor, group.roots
         group.hidden = any(
@@ -498,7 +502,6 @@ class _Chunk:
             self.core = max(cores, default=0)
             self.core_count = cores.count(self.core)
             self.core_stale = False
-        simple = self.simple
         if not self.groups:
             self._recompute_simple()
             return
@@ -507,44 +510,37 @@ class _Chunk:
             if group.stale:
                 group.refresh()
         hidden_roots = _hide_groups(groups)
-
         # Rule 2.
         shown = [g for g in groups if not g.hidden and g.present == len(g.aug)]
-        if not shown:
-            covered = _EMPTY
-        elif len(shown) == 1:
-            covered = shown[0].roots
-        else:
-            covered = frozenset().union(*(g.roots for g in shown))
-        if hidden_roots:
-            visible = [s for p, s in simple.items() if p not in hidden_roots]
-        else:
-            visible = list(simple.values())
+        covered = _roots_of(shown)
+        simple = self.simple
 
         def is_covered(root: int) -> bool:
             return root in covered or (root in simple and root not in hidden_roots)
 
         shown_partial = _shown_partial(groups, is_covered)
-        for group in shown:
-            visible.extend(group.members.values())
-        for group in shown_partial:
-            visible.extend(group.members.values())
-        visible.sort(key=_partition_of)
-        self._visible = visible
-
+        self._visible = self._visible_with(hidden_roots, shown + shown_partial)
         self.hidden_roots = hidden_roots
         self.covered = covered
         self.has_partial = any(g.present != len(g.aug) for g in groups)
         self.clean = True
-
         # Rule 4.
         core = self.core
-        if shown_partial:
-            self.complete = False
-        elif core == 0 or covered.issuperset(range(core)):
-            self.complete = True
+        self.complete = not shown_partial and (
+            core == 0 or covered.issuperset(range(core)) or all(map(is_covered, range(core)))
+        )
+
+    def _visible_with(self, hidden_roots: frozenset[int], shown: list[_Group]) -> list[SegmentRef]:
+        """The simple segments not hidden by rule 1 and the members of ``shown``, by partition."""
+        simple = self.simple
+        if hidden_roots:
+            visible = [s for p, s in simple.items() if p not in hidden_roots]
         else:
-            self.complete = all(is_covered(r) for r in range(core))
+            visible = list(simple.values())
+        for group in shown:
+            visible.extend(group.members.values())
+        visible.sort(key=_partition_of)
+        return visible
 
     def _recompute_simple(self) -> None:
         """Simple segments only (the bulk of chunks): each is its own full AUG of
