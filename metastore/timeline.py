@@ -498,7 +498,10 @@ class _Chunk:
         self._visible_ids = None
         self._pieces = None
         if self.core_stale:
-            cores = [s.core_partitions for s in self.segments()]
+            cores = [s.core_partitions for s in self.simple.values()]
+            if self.groups:
+                for group in self.groups.values():
+                    cores += [s.core_partitions for s in group.members.values()]
             self.core = max(cores, default=0)
             self.core_count = cores.count(self.core)
             self.core_stale = False
@@ -1038,6 +1041,7 @@ class Timeline:
 
     __slots__ = (
         "_by_id",
+        "_built",
         "_chunks",
         "_index",
         "_complete_runs",
@@ -1051,7 +1055,11 @@ class Timeline:
     )
 
     def __init__(self) -> None:
-        self._by_id: dict[str, SegmentRef] = {}
+        # Segments by id; after a build, None until first needed (a cold read that
+        # only looks up time never needs it, and at 584,000 segments it costs as
+        # much as the rest of the build): ``_built`` holds the segments till then.
+        self._by_id: dict[str, SegmentRef] | None = {}
+        self._built: list[SegmentRef] | None = None  # the build's, while nothing changed
         self._chunks: dict[tuple[datetime, datetime, str], _Chunk] = {}
         self._index = _ChunkIndex()
         self._complete_runs = _Runs()
@@ -1074,7 +1082,7 @@ class Timeline:
             if self._dirty:
                 self._refresh_locked()  # not _refresh: it would wait on this lock
             new = Timeline()
-            new._by_id = dict(self._by_id)
+            new._by_id = dict(self._ids_locked())
             new._chunks = dict(self._chunks)
             new._index = self._index.copy()
             new._complete_runs = self._complete_runs.copy()
@@ -1108,25 +1116,12 @@ class Timeline:
     @classmethod
     def _build(cls, segments: Iterable[SegmentRef]) -> Timeline:
         timeline = cls()
-        by_id = timeline._by_id
-        chunks = timeline._chunks
-        chunk: _Chunk | None = None
-        last_interval: Interval | None = None
-        last_version: str | None = None
-        for seg in segments:
-            sid = seg.id
-            if sid in by_id:
-                raise ValueError(f"segment id {sid} appears twice")
-            interval, version = seg.interval, seg.version
-            # Segments usually arrive chunk by chunk, sharing these objects.
-            if interval is not last_interval or version is not last_version or chunk is None:
-                key = (interval.start, interval.end, version)
-                chunk = chunks.get(key)
-                if chunk is None:
-                    chunk = chunks[key] = _Chunk(interval, version)
-                last_interval, last_version = interval, version
-            chunk.insert(seg)
-            by_id[sid] = seg
+        segments = list(segments)
+        if len(set(map(_id_of, segments))) != len(segments):
+            _raise_repeated_id(segments)
+        timeline._by_id, timeline._built = None, segments
+        chunks = _chunks_of(segments)
+        timeline._chunks = chunks
         ordered = sorted(chunks.values(), key=_start_of)
         for chunk in ordered:
             chunk.recompute()
@@ -1138,7 +1133,9 @@ class Timeline:
 
     def add(self, seg: SegmentRef) -> None:
         """Add a used segment. Re-adding an identical segment does nothing; a changed one replaces it."""
-        old = self._by_id.get(seg.id)
+        by_id = self._ids()
+        self._built = None
+        old = by_id.get(seg.id)
         if old is not None and old == seg:
             return
         interval = seg.interval
@@ -1163,7 +1160,7 @@ class Timeline:
             chunk = self._writable(chunk)
         fast = chunk.can_absorb_add(seg)
         chunk.insert(seg)
-        self._by_id[seg.id] = seg
+        by_id[seg.id] = seg
         if fast:
             chunk.show_added(seg)
         else:
@@ -1173,7 +1170,8 @@ class Timeline:
 
     def remove(self, seg_id: str) -> None:
         """Remove a segment (it became unused); KeyError if it is not in the timeline."""
-        seg = self._by_id.pop(seg_id, None)
+        seg = self._ids().pop(seg_id, None)
+        self._built = None
         if seg is None:
             raise KeyError(f"segment {seg_id} is not in the timeline")
         interval = seg.interval
@@ -1256,21 +1254,41 @@ class Timeline:
 
     # ------------------------------------------------------------------- reads
 
+    def _ids(self) -> dict[str, SegmentRef]:
+        by_id = self._by_id
+        if by_id is None:
+            with self._lock:
+                by_id = self._ids_locked()
+        return by_id
+
+    def _ids_locked(self) -> dict[str, SegmentRef]:
+        by_id = self._by_id
+        if by_id is None:
+            built = self._built
+            assert built is not None
+            by_id = dict(zip(map(_id_of, built), built, strict=True))
+            self._by_id = by_id  # published once complete
+        return by_id
+
     def __len__(self) -> int:
-        return len(self._by_id)
+        by_id = self._by_id
+        return len(by_id) if by_id is not None else len(self._built)  # type: ignore[arg-type]
 
     def __contains__(self, seg_id: object) -> bool:
-        return seg_id in self._by_id
+        return seg_id in self._ids()
 
     def __repr__(self) -> str:
-        return f"<Timeline: {len(self._by_id)} segments in {len(self._chunks)} chunks>"
+        return f"<Timeline: {len(self)} segments in {len(self._chunks)} chunks>"
 
     def segments(self) -> Iterator[SegmentRef]:
         """Every segment in the timeline, visible or not (no particular order)."""
-        return iter(self._by_id.values())
+        by_id = self._by_id
+        if by_id is None:  # then nothing changed since the build: ``_built`` holds them
+            return iter(self._built)  # type: ignore[arg-type]
+        return iter(by_id.values())
 
     def get(self, seg_id: str) -> SegmentRef | None:
-        return self._by_id.get(seg_id)
+        return self._ids().get(seg_id)
 
     def lookup(
         self, interval: Interval, include_incomplete: bool = False
@@ -1342,7 +1360,7 @@ class Timeline:
         return self._chunks[(interval.start, interval.end, seg.version)]
 
     def _segment(self, seg_id: str) -> tuple[SegmentRef, _Chunk]:
-        seg = self._by_id.get(seg_id)
+        seg = self._ids().get(seg_id)
         if seg is None:
             raise KeyError(f"segment {seg_id} is not in the timeline")
         self._refresh()
@@ -1427,6 +1445,54 @@ class Timeline:
             return False
         self._refresh()
         return chunk.complete
+
+
+_id_of = attrgetter("id")
+
+
+def _raise_repeated_id(segments: list[SegmentRef]) -> None:
+    seen: set[str] = set()
+    for seg in segments:
+        if seg.id in seen:
+            raise ValueError(f"segment id {seg.id} appears twice")
+        seen.add(seg.id)
+
+
+def _chunks_of(segments: list[SegmentRef]) -> dict[tuple[datetime, datetime, str], _Chunk]:
+    """The chunks of ``segments`` (ids known distinct), by (start, end, version),
+    not recomputed yet; ValueError if two claim one partition of a chunk.
+
+    The hot loop of a build: the bulk of the segments are simple (``_is_simple``)
+    with default partition sets and go straight into their chunk's ``simple``
+    map; the largest core set of each chunk is counted once at its recompute."""
+    chunks: dict[tuple[datetime, datetime, str], _Chunk] = {}
+    chunk: _Chunk | None = None
+    simple: dict[int, SegmentRef] = {}
+    last_interval: Interval | None = None
+    last_version: str | None = None
+    for seg in segments:
+        interval, version = seg.interval, seg.version
+        # Segments usually arrive chunk by chunk, sharing these objects.
+        if interval is not last_interval or version is not last_version:
+            key = (interval.start, interval.end, version)
+            chunk = chunks.get(key)
+            if chunk is None:
+                chunk = chunks[key] = _Chunk(interval, version)
+                chunk.core_stale = True
+            simple = chunk.simple
+            last_interval, last_version = interval, version
+        p = seg.partition
+        if (
+            seg.root_partitions is None
+            and seg.atomic_update_group is None
+            and seg.minor_version == 0
+            and p not in simple
+            and (chunk.owner is _NO_OWNERS or p not in chunk.owner)  # type: ignore[union-attr]
+        ):
+            simple[p] = seg
+            continue
+        chunk.insert(seg)  # type: ignore[union-attr]
+    return chunks
 
 
 def _runs_of(ordered: list[_Chunk]) -> list[_Chunk | _Run]:
