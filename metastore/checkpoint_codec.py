@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 from metastore.intervals import Interval
-from metastore.timeline import SegmentRef, collector_paused
+from metastore.timeline import REF_FIELDS, SegmentRef, collector_paused
 
 __all__ = ["decode_refs", "encode_refs"]
 
@@ -174,17 +174,7 @@ def _slot_setters():
     dataclass this module knows (else None: decode then calls the constructor)."""
     import dataclasses
 
-    names = (
-        "id",
-        "interval",
-        "version",
-        "partition",
-        "minor_version",
-        "root_partitions",
-        "atomic_update_group",
-        "core_partitions",
-        "tombstone",
-    )
+    names = REF_FIELDS
     try:
         if tuple(f.name for f in dataclasses.fields(SegmentRef)) != names:
             return None

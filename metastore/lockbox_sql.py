@@ -40,7 +40,7 @@ from metastore.models import (
     TaskLock,
     TaskStatus,
 )
-from metastore.timeline import SegmentRef
+from metastore.timeline import SegmentRef, refs_from_rows
 
 _DATASOURCE_FIELDS = ["id", "name", "created_at", "last_version"]
 _LOCK_FIELDS = [
@@ -623,20 +623,9 @@ class AppendFacts:
 
 
 def _append_facts(segment_rows, chunk_rows, lock_rows) -> AppendFacts:
-    refs = [
-        SegmentRef(
-            id=r[0],
-            interval=Interval(_py_dt(r[1]), _py_dt(r[2])),
-            version=r[3],
-            partition=r[4],
-            minor_version=r[5],
-            root_partitions=frozenset(_json(r[6])) if r[6] is not None else None,
-            atomic_update_group=frozenset(_json(r[7])) if r[7] is not None else None,
-            core_partitions=r[8],
-            tombstone=bool(r[9]),
-        )
-        for r in segment_rows
-    ]
+    refs = refs_from_rows(
+        (r[0], _py_dt(r[1]), _py_dt(r[2]), *r[3:9], bool(r[9])) for r in segment_rows
+    )
     merged: dict[tuple, list] = {}
     for start, end, version, core, top, running in chunk_rows:
         key = (_py_dt(start), _py_dt(end), version)
@@ -684,43 +673,7 @@ def allocation_reads(
     """Take the dataSource's lock (and the task's row) and read what allocating for
     each (interval, sequence name) needs, in one round trip; None when the
     dataSource has no row yet. `lock=False` only looks (no lock taken)."""
-    queries = [
-        Query(
-            "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked), "
-            "status, cancel_requested FROM metastore_task WHERE id = %s" + _for_update(),
-            [task_id, task_id],
-        ),
-        Query(
-            'SELECT start, "end", version, type FROM metastore_tasklock WHERE task_id = %s '
-            "AND granularity = %s AND NOT revoked ORDER BY created_at, id",
-            [task_id, locking.TIME_CHUNK],
-        ),
-    ]
-    # What each sequence already got for its rows (an append's chunk may be
-    # wider), for all requests at once.
-    names = sorted({name for _, name in requests})
-    if len(names) == 1:
-        by_name, name_params = "sequence_name = %s", names
-    elif connection.vendor == "postgresql":
-        by_name, name_params = "sequence_name = ANY(%s)", [names]
-    else:
-        by_name, name_params = f"sequence_name IN ({', '.join(['%s'] * len(names))})", names
-    # (A row holding a request's rows starts no later and ends no earlier than it.
-    # No dataSource term: a task has one, and with it the planner could take an
-    # index on the dataSource and read every allocation it ever had.)
-    queries.append(
-        Query(
-            'SELECT sequence_name, start, "end", version, partition FROM '
-            f"metastore_pendingsegment WHERE task_id = %s AND {by_name} "
-            'AND start <= %s AND "end" >= %s ORDER BY partition',
-            [
-                task_id,
-                *name_params,
-                _db_dt(max(interval.start for interval, _ in requests)),
-                _db_dt(min(interval.end for interval, _ in requests)),
-            ],
-        )
-    )
+    queries = _task_queries(task_id) + [_given_query(task_id, requests)]
     # The chunks' facts, read once per distinct interval: every request for the
     # same rows reads the same (nothing is written before they are all read).
     intervals = list(dict.fromkeys(interval for interval, _ in requests)) if append else []
@@ -732,12 +685,71 @@ def allocation_reads(
     ds, results = _locked(datasource, *queries, lock=lock, generic_plans=append)
     if ds is None:
         return None
-    task_rows, lock_rows, existing_rows = results[0], results[1], results[2]
+    task_rows, lock_rows, given_rows = results[0], results[1], results[2]
     facts = {
         interval: _append_facts(*results[3 + 3 * i : 6 + 3 * i])
         for i, interval in enumerate(intervals)
     }
-    given = [(name, Interval(_py_dt(a), _py_dt(b)), v, p) for name, a, b, v, p in existing_rows]
+    return AllocationReads(
+        datasource=ds,
+        task_exists=bool(task_rows),
+        task_revoked=bool(task_rows and task_rows[0][0]),
+        task_status=task_rows[0][1] if task_rows else None,
+        task_cancel_requested=bool(task_rows and task_rows[0][2]),
+        locks=[(Interval(_py_dt(a), _py_dt(b)), v, t) for a, b, v, t in lock_rows],
+        chunks=_chunk_reads(requests, given_rows, facts),
+    )
+
+
+def _task_queries(task_id: str) -> list[Query]:
+    """The task's row (locked), whether a lock of it was revoked, and its time-chunk locks."""
+    return [
+        Query(
+            "SELECT EXISTS (SELECT 1 FROM metastore_tasklock WHERE task_id = %s AND revoked), "
+            "status, cancel_requested FROM metastore_task WHERE id = %s" + _for_update(),
+            [task_id, task_id],
+        ),
+        Query(
+            'SELECT start, "end", version, type FROM metastore_tasklock WHERE task_id = %s '
+            "AND granularity = %s AND NOT revoked ORDER BY created_at, id",
+            [task_id, locking.TIME_CHUNK],
+        ),
+    ]
+
+
+def _given_query(task_id: str, requests: Sequence[tuple[Interval, str]]) -> Query:
+    """What each sequence already got for its rows (an append's chunk may be
+    wider), for all requests at once.
+
+    A row holding a request's rows starts no later and ends no earlier than it.
+    No dataSource term: a task has one, and with it the planner could take an
+    index on the dataSource and read every allocation it ever had."""
+    names = sorted({name for _, name in requests})
+    if len(names) == 1:
+        by_name, name_params = "sequence_name = %s", names
+    elif connection.vendor == "postgresql":
+        by_name, name_params = "sequence_name = ANY(%s)", [names]
+    else:
+        by_name, name_params = f"sequence_name IN ({', '.join(['%s'] * len(names))})", names
+    return Query(
+        'SELECT sequence_name, start, "end", version, partition FROM '
+        f"metastore_pendingsegment WHERE task_id = %s AND {by_name} "
+        'AND start <= %s AND "end" >= %s ORDER BY partition',
+        [
+            task_id,
+            *name_params,
+            _db_dt(max(interval.start for interval, _ in requests)),
+            _db_dt(min(interval.end for interval, _ in requests)),
+        ],
+    )
+
+
+def _chunk_reads(
+    requests: Sequence[tuple[Interval, str]], given_rows, facts: dict[Interval, AppendFacts]
+) -> list[ChunkReads]:
+    """One `ChunkReads` per request: the ids its sequence already holds for its
+    rows, and the facts of its interval (appends)."""
+    given = [(name, Interval(_py_dt(a), _py_dt(b)), v, p) for name, a, b, v, p in given_rows]
     chunks = []
     for interval, sequence_name in requests:
         existing = [
@@ -746,15 +758,7 @@ def allocation_reads(
             if name == sequence_name and iv.contains(interval)
         ]
         chunks.append(ChunkReads(existing=existing, append=facts.get(interval)))
-    return AllocationReads(
-        datasource=ds,
-        task_exists=bool(task_rows),
-        task_revoked=bool(task_rows and task_rows[0][0]),
-        task_status=task_rows[0][1] if task_rows else None,
-        task_cancel_requested=bool(task_rows and task_rows[0][2]),
-        locks=[(Interval(_py_dt(a), _py_dt(b)), v, t) for a, b, v, t in lock_rows],
-        chunks=chunks,
-    )
+    return chunks
 
 
 def pending_insert(

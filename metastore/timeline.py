@@ -45,9 +45,10 @@ original never changes.
 from __future__ import annotations
 
 import gc
+import json
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -58,7 +59,19 @@ from typing import NamedTuple
 
 from metastore.intervals import MIN_TS, Interval
 
-__all__ = ["SegmentRef", "Timeline", "TimelinePiece", "VISIBLE", "PARTIAL", "OVERSHADOWED"]
+__all__ = [
+    "LogChange",
+    "OVERSHADOWED",
+    "PARTIAL",
+    "REF_COLUMNS",
+    "REF_FIELDS",
+    "SegmentRef",
+    "Timeline",
+    "TimelinePiece",
+    "VISIBLE",
+    "fold_commits",
+    "refs_from_rows",
+]
 
 VISIBLE = "visible"
 PARTIAL = "partial"
@@ -136,6 +149,98 @@ class SegmentRef:
     @property
     def chunk_key(self) -> tuple[Interval, str]:
         return (self.interval, self.version)
+
+
+# SegmentRef's fields, in constructor order, and the Segment columns a ref is read
+# from (`refs_from_rows`): the same, with the interval stored as its two ends.
+REF_FIELDS = (
+    "id",
+    "interval",
+    "version",
+    "partition",
+    "minor_version",
+    "root_partitions",
+    "atomic_update_group",
+    "core_partitions",
+    "tombstone",
+)
+REF_COLUMNS = ("id", "start", "end", *REF_FIELDS[2:])
+
+
+def refs_from_rows(rows: Iterable[Sequence]) -> list[SegmentRef]:
+    """SegmentRefs from rows of ``REF_COLUMNS``.
+
+    A partition set is a list of ints, its JSON text, or None (or empty) for the
+    default ``{partition}``. Equal intervals and partition sets are built once and
+    shared by every ref that has them.
+    """
+    intervals: dict[tuple, Interval] = {}
+    sets: dict[object, frozenset[int] | None] = {}
+    out = []
+    append = out.append
+    for r in rows:
+        key = (r[1], r[2])
+        interval = intervals.get(key)
+        if interval is None:
+            interval = intervals[key] = Interval(*key)
+        append(
+            SegmentRef(
+                r[0],
+                interval,
+                r[3],
+                r[4],
+                r[5],
+                _shared_set(r[6], sets),
+                _shared_set(r[7], sets),
+                r[8],
+                r[9],
+            )
+        )
+    return out
+
+
+def _shared_set(value, cache: dict) -> frozenset[int] | None:
+    if not value:
+        return None
+    key = value if isinstance(value, str) else tuple(value)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = frozenset(json.loads(value) if isinstance(value, str) else value)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class LogChange:
+    """The net change of consecutive commits to the set of used segments."""
+
+    commits: int  # how many commits were folded
+    added: dict[str, None]  # ids that came in and stayed, in the order they came
+    removed: set[str]  # ids that left and did not come back
+
+
+def fold_commits(
+    entries: Iterable[tuple[Iterable[str] | None, Iterable[str] | None]],
+    *,
+    limit: int | None = None,
+) -> LogChange | None:
+    """Fold commits, each ``(ids it made used, ids it made unused or killed)``, in
+    commit order, into their net change. Inside one commit the removals come
+    first (a kill adds nothing, so its order does not matter). None as soon as
+    more than ``limit`` ids changed: the caller then rebuilds instead."""
+    added: dict[str, None] = {}
+    removed: set[str] = set()
+    commits = 0
+    for add, rem in entries:
+        commits += 1
+        for sid in rem or ():
+            added.pop(sid, None)
+            removed.add(sid)
+        for sid in add or ():
+            removed.discard(sid)
+            added[sid] = None
+        if limit is not None and len(added) + len(removed) > limit:
+            return None
+    return LogChange(commits, added, removed)
 
 
 class TimelinePiece(NamedTuple):
@@ -227,17 +332,21 @@ def _shown_partial(groups, is_covered) -> list:
     ]
 
 
+def _roots_of(groups: list[_Group]) -> frozenset[int]:
+    """The union of the groups' roots."""
+    if not groups:
+        return _EMPTY
+    if len(groups) == 1:
+        return groups[0].roots
+    return frozenset().union(*(g.roots for g in groups))
+
+
 def _hide_groups(groups) -> frozenset[int]:
     """Rule 1: mark each group hidden by a full group of a higher minor version
     over a superset of its roots; return the roots hidden for minor-0 segments
     (every simple segment)."""
     full_above_zero = [g for g in groups if g.minor > 0 and g.present == len(g.aug)]
-    if not full_above_zero:
-        hidden_roots = _EMPTY
-    elif len(full_above_zero) == 1:
-        hidden_roots = full_above_zero[0].roots
-    else:
-        hidden_roots = frozenset().union(*(g.roots for g in full_above_zero))
+    hidden_roots = _roots_of(full_above_zero)
     for group in groups:
         minor, roots = group.minor, group.roots
         group.hidden = any(
@@ -389,11 +498,13 @@ class _Chunk:
         self._visible_ids = None
         self._pieces = None
         if self.core_stale:
-            cores = [s.core_partitions for s in self.segments()]
+            cores = [s.core_partitions for s in self.simple.values()]
+            if self.groups:
+                for group in self.groups.values():
+                    cores += [s.core_partitions for s in group.members.values()]
             self.core = max(cores, default=0)
             self.core_count = cores.count(self.core)
             self.core_stale = False
-        simple = self.simple
         if not self.groups:
             self._recompute_simple()
             return
@@ -402,44 +513,37 @@ class _Chunk:
             if group.stale:
                 group.refresh()
         hidden_roots = _hide_groups(groups)
-
         # Rule 2.
         shown = [g for g in groups if not g.hidden and g.present == len(g.aug)]
-        if not shown:
-            covered = _EMPTY
-        elif len(shown) == 1:
-            covered = shown[0].roots
-        else:
-            covered = frozenset().union(*(g.roots for g in shown))
-        if hidden_roots:
-            visible = [s for p, s in simple.items() if p not in hidden_roots]
-        else:
-            visible = list(simple.values())
+        covered = _roots_of(shown)
+        simple = self.simple
 
         def is_covered(root: int) -> bool:
             return root in covered or (root in simple and root not in hidden_roots)
 
         shown_partial = _shown_partial(groups, is_covered)
-        for group in shown:
-            visible.extend(group.members.values())
-        for group in shown_partial:
-            visible.extend(group.members.values())
-        visible.sort(key=_partition_of)
-        self._visible = visible
-
+        self._visible = self._visible_with(hidden_roots, shown + shown_partial)
         self.hidden_roots = hidden_roots
         self.covered = covered
         self.has_partial = any(g.present != len(g.aug) for g in groups)
         self.clean = True
-
         # Rule 4.
         core = self.core
-        if shown_partial:
-            self.complete = False
-        elif core == 0 or covered.issuperset(range(core)):
-            self.complete = True
+        self.complete = not shown_partial and (
+            core == 0 or covered.issuperset(range(core)) or all(map(is_covered, range(core)))
+        )
+
+    def _visible_with(self, hidden_roots: frozenset[int], shown: list[_Group]) -> list[SegmentRef]:
+        """The simple segments not hidden by rule 1 and the members of ``shown``, by partition."""
+        simple = self.simple
+        if hidden_roots:
+            visible = [s for p, s in simple.items() if p not in hidden_roots]
         else:
-            self.complete = all(is_covered(r) for r in range(core))
+            visible = list(simple.values())
+        for group in shown:
+            visible.extend(group.members.values())
+        visible.sort(key=_partition_of)
+        return visible
 
     def _recompute_simple(self) -> None:
         """Simple segments only (the bulk of chunks): each is its own full AUG of
@@ -937,6 +1041,7 @@ class Timeline:
 
     __slots__ = (
         "_by_id",
+        "_built",
         "_chunks",
         "_index",
         "_complete_runs",
@@ -950,7 +1055,11 @@ class Timeline:
     )
 
     def __init__(self) -> None:
-        self._by_id: dict[str, SegmentRef] = {}
+        # Segments by id; after a build, None until first needed (a cold read that
+        # only looks up time never needs it, and at 584,000 segments it costs as
+        # much as the rest of the build): ``_built`` holds the segments till then.
+        self._by_id: dict[str, SegmentRef] | None = {}
+        self._built: list[SegmentRef] | None = None  # the build's, while nothing changed
         self._chunks: dict[tuple[datetime, datetime, str], _Chunk] = {}
         self._index = _ChunkIndex()
         self._complete_runs = _Runs()
@@ -971,9 +1080,9 @@ class Timeline:
         """A timeline equal to this one; changing either never changes the other."""
         with self._lock:
             if self._dirty:
-                self._refresh()
+                self._refresh_locked()  # not _refresh: it would wait on this lock
             new = Timeline()
-            new._by_id = dict(self._by_id)
+            new._by_id = dict(self._ids_locked())
             new._chunks = dict(self._chunks)
             new._index = self._index.copy()
             new._complete_runs = self._complete_runs.copy()
@@ -1007,25 +1116,12 @@ class Timeline:
     @classmethod
     def _build(cls, segments: Iterable[SegmentRef]) -> Timeline:
         timeline = cls()
-        by_id = timeline._by_id
-        chunks = timeline._chunks
-        chunk: _Chunk | None = None
-        last_interval: Interval | None = None
-        last_version: str | None = None
-        for seg in segments:
-            sid = seg.id
-            if sid in by_id:
-                raise ValueError(f"segment id {sid} appears twice")
-            interval, version = seg.interval, seg.version
-            # Segments usually arrive chunk by chunk, sharing these objects.
-            if interval is not last_interval or version is not last_version or chunk is None:
-                key = (interval.start, interval.end, version)
-                chunk = chunks.get(key)
-                if chunk is None:
-                    chunk = chunks[key] = _Chunk(interval, version)
-                last_interval, last_version = interval, version
-            chunk.insert(seg)
-            by_id[sid] = seg
+        segments = list(segments)
+        if len(set(map(_id_of, segments))) != len(segments):
+            _raise_repeated_id(segments)
+        timeline._by_id, timeline._built = None, segments
+        chunks = _chunks_of(segments)
+        timeline._chunks = chunks
         ordered = sorted(chunks.values(), key=_start_of)
         for chunk in ordered:
             chunk.recompute()
@@ -1037,7 +1133,9 @@ class Timeline:
 
     def add(self, seg: SegmentRef) -> None:
         """Add a used segment. Re-adding an identical segment does nothing; a changed one replaces it."""
-        old = self._by_id.get(seg.id)
+        by_id = self._ids()
+        self._built = None
+        old = by_id.get(seg.id)
         if old is not None and old == seg:
             return
         interval = seg.interval
@@ -1062,7 +1160,7 @@ class Timeline:
             chunk = self._writable(chunk)
         fast = chunk.can_absorb_add(seg)
         chunk.insert(seg)
-        self._by_id[seg.id] = seg
+        by_id[seg.id] = seg
         if fast:
             chunk.show_added(seg)
         else:
@@ -1072,7 +1170,8 @@ class Timeline:
 
     def remove(self, seg_id: str) -> None:
         """Remove a segment (it became unused); KeyError if it is not in the timeline."""
-        seg = self._by_id.pop(seg_id, None)
+        seg = self._ids().pop(seg_id, None)
+        self._built = None
         if seg is None:
             raise KeyError(f"segment {seg_id} is not in the timeline")
         interval = seg.interval
@@ -1155,21 +1254,41 @@ class Timeline:
 
     # ------------------------------------------------------------------- reads
 
+    def _ids(self) -> dict[str, SegmentRef]:
+        by_id = self._by_id
+        if by_id is None:
+            with self._lock:
+                by_id = self._ids_locked()
+        return by_id
+
+    def _ids_locked(self) -> dict[str, SegmentRef]:
+        by_id = self._by_id
+        if by_id is None:
+            built = self._built
+            assert built is not None
+            by_id = dict(zip(map(_id_of, built), built, strict=True))
+            self._by_id = by_id  # published once complete
+        return by_id
+
     def __len__(self) -> int:
-        return len(self._by_id)
+        by_id = self._by_id
+        return len(by_id) if by_id is not None else len(self._built)  # type: ignore[arg-type]
 
     def __contains__(self, seg_id: object) -> bool:
-        return seg_id in self._by_id
+        return seg_id in self._ids()
 
     def __repr__(self) -> str:
-        return f"<Timeline: {len(self._by_id)} segments in {len(self._chunks)} chunks>"
+        return f"<Timeline: {len(self)} segments in {len(self._chunks)} chunks>"
 
     def segments(self) -> Iterator[SegmentRef]:
         """Every segment in the timeline, visible or not (no particular order)."""
-        return iter(self._by_id.values())
+        by_id = self._by_id
+        if by_id is None:  # then nothing changed since the build: ``_built`` holds them
+            return iter(self._built)  # type: ignore[arg-type]
+        return iter(by_id.values())
 
     def get(self, seg_id: str) -> SegmentRef | None:
-        return self._by_id.get(seg_id)
+        return self._ids().get(seg_id)
 
     def lookup(
         self, interval: Interval, include_incomplete: bool = False
@@ -1241,7 +1360,7 @@ class Timeline:
         return self._chunks[(interval.start, interval.end, seg.version)]
 
     def _segment(self, seg_id: str) -> tuple[SegmentRef, _Chunk]:
-        seg = self._by_id.get(seg_id)
+        seg = self._ids().get(seg_id)
         if seg is None:
             raise KeyError(f"segment {seg_id} is not in the timeline")
         self._refresh()
@@ -1326,6 +1445,54 @@ class Timeline:
             return False
         self._refresh()
         return chunk.complete
+
+
+_id_of = attrgetter("id")
+
+
+def _raise_repeated_id(segments: list[SegmentRef]) -> None:
+    seen: set[str] = set()
+    for seg in segments:
+        if seg.id in seen:
+            raise ValueError(f"segment id {seg.id} appears twice")
+        seen.add(seg.id)
+
+
+def _chunks_of(segments: list[SegmentRef]) -> dict[tuple[datetime, datetime, str], _Chunk]:
+    """The chunks of ``segments`` (ids known distinct), by (start, end, version),
+    not recomputed yet; ValueError if two claim one partition of a chunk.
+
+    The hot loop of a build: the bulk of the segments are simple (``_is_simple``)
+    with default partition sets and go straight into their chunk's ``simple``
+    map; the largest core set of each chunk is counted once at its recompute."""
+    chunks: dict[tuple[datetime, datetime, str], _Chunk] = {}
+    chunk: _Chunk | None = None
+    simple: dict[int, SegmentRef] = {}
+    last_interval: Interval | None = None
+    last_version: str | None = None
+    for seg in segments:
+        interval, version = seg.interval, seg.version
+        # Segments usually arrive chunk by chunk, sharing these objects.
+        if interval is not last_interval or version is not last_version:
+            key = (interval.start, interval.end, version)
+            chunk = chunks.get(key)
+            if chunk is None:
+                chunk = chunks[key] = _Chunk(interval, version)
+                chunk.core_stale = True
+            simple = chunk.simple
+            last_interval, last_version = interval, version
+        p = seg.partition
+        if (
+            seg.root_partitions is None
+            and seg.atomic_update_group is None
+            and seg.minor_version == 0
+            and p not in simple
+            and (chunk.owner is _NO_OWNERS or p not in chunk.owner)  # type: ignore[union-attr]
+        ):
+            simple[p] = seg
+            continue
+        chunk.insert(seg)  # type: ignore[union-attr]
+    return chunks
 
 
 def _runs_of(ordered: list[_Chunk]) -> list[_Chunk | _Run]:

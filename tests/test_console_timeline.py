@@ -223,11 +223,66 @@ def test_pages_query_counts_do_not_grow_with_the_data(
             assert logged_in.get(path).status_code == 200, path
 
 
+def test_reads_write_nothing_even_cold_after_a_long_log(logged_in, states, publish):
+    """No read writes (issue 24): a fresh process with no checkpoint and a log tail
+    long enough that reads used to store one sends only SELECTs, for the pages,
+    the current timeline and time travel alike."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from metastore.services import checkpoints
+
+    TimelineCheckpoint.objects.all().delete()
+    first = CommitLogEntry.objects.filter(datasource=DS).order_by("seq").first().seq
+    for _ in range(checkpoints.CHECKPOINT_AFTER + 1):
+        publish(DS, "2024-04-01/2024-04-02", {"2024-04-01/2024-04-02": 1})
+    reads = [
+        lambda: logged_in.get(f"/datasources/{DS}"),
+        lambda: logged_in.get(f"/datasources/{DS}?interval=2024-03-01/2024-03-10"),
+        lambda: selectors.timeline_for(datasource=DS),
+        lambda: selectors.timeline_for(datasource=DS, as_of=first),
+        lambda: selectors.used_ids_as_of(datasource=DS, as_of=first),
+    ]
+    for read in reads:
+        selectors.timeline_caches_clear()
+        with CaptureQueriesContext(connection) as ctx:
+            read()
+        writes = [
+            q["sql"] for q in ctx.captured_queries if not q["sql"].lstrip().startswith("SELECT")
+        ]
+        assert writes == []
+    assert not TimelineCheckpoint.objects.exists()
+
+
+def test_a_publish_stores_a_checkpoint_once_it_commits_when_one_is_due(
+    states, publish, django_capture_on_commit_callbacks
+):
+    from metastore.services import checkpoints
+
+    TimelineCheckpoint.objects.all().delete()
+    with django_capture_on_commit_callbacks(execute=True):
+        first = publish(DS, "2024-04-01/2024-04-02", {"2024-04-01/2024-04-02": 1})
+    (checkpoint,) = TimelineCheckpoint.objects.filter(datasource=DS)
+    assert checkpoint.seq == first.commit_seq
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(checkpoints.CHECKPOINT_AFTER):
+            publish(DS, "2024-04-01/2024-04-02", {"2024-04-01/2024-04-02": 1})
+    assert TimelineCheckpoint.objects.filter(datasource=DS).count() == 1  # not due yet
+    with django_capture_on_commit_callbacks(execute=True):
+        last = publish(DS, "2024-04-01/2024-04-02", {"2024-04-01/2024-04-02": 1})
+    newest = TimelineCheckpoint.objects.filter(datasource=DS).order_by("-seq").first()
+    assert newest.seq == last.commit_seq
+    selectors.timeline_caches_clear()
+    assert set(selectors.timeline_for(datasource=DS).segments()) == set(
+        timeline_reads._segment_refs(DS)
+    )
+
+
 def test_cold_timeline_read_takes_the_same_queries_whatever_the_log_tail(
     states, publish, django_assert_max_num_queries
 ):
     selectors.timeline_caches_clear()
-    selectors.timeline_for(datasource=DS)  # writes a checkpoint
+    assert services.timeline_checkpoint_save(datasource=DS)
     assert TimelineCheckpoint.objects.filter(datasource=DS).exists()
     for _ in range(3):
         publish(DS, "2024-04-01/2024-04-02", {"2024-04-01/2024-04-02": 2})
@@ -494,17 +549,20 @@ def _random_history(rng, datasource, publish, user, steps: int) -> list[int]:
     return seqs
 
 
-def test_checkpointed_timelines_equal_rebuilds_over_random_histories(publish, user, monkeypatch):
+def test_checkpointed_timelines_equal_rebuilds_over_random_histories(
+    publish, user, monkeypatch, django_capture_on_commit_callbacks
+):
     import os
     import random
 
+    from metastore.services import checkpoints
     from metastore.timeline import Timeline
 
     monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     # checkpoint often and keep few, so replays, checkpoints and thinning all happen
-    monkeypatch.setattr(timeline_reads, "_CHECKPOINT_AFTER", 2)
-    monkeypatch.setattr(timeline_reads, "_CHECKPOINTS_KEPT", 4)
-    monkeypatch.setattr(timeline_reads, "_CHECKPOINTS_NEWEST", 2)
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_AFTER", 2)
+    monkeypatch.setattr(checkpoints, "CHECKPOINTS_KEPT", 4)
+    monkeypatch.setattr(checkpoints, "CHECKPOINTS_NEWEST", 2)
     histories = int(os.environ.get("STRATA_CHECKPOINT_HISTORIES", "3"))
     steps = int(os.environ.get("STRATA_CHECKPOINT_STEPS", "14"))
     everything = Interval.parse("2024-01-01/2025-01-01")
@@ -513,8 +571,10 @@ def test_checkpointed_timelines_equal_rebuilds_over_random_histories(publish, us
         ds = f"history{h}"
         seqs = []
         for _ in range(steps // 2):
-            seqs += _random_history(rng, ds, publish, user, 2)
-            # a fresh process reads the timeline now (and may write a checkpoint) ...
+            # each publish writes a checkpoint once its transaction commits, when one is due
+            with django_capture_on_commit_callbacks(execute=True):
+                seqs += _random_history(rng, ds, publish, user, 2)
+            # a fresh process reads the timeline now ...
             selectors.timeline_caches_clear()
             current = selectors.timeline_for(datasource=ds)
             rebuilt = Timeline.build(timeline_reads._segment_refs(ds))
@@ -534,6 +594,7 @@ def test_checkpointed_timelines_equal_rebuilds_over_random_histories(publish, us
 
 def test_a_checkpoint_is_never_served_past_a_commit_from_another_process(states, publish):
     selectors.timeline_caches_clear()
+    services.timeline_checkpoint_save(datasource=DS)
     before = selectors.timeline_for(datasource=DS)
     (checkpoint,) = TimelineCheckpoint.objects.filter(datasource=DS)
     # another process commits: this one's cache is gone, the checkpoint stays behind
@@ -551,6 +612,7 @@ def test_reads_start_from_the_checkpoint_and_ignore_an_unreadable_one(states):
     from metastore.checkpoint_codec import encode_refs
 
     selectors.timeline_caches_clear()
+    services.timeline_checkpoint_save(datasource=DS)
     full = selectors.timeline_for(datasource=DS)
     checkpoint = TimelineCheckpoint.objects.get(datasource=DS)
     # a checkpoint that lacks a segment: the read trusts it (it is where reads start) ...
@@ -592,8 +654,8 @@ def test_checkpoint_bytes_round_trip_every_field():
 def test_time_travel_from_a_checkpoint_leaves_out_segments_killed_since(states, user, monkeypatch):
     monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     selectors.timeline_caches_clear()
-    selectors.timeline_for(datasource=DS)  # a checkpoint at the last commit
-    seq = TimelineCheckpoint.objects.get(datasource=DS).seq
+    seq = services.timeline_checkpoint_save(datasource=DS)  # a checkpoint at the last commit
+    assert seq == TimelineCheckpoint.objects.get(datasource=DS).seq
     (visible,) = states.ids["visible"]
     services.segments_mark_used(datasource=DS, used=False, segment_ids=[visible])
     kill = services.task_submit(

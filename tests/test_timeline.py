@@ -501,3 +501,38 @@ def test_build_turns_the_garbage_collector_back_on_even_when_it_fails():
         assert not gc.isenabled()  # left off, as the caller had it
     finally:
         gc.enable()
+
+
+def test_ref_fields_are_segment_refs_fields_and_rows_of_ref_columns_make_refs():
+    import dataclasses
+
+    from metastore.timeline import REF_COLUMNS, REF_FIELDS, refs_from_rows
+
+    assert tuple(f.name for f in dataclasses.fields(SegmentRef)) == REF_FIELDS
+    iv = Interval.parse("2024-01-01/2024-01-02")
+    rows = [
+        ("a", iv.start, iv.end, "v1", 0, 0, None, None, 2, False),
+        ("b", iv.start, iv.end, "v1", 1, 0, [1], "[1]", 2, False),
+        ("c", iv.start, iv.end, "v1", 2, 1, "[0, 1]", [2, 3], 2, True),
+    ]
+    a, b, c = refs_from_rows(rows)
+    assert dict(zip(REF_COLUMNS, rows[0], strict=True))["core_partitions"] == 2
+    assert a == SegmentRef("a", iv, "v1", 0, core_partitions=2)
+    assert b == SegmentRef("b", iv, "v1", 1, 0, {1}, {1}, 2)
+    assert c == SegmentRef("c", iv, "v1", 2, 1, {0, 1}, {2, 3}, 2, True)
+    assert a.interval is b.interval is c.interval
+
+
+def test_fold_commits_keeps_the_net_change_in_commit_order():
+    from metastore.timeline import fold_commits
+
+    change = fold_commits([(["a", "b"], None), (["c"], ["a"]), (None, ["x"]), (["a", "x"], ["a"])])
+    assert change.commits == 4
+    assert list(change.added) == ["b", "c", "a", "x"]
+    assert change.removed == set()
+    change = fold_commits([(["a"], []), ([], ["a", "b"])])
+    assert (dict(change.added), change.removed) == ({}, {"a", "b"})
+    # inside one commit removals come first: an id both removed and added stays
+    assert list(fold_commits([(["a"], ["a"])]).added) == ["a"]
+    assert fold_commits([(["a", "b"], None), (["c"], None)], limit=2) is None
+    assert fold_commits([(["a", "b"], None)], limit=2) is not None

@@ -169,3 +169,47 @@ def test_a_handed_out_timeline_stays_as_of_its_commit(publish):
     assert second is not first
     assert _all_views(first) == before
     assert len(first) == 2 and len(second) == 3
+
+
+def test_a_timeline_with_changes_nobody_read_yet_can_be_copied():
+    """`timeline_for` copies the last timeline it handed out, which may hold changes
+    no read has refreshed yet: the copy must not wait on the timeline's own lock
+    (it did, forever, holding the process's cache lock)."""
+    timeline = Timeline.build(_history(3))
+    timeline.add(_compacted(1, 2, {0, 1}, {2}))  # a group arrives: the chunk is dirty
+    copies: list[Timeline] = []
+    worker = threading.Thread(target=lambda: copies.append(timeline.copy()), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert copies, "Timeline.copy of a timeline with pending changes never returned"
+    (copy,) = copies
+    copy.remove("d2-v1-p0")
+    assert _all_views(copy) == _all_views(Timeline.build(copy.segments()))
+    assert "d2-v1-p0" in timeline
+
+
+def test_a_fresh_build_answers_by_id_alike_from_many_threads_and_refuses_a_repeated_id():
+    """A build makes its id index on first use (under the timeline's lock): every
+    thread asking at once gets the same answers, before and after it exists."""
+    segments = _history(30)
+    timeline = Timeline.build(iter(segments))
+    assert len(timeline) == 60 and list(timeline.segments()) == segments
+    start = threading.Barrier(4)
+    answers: list[list] = []
+
+    def read() -> None:
+        start.wait()
+        answers.append(
+            [timeline.get(s.id) for s in segments] + [s.id in timeline for s in segments]
+        )
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert answers == [segments + [True] * len(segments)] * 4
+    assert list(timeline.segments()) == segments
+    twice = _root(5, 0)
+    with pytest.raises(ValueError, match="appears twice"):
+        Timeline.build([*segments, SegmentRef(twice.id, _day(9), "v9", 0)])

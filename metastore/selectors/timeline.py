@@ -1,71 +1,27 @@
 """A dataSource's timeline of used segments: the process's current one (one
 immutable snapshot per commit sequence, shared by every reader) and one as of any
-past commit (from the newest checkpoint at or before it and the log after it)."""
+past commit (from the newest checkpoint at or before it and the log after it).
+
+Reads only: checkpoints are written by `services.checkpoints`, after a publish."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from zlib import error as zlib_error
 
-from django.db import DatabaseError, connection, transaction
+from django.db import connection
 
-from metastore.checkpoint_codec import decode_refs, encode_refs
-from metastore.intervals import Interval
+from metastore.checkpoint_codec import decode_refs
 from metastore.models import CommitKind, CommitLogEntry, Segment, TimelineCheckpoint
 from metastore.selectors import _cache
-from metastore.timeline import SegmentRef, Timeline
-
-_REF_FIELDS = (
-    "id",
-    "start",
-    "end",
-    "version",
-    "partition",
-    "minor_version",
-    "root_partitions",
-    "atomic_update_group",
-    "core_partitions",
-    "tombstone",
+from metastore.timeline import (
+    REF_COLUMNS,
+    LogChange,
+    SegmentRef,
+    Timeline,
+    fold_commits,
+    refs_from_rows,
 )
-
-
-def _refs(rows) -> list[SegmentRef]:
-    """SegmentRefs from (id, start, end, version, partition, minor, roots, aug, core,
-    tombstone) rows; equal intervals and root sets are shared, not rebuilt."""
-    intervals: dict[tuple, Interval] = {}
-    sets: dict[object, frozenset[int] | None] = {}
-    out = []
-    for r in rows:
-        key = (r[1], r[2])
-        interval = intervals.get(key)
-        if interval is None:
-            interval = intervals[key] = Interval(*key)
-        out.append(
-            SegmentRef(
-                id=r[0],
-                interval=interval,
-                version=r[3],
-                partition=r[4],
-                minor_version=r[5],
-                root_partitions=_as_set(r[6], sets),
-                atomic_update_group=_as_set(r[7], sets),
-                core_partitions=r[8],
-                tombstone=r[9],
-            )
-        )
-    return out
-
-
-def _as_set(value, cache: dict) -> frozenset[int] | None:
-    if not value:
-        return None
-    key = value if isinstance(value, str) else tuple(value)
-    found = cache.get(key)
-    if found is None:
-        found = cache[key] = frozenset(json.loads(value) if isinstance(value, str) else value)
-    return found
-
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -106,10 +62,10 @@ def _segment_refs(datasource: str, ids: set[str] | None = None) -> list[SegmentR
                     r[2], _EPOCH + timedelta(microseconds=r[2])
                 )
                 rows.append((r[0], start, end, *r[3:]))
-        return _refs(rows)
+        return refs_from_rows(rows)
     qs = Segment.objects.filter(datasource__name=datasource)
     qs = qs.filter(used=True) if ids is None else qs.filter(id__in=ids)
-    return _refs(qs.values_list(*_REF_FIELDS))
+    return refs_from_rows(qs.values_list(*REF_COLUMNS))
 
 
 def segment_refs(*, datasource: str, ids: set[str]) -> dict[str, SegmentRef]:
@@ -134,18 +90,10 @@ def used_ids_as_of(*, datasource: str, as_of: int) -> set[str]:
     newest checkpoint at or before it, then the log entries after that."""
     base_seq, base = _checkpoint_at(datasource, as_of)
     used = {ref.id for ref in base} if base is not None else set()
-    _, added, removed = _replay(datasource, base_seq, as_of)
-    used.difference_update(removed)
-    used.update(added)
+    change = _log_change(datasource, base_seq, as_of)
+    used.difference_update(change.removed)
+    used.update(change.added)
     return used
-
-
-# A read that replays more commits than this past the newest checkpoint writes one.
-_CHECKPOINT_AFTER = 32
-# Checkpoints kept per dataSource: past this the older ones are thinned out (every
-# other one goes), so time travel far back replays more, up to a bounded stretch.
-_CHECKPOINTS_KEPT = 48
-_CHECKPOINTS_NEWEST = 8  # never thinned
 
 
 def _checkpoint_at(datasource: str, seq: int) -> tuple[int, list[SegmentRef] | None]:
@@ -164,27 +112,35 @@ def _checkpoint_at(datasource: str, seq: int) -> tuple[int, list[SegmentRef] | N
         return 0, None  # a checkpoint of an unknown format is ignored, never trusted
 
 
-def _replay(datasource: str, after: int, upto: int) -> tuple[int, dict[str, None], set[str]]:
-    """The log entries in (after, upto]: (how many, ids they leave used that were
-    not, ids they leave unused), in commit order as `used_ids_as_of` defines it."""
-    added: dict[str, None] = {}
-    removed: set[str] = set()
-    count = 0
-    for kind, add, rem in CommitLogEntry.objects.filter(
+def checkpoint_due(*, datasource: str, seq: int, after: int) -> bool:
+    """Whether a checkpoint at commit `seq` is due: there is none at or before it,
+    or more than `after` commits were logged since the newest one."""
+    newest = (
+        TimelineCheckpoint.objects.filter(datasource=datasource, seq__lte=seq)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    if newest is None:
+        return True
+    tail = CommitLogEntry.objects.filter(datasource=datasource, seq__gt=newest, seq__lte=seq)
+    return tail[: after + 1].count() > after
+
+
+def _log_change(
+    datasource: str, after: int, upto: int, *, limit: int | None = None
+) -> LogChange | None:
+    """The net change of the log entries in (after, upto] (`timeline.fold_commits`)."""
+    entries = CommitLogEntry.objects.filter(
         datasource=datasource, seq__gt=after, seq__lte=upto
-    ).values_list("kind", "added", "removed"):
-        count += 1
-        for sid in rem or ():
-            added.pop(sid, None)
-            removed.add(sid)
-        for sid in add or ():
-            removed.discard(sid)
-            added[sid] = None
-        if kind == CommitKind.KILL:
-            for sid in rem or ():
-                added.pop(sid, None)
-                removed.add(sid)
-    return count, added, removed
+    ).values_list("added", "removed")
+    return fold_commits(entries, limit=limit)
+
+
+def refs_at(*, datasource: str, seq: int) -> list[SegmentRef]:
+    """The refs of the segments used right after commit `seq`, the dataSource's
+    last commit when the caller read it: what a checkpoint at `seq` holds."""
+    return _refs_at(datasource, seq, latest=True)
 
 
 def _refs_at(datasource: str, seq: int, *, latest: bool) -> list[SegmentRef]:
@@ -197,60 +153,32 @@ def _refs_at(datasource: str, seq: int, *, latest: bool) -> list[SegmentRef]:
     them, as benchmarks do, are then seen too)."""
     base_seq, base = _checkpoint_at(datasource, seq)
     if base is None and latest:
-        refs = _segment_refs(datasource)
-        # The rows are the state at `seq` only if no commit landed while reading them.
-        if seq and last_commit_seq(datasource=datasource) == seq:
-            _checkpoint_save(datasource, seq, refs)
-        return refs
-    count, added, removed = _replay(datasource, base_seq, seq)
+        return _segment_refs(datasource)
+    change = _log_change(datasource, base_seq, seq)
     refs = base if base is not None else []
-    if removed:
-        refs = [ref for ref in refs if ref.id not in removed]
-    if added:
+    if change.removed:
+        refs = [ref for ref in refs if ref.id not in change.removed]
+    if change.added:
         present = {ref.id for ref in refs}
-        missing = {sid for sid in added if sid not in present}
+        missing = {sid for sid in change.added if sid not in present}
         if missing:
             refs += _segment_refs(datasource, missing)
     if not latest and base is not None:
-        # Checkpoint refs of segments killed after it would show files that are gone.
-        gone = {
-            sid
-            for (ids,) in CommitLogEntry.objects.filter(
-                datasource=datasource, kind=CommitKind.KILL, seq__gt=seq
-            ).values_list("removed")
-            for sid in ids or ()
-        }
-        if gone:
-            refs = [ref for ref in refs if ref.id not in gone]
-    if count > _CHECKPOINT_AFTER:
-        _checkpoint_save(datasource, seq, refs)
+        refs = _without_killed_after(datasource, seq, refs)
     return refs
 
 
-def _checkpoint_save(datasource: str, seq: int, refs: list[SegmentRef]) -> None:
-    """Store a checkpoint (a derived cache: a failure to write one is ignored)."""
-    try:
-        with transaction.atomic():
-            TimelineCheckpoint.objects.bulk_create(
-                [
-                    TimelineCheckpoint(
-                        datasource=datasource, seq=seq, segments=len(refs), refs=encode_refs(refs)
-                    )
-                ],
-                ignore_conflicts=True,
-            )
-            seqs = list(
-                TimelineCheckpoint.objects.filter(datasource=datasource)
-                .order_by("-seq")
-                .values_list("seq", flat=True)
-            )
-            if len(seqs) > _CHECKPOINTS_KEPT:
-                older = seqs[_CHECKPOINTS_NEWEST:]
-                TimelineCheckpoint.objects.filter(
-                    datasource=datasource, seq__in=older[1::2]
-                ).delete()
-    except (DatabaseError, ValueError):
-        pass
+def _without_killed_after(datasource: str, seq: int, refs: list[SegmentRef]) -> list[SegmentRef]:
+    """`refs` less the segments killed after commit `seq`: a checkpoint's refs of
+    them would show files that are gone."""
+    gone = {
+        sid
+        for (ids,) in CommitLogEntry.objects.filter(
+            datasource=datasource, kind=CommitKind.KILL, seq__gt=seq
+        ).values_list("removed")
+        for sid in ids or ()
+    }
+    return [ref for ref in refs if ref.id not in gone] if gone else refs
 
 
 # Past this many segment ids changed since the cached timeline, rebuild it instead.
@@ -291,59 +219,64 @@ def _apply_commits(datasource: str, base: Timeline, after: int, upto: int) -> Ti
     """A copy of `base` (as of seq `after`) brought to seq `upto`; None when
     rebuilding is cheaper or the entries do not fit. `base` never changes: it may
     be in the hands of readers in other threads."""
-    added: dict[str, None] = {}
-    removed: set[str] = set()
-    for _, add, rem in CommitLogEntry.objects.filter(
-        datasource=datasource, seq__gt=after, seq__lte=upto
-    ).values_list("kind", "added", "removed"):
-        for sid in rem or ():
-            added.pop(sid, None)
-            removed.add(sid)
-        for sid in add or ():
-            removed.discard(sid)
-            added[sid] = None
-        if len(added) + len(removed) > _INCREMENTAL_LIMIT:
-            return None
-    refs = _segment_refs(datasource, set(added)) if added else []
-    # Only ids still used now come in: a later unmark already shows in `used`.
-    still_used = (
-        set(
-            Segment.objects.filter(id__in=[r.id for r in refs], used=True).values_list(
-                "id", flat=True
-            )
-        )
-        if refs
-        else set()
-    )
-    spans: list[tuple[datetime, datetime]] = []
-    came: list[SegmentRef] = []
+    change = _log_change(datasource, after, upto, limit=_INCREMENTAL_LIMIT)
+    if change is None:
+        return None
+    came = _still_used(datasource, change.added)
     timeline = base.copy()
     try:
-        for sid in removed:
-            ref = timeline.get(sid)
-            if ref is not None:
-                spans.append((ref.interval.start, ref.interval.end))
-                timeline.remove(sid)
-        for ref in refs:
-            if ref.id in still_used:
-                spans.append((ref.interval.start, ref.interval.end))
-                timeline.add(ref)
-                came.append(ref)
+        spans = _apply_change(timeline, change.removed, came)
     except (KeyError, ValueError):
         _cache.timelines.pop(datasource, None)
         _cache.states.pop(datasource, None)
         return None
-    # The console's state of this timeline can follow the same change.
-    state = _cache.states.get(datasource)
-    if state is not None and state.latest_timeline is base:
-        if (state.pending_seq is None and state.seq == after) or state.pending_seq == after:
-            state.pending_spans.extend(spans)
-            state.pending_added.extend(came)
-            state.pending_seq = upto
-            state.pending_timeline = timeline
-        else:
-            _cache.states.pop(datasource, None)
+    _follow_state(datasource, base, timeline, (after, upto), spans, came)
     return timeline
+
+
+def _still_used(datasource: str, ids) -> list[SegmentRef]:
+    """The refs of those of `ids` still used now, in their order: a later unmark
+    already shows in `used`."""
+    refs = _segment_refs(datasource, set(ids)) if ids else []
+    if not refs:
+        return []
+    used = set(
+        Segment.objects.filter(id__in=[r.id for r in refs], used=True).values_list("id", flat=True)
+    )
+    return [ref for ref in refs if ref.id in used]
+
+
+def _apply_change(
+    timeline: Timeline, removed: set[str], came: list[SegmentRef]
+) -> list[tuple[datetime, datetime]]:
+    """Remove `removed` from `timeline` (those in it) and add `came`; the spans of
+    time they touched."""
+    spans: list[tuple[datetime, datetime]] = []
+    for sid in removed:
+        ref = timeline.get(sid)
+        if ref is not None:
+            spans.append((ref.interval.start, ref.interval.end))
+            timeline.remove(sid)
+    for ref in came:
+        spans.append((ref.interval.start, ref.interval.end))
+        timeline.add(ref)
+    return spans
+
+
+def _follow_state(datasource: str, base: Timeline, timeline: Timeline, seqs, spans, came) -> None:
+    """The console's state of `base` follows the change to `timeline` (seqs
+    (after, upto)), or is dropped when it is not at `after`."""
+    after, upto = seqs
+    state = _cache.states.get(datasource)
+    if state is None or state.latest_timeline is not base:
+        return
+    if (state.pending_seq is None and state.seq == after) or state.pending_seq == after:
+        state.pending_spans.extend(spans)
+        state.pending_added.extend(came)
+        state.pending_seq = upto
+        state.pending_timeline = timeline
+    else:
+        _cache.states.pop(datasource, None)
 
 
 def timeline_caches_clear() -> None:

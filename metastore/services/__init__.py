@@ -8,7 +8,7 @@ both be granted incompatible locks, and a lock cannot be revoked while its task
 publishes. The pure rules live in `metastore.locking` and `metastore.timeline`.
 
 The functions live in a module per concern (tasks, locks, allocation,
-publish, segments, retention); every public name is re-exported here.
+publish, checkpoints, segments, retention); every public name is re-exported here.
 """
 
 from metastore.services._common import (
@@ -37,6 +37,7 @@ from metastore.services.allocation import (
     segments_allocate_many,
     segments_allocate_overwrite,
 )
+from metastore.services.checkpoints import timeline_checkpoint_save
 from metastore.services.compaction_config import (
     compaction_cluster_for_update,
     compaction_cluster_set,
@@ -136,6 +137,7 @@ __all__ = [
     "segments_allocate_overwrite",
     "NewSegment",
     "segments_publish",
+    "timeline_checkpoint_save",
     "segments_mark_used",
     "segments_kill",
     "segment_admin_update",

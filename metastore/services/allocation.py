@@ -117,57 +117,16 @@ def segments_allocate_many(
     commit = lockbox_sql.commits_with_last_write()
     with transaction.atomic():
         ds, locks, chunks = _allocation_reads(task, requests, append=append)
-        out: list[Allocation] = []
-        done: dict[tuple[Interval, str], Allocation] = {}
-        planned: dict[tuple[Interval, str], tuple[int, int]] = {}  # chunk -> (next, core)
-        overwritten: set[Interval] = set()
-        new_rows = []
-        for request, chunk in zip(requests, chunks, strict=True):
-            key = (request.interval, request.sequence_name)
-            if key in done:
-                out.append(done[key])
-                continue
-            if chunk.existing:
-                done[key] = _existing_allocation(ds, chunk.existing, append=append)
-                out.append(done[key])
-                continue
-            lock = _covering(locks, request.interval)
-            if lock is None:
-                raise PublishError(f"task {task.id} holds no lock covering {request.interval}")
-            if not append:
-                if lock[2] == locking.APPEND:
-                    raise ServiceError(
-                        f"task {task.id} holds an APPEND lock on {request.interval}: it may "
-                        "only append there, never overwrite at its lock's version"
-                    )
-                if request.interval in overwritten:
-                    raise ServiceError(
-                        f"an overwrite allocates the core set of {request.interval} once; "
-                        f"it was already asked for under another sequence name"
-                    )
-                overwritten.add(request.interval)
-                interval, version = request.interval, lock[1]
-                partitions, core = tuple(range(request.count)), request.count
-            else:
-                target = _append_target(request.interval, chunk.append)
-                interval, version = target.interval, target.version
-                if _covering(locks, interval) is None:
-                    raise ServiceError(
-                        f"cannot append {request.interval}: its rows go into the chunk "
-                        f"{interval} v{version}, which task {task.id}'s locks do not cover; "
-                        "lock that chunk's interval"
-                    )
-                first, core = planned.get((interval, version), (target.next_partition, target.core))
-                partitions = tuple(range(first, first + request.count))
-                planned[(interval, version)] = (first + request.count, core)
-            new_rows.append((interval, version, partitions, request.sequence_name))
-            done[key] = Allocation(interval, version, partitions, core, append)
-            out.append(done[key])
+        batch = _Batch(task, locks, append)
+        out = [
+            batch.allocate(ds, request, chunk)
+            for request, chunk in zip(requests, chunks, strict=True)
+        ]
         try:
             lockbox_sql.pending_insert(
                 task_id=task.id,
                 datasource=task.datasource,
-                allocations=new_rows,
+                allocations=batch.new_rows,
                 append=append,
                 commit=commit,
             )
@@ -178,6 +137,72 @@ def segments_allocate_many(
                 f"under another sequence name; an overwrite allocates it once"
             ) from exc
         return out
+
+
+class _Batch:
+    """The allocations of one `segments_allocate_many` call so far: what each
+    (interval, sequence name) was given, the next partition planned in each chunk
+    appended to, the intervals overwritten, and the new rows to record."""
+
+    def __init__(self, task: Task, locks: list[tuple[Interval, str, str]], append: bool) -> None:
+        self.task, self.locks, self.append = task, locks, append
+        self.done: dict[tuple[Interval, str], Allocation] = {}
+        self.planned: dict[tuple[Interval, str], tuple[int, int]] = {}  # chunk -> (next, core)
+        self.overwritten: set[Interval] = set()
+        self.new_rows: list[tuple[Interval, str, tuple[int, ...], str]] = []
+
+    def allocate(
+        self, ds: DataSource, request: AllocationRequest, chunk: lockbox_sql.ChunkReads
+    ) -> Allocation:
+        """The request's allocation: what the batch or an earlier call gave the same
+        (interval, sequence name), else new identities."""
+        key = (request.interval, request.sequence_name)
+        if key not in self.done:
+            if chunk.existing:
+                self.done[key] = _existing_allocation(ds, chunk.existing, append=self.append)
+            else:
+                self.done[key] = self._new(request, chunk)
+        return self.done[key]
+
+    def _new(self, request: AllocationRequest, chunk: lockbox_sql.ChunkReads) -> Allocation:
+        lock = _covering(self.locks, request.interval)
+        if lock is None:
+            raise PublishError(f"task {self.task.id} holds no lock covering {request.interval}")
+        if self.append:
+            interval, version, partitions, core = self._append_slots(request, chunk)
+        else:
+            interval, version, partitions, core = self._overwrite_slots(request, lock)
+        self.new_rows.append((interval, version, partitions, request.sequence_name))
+        return Allocation(interval, version, partitions, core, self.append)
+
+    def _overwrite_slots(self, request: AllocationRequest, lock: tuple[Interval, str, str]):
+        """An overwrite: the core set 0..count-1 of the request's interval at its lock's version."""
+        if lock[2] == locking.APPEND:
+            raise ServiceError(
+                f"task {self.task.id} holds an APPEND lock on {request.interval}: it may "
+                "only append there, never overwrite at its lock's version"
+            )
+        if request.interval in self.overwritten:
+            raise ServiceError(
+                f"an overwrite allocates the core set of {request.interval} once; "
+                f"it was already asked for under another sequence name"
+            )
+        self.overwritten.add(request.interval)
+        return request.interval, lock[1], tuple(range(request.count)), request.count
+
+    def _append_slots(self, request: AllocationRequest, chunk: lockbox_sql.ChunkReads):
+        """An append: the next partitions of its target chunk, which the task's locks cover."""
+        target = _append_target(request.interval, chunk.append)
+        interval, version = target.interval, target.version
+        if _covering(self.locks, interval) is None:
+            raise ServiceError(
+                f"cannot append {request.interval}: its rows go into the chunk "
+                f"{interval} v{version}, which task {self.task.id}'s locks do not cover; "
+                "lock that chunk's interval"
+            )
+        first, core = self.planned.get((interval, version), (target.next_partition, target.core))
+        self.planned[(interval, version)] = (first + request.count, core)
+        return interval, version, tuple(range(first, first + request.count)), core
 
 
 def _covering(
@@ -276,65 +301,81 @@ def segments_allocate_overwrite(
         reason = _revoked_reason(task.id)
         if reason:
             raise LockRevoked(reason)
-        inputs = list(Segment.objects.filter(id__in=list(input_segment_ids), used=True))
-        if len(inputs) != len(set(input_segment_ids)):
-            raise ServiceError("some input segments are not used segments of this dataSource")
-        chunks = {(s.start, s.end, s.version) for s in inputs}
-        if len(chunks) != 1:
-            raise ServiceError(
-                "a segment-locked overwrite works inside one chunk (interval and version); "
-                "changing granularity or versions needs time-chunk locks"
-            )
-        start, end, version = chunks.pop()
-        locked = set(
-            TaskLock.objects.filter(
-                task=task, granularity=locking.SEGMENT, revoked=False, start=start, end=end
-            ).values_list("partition", flat=True)
-        )
-        missing = [s.id for s in inputs if s.partition not in locked]
-        if missing:
-            raise ServiceError(f"task {task.id} holds no segment lock on {missing[0]}")
-        interval = Interval(start, end)
-        existing = list(
-            PendingSegment.objects.filter(
-                task=task,
-                sequence_name=sequence_name,
-                datasource=task.datasource,
-                start=start,
-                end=end,
-                version=version,
-            ).order_by("partition")
-        )
+        inputs, interval, version = _overwrite_inputs(task, input_segment_ids)
         roots = tuple(sorted({r for s in inputs for r in (s.root_partitions or [s.partition])}))
         chunk = Segment.objects.filter(
-            datasource__name=task.datasource, start=start, end=end, version=version
+            datasource__name=task.datasource,
+            start=interval.start,
+            end=interval.end,
+            version=version,
         )
         minor = (chunk.aggregate(m=Max("minor_version"))["m"] or 0) + 1
         core = chunk.aggregate(m=Max("core_partitions"))["m"] or 0
-        if existing:
-            partitions = tuple(p.partition for p in existing)
-        else:
-            highest = [
-                chunk.filter(partition__gte=NON_ROOT_PARTITION_START).aggregate(m=Max("partition"))[
-                    "m"
-                ],
-                PendingSegment.objects.filter(
-                    datasource=task.datasource,
-                    start=start,
-                    end=end,
-                    version=version,
-                    partition__gte=NON_ROOT_PARTITION_START,
-                ).aggregate(m=Max("partition"))["m"],
-            ]
-            first = max([h + 1 for h in highest if h is not None] + [NON_ROOT_PARTITION_START])
-            partitions = tuple(range(first, first + count))
-            lockbox_sql.pending_insert(
-                task_id=task.id,
-                datasource=task.datasource,
-                allocations=[(interval, version, partitions, sequence_name)],
-                append=False,
-            )
+        partitions = _overwrite_partitions(task, chunk, (interval, version), count, sequence_name)
         return Allocation(interval, version, partitions, core, False, minor, roots)
+
+
+def _overwrite_inputs(
+    task: Task, input_segment_ids: Sequence[str]
+) -> tuple[list[Segment], Interval, str]:
+    """The input segments of a segment-locked overwrite and their one chunk
+    (interval, version); each must be used and under one of the task's segment locks."""
+    inputs = list(Segment.objects.filter(id__in=list(input_segment_ids), used=True))
+    if len(inputs) != len(set(input_segment_ids)):
+        raise ServiceError("some input segments are not used segments of this dataSource")
+    chunks = {(s.start, s.end, s.version) for s in inputs}
+    if len(chunks) != 1:
+        raise ServiceError(
+            "a segment-locked overwrite works inside one chunk (interval and version); "
+            "changing granularity or versions needs time-chunk locks"
+        )
+    start, end, version = chunks.pop()
+    locked = set(
+        TaskLock.objects.filter(
+            task=task, granularity=locking.SEGMENT, revoked=False, start=start, end=end
+        ).values_list("partition", flat=True)
+    )
+    missing = [s.id for s in inputs if s.partition not in locked]
+    if missing:
+        raise ServiceError(f"task {task.id} holds no segment lock on {missing[0]}")
+    return inputs, Interval(start, end), version
+
+
+def _overwrite_partitions(
+    task: Task, chunk, key: tuple[Interval, str], count: int, sequence_name: str
+) -> tuple[int, ...]:
+    """What the task's sequence already got in the chunk (`chunk`: its segments),
+    else `count` partitions after the highest non-root number the chunk's segments
+    and allocations ever had, recorded now."""
+    interval, version = key
+    same_chunk = {
+        "datasource": task.datasource,
+        "start": interval.start,
+        "end": interval.end,
+        "version": version,
+    }
+    existing = list(
+        PendingSegment.objects.filter(task=task, sequence_name=sequence_name, **same_chunk)
+        .order_by("partition")
+        .values_list("partition", flat=True)
+    )
+    if existing:
+        return tuple(existing)
+    highest = [
+        chunk.filter(partition__gte=NON_ROOT_PARTITION_START).aggregate(m=Max("partition"))["m"],
+        PendingSegment.objects.filter(
+            partition__gte=NON_ROOT_PARTITION_START, **same_chunk
+        ).aggregate(m=Max("partition"))["m"],
+    ]
+    first = max([h + 1 for h in highest if h is not None] + [NON_ROOT_PARTITION_START])
+    partitions = tuple(range(first, first + count))
+    lockbox_sql.pending_insert(
+        task_id=task.id,
+        datasource=task.datasource,
+        allocations=[(interval, version, partitions, sequence_name)],
+        append=False,
+    )
+    return partitions
 
 
 def _layout(

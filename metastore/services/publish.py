@@ -28,7 +28,8 @@ from metastore.services._common import (
     _revoked_reason,
     datasource_for_update,
 )
-from metastore.timeline import SegmentRef, Timeline
+from metastore.services.checkpoints import checkpoint_after_commit
+from metastore.timeline import REF_COLUMNS, Timeline, refs_from_rows
 
 # --- publish ------------------------------------------------------------------
 
@@ -75,61 +76,13 @@ def segments_publish(
     """
     with transaction.atomic():
         ds = datasource_for_update(task.datasource)
-        reason = _revoked_reason(task.id)
-        if reason:
-            raise LockRevoked(f"cannot publish: {reason}")
-        task = Task.objects.select_for_update().get(id=task.id)
-        _refuse_inactive(task.id, task.status, task.cancel_requested)
-        locks = list(TaskLock.objects.filter(task=task, revoked=False))
-        left_out = allocation_rules.chunks_left_out(
-            drop_existing_chunks(task.spec, [lock.interval for lock in locks]),
-            [seg.interval for seg in segments],
-        )
-        if left_out:
-            raise PublishError(
-                f"cannot publish: task {task.id} replaces its intervals with dropExisting, "
-                "so every time chunk of them gets new rows or a tombstone; "
-                f"{_chunks_text(left_out)} would keep showing the rows it was asked to drop"
-            )
-        allocated = {
-            (Interval(start, end), version, partition)
-            for start, end, version, partition in PendingSegment.objects.filter(
-                task=task
-            ).values_list("start", "end", "version", "partition")
-        }
-        # Overwrites inside a chunk (minor > 0) form one atomic update group per chunk.
-        groups: dict[tuple, list[int]] = {}
-        for seg in segments:
-            if seg.minor_version > 0 and seg.atomic_update_group is None:
-                key = (seg.interval, seg.version, seg.minor_version)
-                groups.setdefault(key, []).append(seg.partition)
-        rows = []
-        for seg in segments:
-            _check_covered(task, locks, allocated, seg)
-            roots = list(seg.root_partitions or (seg.partition,))
-            aug = seg.atomic_update_group
-            if aug is None:
-                aug = groups.get((seg.interval, seg.version, seg.minor_version), [seg.partition])
-            rows.append(_segment_row(ds, task, seg, roots, list(aug)))
+        task, locks = _publisher(task)
+        _refuse_dropped_chunks(task, locks, segments)
+        rows = _new_rows(ds, task, locks, segments)
         upgrades = _replace_upgrades(ds, task, locks, rows)
         upgrades += _append_carry_overs(ds, task, locks, rows)
         rows += upgrades
-        try:
-            Segment.objects.bulk_create(rows)
-            # Upgraded copies take partition numbers like allocations do: record
-            # them, so no later allocation hands out their ids again, even after
-            # they are marked unused and killed (time travel would show the wrong rows).
-            lockbox_sql.pending_insert(
-                task_id=task.id,
-                datasource=ds.name,
-                allocations=[
-                    (r.interval, r.version, [r.partition], f"upgrade:{r.upgraded_from}")
-                    for r in upgrades
-                ],
-                append=True,
-            )
-        except IntegrityError as exc:
-            raise PublishError(f"cannot publish: a segment id already exists ({exc})") from None
+        _insert(ds, task, rows, upgrades)
         entry = CommitLogEntry.objects.create(
             datasource=ds.name,
             task=task,
@@ -140,7 +93,81 @@ def segments_publish(
         )
         TaskLock.objects.filter(task=task).delete()
         lockbox_sql.notify_release(ds.name)
+        checkpoint_after_commit(ds.name)
         return entry
+
+
+def _publisher(task: Task) -> tuple[Task, list[TaskLock]]:
+    """The task's row (locked) and its locks, if it may publish: its locks are not
+    revoked and it is still active."""
+    reason = _revoked_reason(task.id)
+    if reason:
+        raise LockRevoked(f"cannot publish: {reason}")
+    task = Task.objects.select_for_update().get(id=task.id)
+    _refuse_inactive(task.id, task.status, task.cancel_requested)
+    return task, list(TaskLock.objects.filter(task=task, revoked=False))
+
+
+def _refuse_dropped_chunks(
+    task: Task, locks: Sequence[TaskLock], segments: Sequence[NewSegment]
+) -> None:
+    """A replace with dropExisting gives every time chunk of its intervals rows or a tombstone."""
+    left_out = allocation_rules.chunks_left_out(
+        drop_existing_chunks(task.spec, [lock.interval for lock in locks]),
+        [seg.interval for seg in segments],
+    )
+    if left_out:
+        raise PublishError(
+            f"cannot publish: task {task.id} replaces its intervals with dropExisting, "
+            "so every time chunk of them gets new rows or a tombstone; "
+            f"{_chunks_text(left_out)} would keep showing the rows it was asked to drop"
+        )
+
+
+def _new_rows(
+    ds: DataSource, task: Task, locks: list[TaskLock], segments: Sequence[NewSegment]
+) -> list[Segment]:
+    """The rows of the task's segments, each checked against its locks and allocations;
+    overwrites inside a chunk (minor > 0) form one atomic update group per chunk."""
+    allocated = {
+        (Interval(start, end), version, partition)
+        for start, end, version, partition in PendingSegment.objects.filter(task=task).values_list(
+            "start", "end", "version", "partition"
+        )
+    }
+    groups: dict[tuple, list[int]] = {}
+    for seg in segments:
+        if seg.minor_version > 0 and seg.atomic_update_group is None:
+            key = (seg.interval, seg.version, seg.minor_version)
+            groups.setdefault(key, []).append(seg.partition)
+    rows = []
+    for seg in segments:
+        _check_covered(task, locks, allocated, seg)
+        roots = list(seg.root_partitions or (seg.partition,))
+        aug = seg.atomic_update_group
+        if aug is None:
+            aug = groups.get((seg.interval, seg.version, seg.minor_version), [seg.partition])
+        rows.append(_segment_row(ds, task, seg, roots, list(aug)))
+    return rows
+
+
+def _insert(ds: DataSource, task: Task, rows: list[Segment], upgrades: list[Segment]) -> None:
+    """Insert the rows. Upgraded copies take partition numbers like allocations do:
+    record them, so no later allocation hands out their ids again, even after they
+    are marked unused and killed (time travel would show the wrong rows)."""
+    try:
+        Segment.objects.bulk_create(rows)
+        lockbox_sql.pending_insert(
+            task_id=task.id,
+            datasource=ds.name,
+            allocations=[
+                (r.interval, r.version, [r.partition], f"upgrade:{r.upgraded_from}")
+                for r in upgrades
+            ],
+            append=True,
+        )
+    except IntegrityError as exc:
+        raise PublishError(f"cannot publish: a segment id already exists ({exc})") from None
 
 
 def _check_covered(task: Task, locks: list[TaskLock], allocated: set, seg: NewSegment) -> None:
@@ -325,19 +352,8 @@ def _append_carry_overs(
     for row in roots:
         overlapping = Segment.objects.filter(
             datasource=ds, used=True, start__lt=row.end, end__gt=row.start
-        ).values_list(
-            "id",
-            "start",
-            "end",
-            "version",
-            "partition",
-            "minor_version",
-            "root_partitions",
-            "atomic_update_group",
-            "core_partitions",
-            "tombstone",
-        )
-        timeline = Timeline.build(_refs(overlapping))
+        ).values_list(*REF_COLUMNS)
+        timeline = Timeline.build(refs_from_rows(overlapping))
         visible[row.id] = [
             upgrade_rules.Chunk(ref.interval, ref.version)
             for _, ref in timeline.lookup(row.interval)
@@ -346,20 +362,3 @@ def _append_carry_overs(
         published=[_source(row) for row in roots], visible=visible
     )
     return _write_copies(ds, task, copies, {row.id: row for row in roots}, {}, {})
-
-
-def _refs(rows) -> list[SegmentRef]:
-    return [
-        SegmentRef(
-            id=r[0],
-            interval=Interval(r[1], r[2]),
-            version=r[3],
-            partition=r[4],
-            minor_version=r[5],
-            root_partitions=frozenset(r[6]) if r[6] is not None else None,
-            atomic_update_group=frozenset(r[7]) if r[7] is not None else None,
-            core_partitions=r[8],
-            tombstone=r[9],
-        )
-        for r in rows
-    ]
