@@ -203,6 +203,7 @@ def _druid_breaks(size: int) -> list:
             {"type": "buckets", "name": "b", "fieldName": "h", "bucketSize": 1, "offset": 0},
             "postAggregations[0].type",
         ),
+        ({}, {"type": "fieldAccess", "name": "raw", "fieldName": "h"}, "postAggregations[0]"),
     ],
 )
 def test_what_a_kll_sketch_cannot_answer_of_a_ben_haim_histogram_is_refused_by_name(
