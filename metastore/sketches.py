@@ -167,7 +167,8 @@ def kll_quantile(blob: bytes | None, fraction: float) -> float | None:
     sketch = _kll(blob)
     if sketch is None or sketch.is_empty():
         return None  # Druid: NaN for an empty sketch
-    return sketch.get_quantile(fraction, True)
+    value = sketch.get_quantile(fraction, True)
+    return java_float(value) if isinstance(sketch, ds.kll_floats_sketch) else value
 
 
 def kll_quantiles(blob: bytes | None, fractions: list[float]) -> list[float] | None:

@@ -142,13 +142,8 @@ def test_regexp_extract_takes_its_group_as_a_literal_as_druid_does(index):
 FILTER_ROWS = [(1, "true", "x"), (0, "abc", "y"), (None, None, None)]
 
 
-def _count(flt: dict) -> int:
-    con = duckdb.connect()
-    sketches.register(con)
-    con.execute("CREATE TABLE f (__time TIMESTAMP, x BIGINT, s VARCHAR, tag VARCHAR)")
-    for row in FILTER_ROWS:
-        con.execute("INSERT INTO f VALUES (TIMESTAMP '2019-01-01 12:00:00', ?, ?, ?)", list(row))
-    body = {
+def _timeseries(flt: dict) -> dict:
+    return {
         "queryType": "timeseries",
         "dataSource": "f",
         "granularity": "all",
@@ -156,8 +151,18 @@ def _count(flt: dict) -> int:
         "filter": flt,
         "aggregations": [{"type": "count", "name": "n"}],
     }
-    schema = {"__time": "time", "x": "long", "s": "string", "tag": "string"}
-    plan = native.compile_query(body, schema)
+
+
+FILTER_SCHEMA = {"__time": "time", "x": "long", "s": "string", "tag": "string"}
+
+
+def _count(flt: dict) -> int:
+    con = duckdb.connect()
+    sketches.register(con)
+    con.execute("CREATE TABLE f (__time TIMESTAMP, x BIGINT, s VARCHAR, tag VARCHAR)")
+    for row in FILTER_ROWS:
+        con.execute("INSERT INTO f VALUES (TIMESTAMP '2019-01-01 12:00:00', ?, ?, ?)", list(row))
+    plan = native.compile_query(_timeseries(flt), FILTER_SCHEMA)
     return con.execute(plan.sql).fetchall()[0][-1]
 
 
@@ -173,16 +178,33 @@ CONTAINS_X = {
 }
 
 
-@pytest.mark.parametrize(
-    ("flt", "matched"),
-    [
-        ({"type": "expression", "expression": "x > 0"}, 1),
-        (_not({"type": "expression", "expression": "x > 0"}), 1),  # 0, not the null row
-        (_not({"type": "expression", "expression": "s"}), 1),  # 'abc' is false, null unknown
-        (_not(_not({"type": "expression", "expression": "x > 0"})), 1),
-        (CONTAINS_X, 1),
-        (_not(CONTAINS_X), 1),  # 'y'; a null row holds nothing, matched by neither
-    ],
-)
+NOT_CASES = [
+    ({"type": "expression", "expression": "x > 0"}, 1),
+    (_not({"type": "expression", "expression": "x > 0"}), 1),  # 0, not the null row
+    (_not({"type": "expression", "expression": "s"}), 1),  # 'abc' is false, null unknown
+    (_not(_not({"type": "expression", "expression": "x > 0"})), 1),
+    (CONTAINS_X, 1),
+    (_not(CONTAINS_X), 1),  # 'y'; a null row holds nothing, matched by neither
+]
+
+
+@pytest.mark.parametrize(("flt", "matched"), NOT_CASES)
 def test_not_of_a_null_expression_matches_neither_way(flt, matched):
     assert _count(flt) == matched
+
+
+@pytest.mark.spark
+def test_not_of_a_null_expression_matches_neither_way_on_spark_sql():
+    from datetime import UTC, datetime
+
+    from workers.spark import get_spark
+
+    spark = get_spark()
+    when = datetime(2019, 1, 1, 12, tzinfo=UTC)
+    frame = spark.createDataFrame(
+        [(when, *row) for row in FILTER_ROWS], "__time timestamp, x bigint, s string, tag string"
+    )
+    frame.createOrReplaceTempView("f")
+    for flt, matched in NOT_CASES:
+        plan = native.compile_query(_timeseries(flt), FILTER_SCHEMA, dialect="spark")
+        assert spark.sql(plan.sql).collect()[0][-1] == matched, flt

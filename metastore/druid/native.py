@@ -1466,6 +1466,12 @@ def compile_post_aggregators(specs, known: dict[str, Col], field="postAggregatio
         col = _post_value(spec, path, out)
         name = _str(_obj(spec, path).get("name"), f"{path}.name")
         out.known[name] = Col(f"({col.sql})", col.kind)
+        if col.kind == "approx":
+            raise _unsupported(
+                path,
+                "an approximate histogram written as is (read it with finalizingFieldAccess "
+                "or a histogram post-aggregator)",
+            )
         if col.kind in sketch_sql.KINDS:  # a sketch is written as Druid writes one
             col = Col(sketch_sql.as_base64(col.sql), "string")
         result.append((name, col))
