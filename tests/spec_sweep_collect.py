@@ -1,11 +1,11 @@
 """Collect real Druid task specs from a Druid checkout (a git directory) into a
 directory `check.py --specs` reads (issue 27's sweep; not a test).
 
-Usage: python tests/spec_sweep_collect.py GIT_DIR OUT_DIR [--skip DIR ...]
+Usage: python tests/spec_sweep_collect.py GIT_DIR OUT_DIR [--skip DIR ...] [--rev REV]
 
 Takes ingestion (index_parallel, index), compact and kill task specs from
 docs/**/*.md (```json blocks), examples/quickstart/tutorial/, integration-tests*
-and the indexing-service / processing test resources. Template placeholders are
+and every module's src/test/resources (at REV, default HEAD). Template placeholders are
 filled (`"%%X%%"` -> a name, a bare `%%X%%` -> null), local baseDirs and files
 rewritten under @INPUT_ROOT@, and specs already in a --skip directory (the
 visible corpus) left out by content. Writes OUT_DIR/<name>.json and SOURCES.tsv."""
@@ -21,9 +21,8 @@ from pathlib import Path
 
 TASK_TYPES = {"index_parallel", "index", "compact", "kill"}
 PATHS = re.compile(
-    r"^(examples/quickstart/tutorial/.*\.json|integration-tests[^/]*/src/test/resources/.*\.json"
-    r"|indexing-service/src/test/resources/.*\.json|processing/src/test/resources/.*\.json"
-    r"|docs/.*\.md)$"
+    r"^(examples/quickstart/tutorial/.*\.json|(.*/)?src/test/resources/.*\.json"
+    r"|(.*/)?docs/.*\.md|web-console/.*\.json)$"
 )
 JSON_BLOCK = re.compile(r"```json\s*\n(.*?)```", re.S)
 
@@ -107,15 +106,15 @@ def _key(spec: dict) -> str:
     return hashlib.sha1(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-def collect(git_dir: str, out: Path, skip: list[Path]) -> int:
+def collect(git_dir: str, out: Path, skip: list[Path], rev: str = "HEAD") -> int:
     seen = {_key(json.loads(p.read_text())) for d in skip for p in d.glob("*.json")}
     out.mkdir(parents=True, exist_ok=True)
     rows = ["name\tdruid_path"]
-    for path in _git(git_dir, "ls-tree", "-r", "--name-only", "HEAD").splitlines():
+    for path in _git(git_dir, "ls-tree", "-r", "--name-only", rev).splitlines():
         if not PATHS.match(path):
             continue
         try:
-            text = _git(git_dir, "show", f"HEAD:{path}")
+            text = _git(git_dir, "show", f"{rev}:{path}")
         except subprocess.CalledProcessError:
             continue
         for i, doc in enumerate(_documents(path, text)):
@@ -130,14 +129,17 @@ def collect(git_dir: str, out: Path, skip: list[Path]) -> int:
                 if key in seen:
                     continue
                 seen.add(key)
-                name = re.sub(r"[^A-Za-z0-9]+", "-", Path(path).stem)[:60] + f"-{i}-{j}-{key[:6]}"
+                stem = re.sub(r"[^A-Za-z0-9]+", "-", Path(path).stem)[:60]
+                name = f"{stem}-{i}-{j}-{key[:6]}"
                 (out / f"{name}.json").write_text(json.dumps(spec, indent=1))
                 rows.append(f"{name}\t{path}")
-    (out / "SOURCES.tsv").write_text("\n".join(rows) + "\n")
+    with (out / "SOURCES.tsv").open("a") as sources:
+        sources.write("\n".join(rows[1:] if sources.tell() else rows) + "\n")
     return len(rows) - 1
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    skips = [Path(a) for a in args[3::2]] if len(args) > 2 else []
-    print(collect(args[0], Path(args[1]), skips), "specs")
+    options = dict(zip(args[2::2], args[3::2], strict=False))
+    skips = [Path(v) for k, v in zip(args[2::2], args[3::2], strict=False) if k == "--skip"]
+    print(collect(args[0], Path(args[1]), skips, options.get("--rev", "HEAD")), "specs")
