@@ -1033,9 +1033,17 @@ def arrow_result(table) -> QueryResult:
         columns.append(col)
         types.append(str(f.type))
     names = list(table.schema.names)
-    pylists = [c.to_pylist() for c in columns]
+    pylists = [_floats(c) if pa.types.is_float32(c.type) else c.to_pylist() for c in columns]
     rows = [[_json_value(v) for v in row] for row in zip(*pylists, strict=True)] if names else []
     return QueryResult(columns=names, rows=rows, types=types)
+
+
+def _floats(column) -> list:
+    """A FLOAT column's values as Druid writes a float: its shortest decimal (0.1, not
+    the 0.10000000149011612 of the same float read as a double)."""
+    import numpy as np
+
+    return [None if v is None else float(str(np.float32(v))) for v in column.to_pylist()]
 
 
 def _first_line(exc: BaseException) -> str:

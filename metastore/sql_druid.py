@@ -292,6 +292,7 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
     if columns is not None:
         apply_types(con, tree, columns, strings)
     _group_order(tree["statements"][0]["node"])
+    _null_order(tree["statements"][0]["node"])
 
 
 UNBOUND = object()  # a parameter position the request left empty (Druid's null entry)
@@ -405,6 +406,15 @@ def _group_order(select: dict) -> None:
     modifiers.insert(0, {"type": "ORDER_MODIFIER", "orders": orders})
 
 
+def _null_order(root: dict) -> None:
+    """Druid sorts nulls first ascending and last descending (its comparators put
+    null lowest); the engine's default is nulls last both ways."""
+    for node in _all_dicts(root):
+        if "null_order" in node and node.get("null_order") == "ORDER_DEFAULT":
+            descending = node.get("type") == "DESCENDING"
+            node["null_order"] = "NULLS LAST" if descending else "NULLS FIRST"
+
+
 def _whole_partition_frame(node: dict) -> None:
     """Without ORDER BY every row of a partition is a peer of the current one, so in
     Druid `ROWS ... CURRENT ROW` covers the whole partition: say so as a RANGE frame
@@ -481,8 +491,11 @@ _NUMERIC_FUNCTIONS = {
     "asin": "double", "atan": "double", "cos": "double", "cot": "double", "sin": "double",
     "tan": "double", "degrees": "double", "radians": "double", "power": "double",
     "pow": "double", "atan2": "double", "round": "double", "trunc": "double",
-    "mod": "long",
+    "mod": "long", "sum": "double", "avg": "double",
 }  # fmt: skip
+# Engine functions whose value is text: what Druid's string aggregations (EARLIEST,
+# LATEST and ANY_VALUE with a size, STRING_AGG) are translated into.
+_TEXT_RESULTS = frozenset({"left", "string_agg", "array_to_string", "concat", "lower", "upper"})
 _VALUE = "druid_value"
 _AGGREGATES = frozenset(AGGREGATE_FUNCTIONS) | {
     "count_star"
@@ -586,6 +599,8 @@ def _derived_kinds(node: dict, columns, ctes: dict[str, dict]) -> _DerivedKinds:
         elif item.get("class") == "COLUMN_REF" and inner.column(item, probe=False):
             name = str(item.get("alias") or item["column_names"][-1]).lower()
             out[name] = lambda probe, ref=item: (inner.column(ref, probe=probe) or (0, None))[1]
+        elif item.get("alias") and item.get("function_name") in _TEXT_RESULTS:
+            out[str(item["alias"]).lower()] = lambda probe: "string"
     return out
 
 
