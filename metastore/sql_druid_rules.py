@@ -160,7 +160,14 @@ _add(
     "ELSE strpos(substring($a1, $a2), $a0) + $a2 - 1 END",
     internal=True,
 )
-_add("scalar", "string", "SUBSTRING SUBSTR", (2, 3), lambda c: f"substring({_args(c)})")
+# Druid's substring is null, not empty, when it starts past the end of the text.
+_add(
+    "scalar",
+    "string",
+    "SUBSTRING SUBSTR",
+    (2, 3),
+    lambda c: f"CASE WHEN $a1 > length($a0) THEN NULL ELSE substring({_args(c)}) END",
+)
 _add("scalar", "string", "LENGTH CHAR_LENGTH CHARACTER_LENGTH STRLEN", (1, 1), "length($a0)")
 _add("scalar", "string", "LPAD", (2, 3), _pad("lpad"))
 _add("scalar", "string", "RPAD", (2, 3), _pad("rpad"))
@@ -971,6 +978,7 @@ _NOTES = {
     "JSON_OBJECT": "`KEY k VALUE v` and `k: v` forms",
     "MV_TO_ARRAY": "a multi-value string as stored (JSON array text, or one value) to an ARRAY",
     "UNNEST": "of arrays, and of multi-value strings through MV_TO_ARRAY",
+    "SUBSTRING": "null when it starts past the end of the text, as Druid's substring",
     "SAFE_DIVIDE": "null when dividing by 0; a long by a long is a long (truncated), as in Druid",
     "POSITION": "`POSITION(x IN y [FROM n])`: 1-based, 0 when not found",
     "DIV": "integer division of the arguments as longs",
