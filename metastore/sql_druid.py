@@ -402,8 +402,10 @@ def _group_order(select: dict) -> None:
     orders = [
         {"type": "ASCENDING", "null_order": "NULLS FIRST", "expression": copy.deepcopy(group)}
         for group in select["group_expressions"]
-    ]
-    modifiers.insert(0, {"type": "ORDER_MODIFIER", "orders": orders})
+        if group.get("class") != "CONSTANT" or group["literal"].get("kind") == "INTEGER"
+    ]  # GROUP BY 'dummy' groups all rows: nothing to order by
+    if orders:
+        modifiers.insert(0, {"type": "ORDER_MODIFIER", "orders": orders})
 
 
 def _null_order(root: dict) -> None:
@@ -694,6 +696,35 @@ def apply_types(con, tree: dict, columns, strings: set[str] = frozenset()) -> No
         for part in _expressions(select):
             for node in list(_walk(part)):
                 _implicit_cast(con, node, kinds)
+                _constant(con, node, kinds)
+                _time_argument(node, kinds)
+
+
+def _constant(con, node: dict, kinds: _Kinds) -> None:
+    """`PI` written bare, not a column: Calcite's constant."""
+    names = node.get("column_names") if node.get("class") == "COLUMN_REF" else None
+    if names and [n.lower() for n in names] == ["pi"] and kinds.column(node) is None:
+        _replace(node, _template_node(con, "pi()"))
+
+
+_BY = {"arg_min": "EARLIEST_BY", "arg_min_null": "EARLIEST_BY"}
+_BY |= {"arg_max": "LATEST_BY", "arg_max_null": "LATEST_BY"}
+_SQL_TYPES = {"long": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "mv": "VARCHAR"}
+
+
+def _time_argument(node: dict, kinds: _Kinds) -> None:
+    """EARLIEST_BY/LATEST_BY order by a TIMESTAMP: a number or text is refused as
+    Druid refuses it (the engine would read a number as a time)."""
+    name = _BY.get(node.get("function_name", ""))
+    args = _call_args(node) if name else []
+    if len(args) != 2 or args[1].get("class") != "CAST":
+        return
+    kind = kinds.of(args[1]["child"])
+    if kind in _SQL_TYPES:
+        first = _SQL_TYPES.get(kinds.of(args[0]) or "", "ANY")
+        raise DruidFunctionRefused(
+            f"Cannot apply '{name}' to arguments of type '{name}(<{first}>, <{_SQL_TYPES[kind]}>)'"
+        )
 
 
 def _cast(con, node: dict, engine_type: str) -> None:

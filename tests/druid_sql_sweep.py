@@ -15,6 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+T2000, T2001 = "2000-01-01T00:00:00.000Z", "2001-01-01T00:00:00.000Z"
+_IN23 = ",".join(f"'{v}'" for v in ["abc", "def", "ghi", *(f"dummy{i}" for i in range(20))])
+_SIN, _COS = math.sin(math.pi / 6), math.cos(math.pi / 6)
+
 AB, BC = '["a","b"]', '["b","c"]'
 
 
@@ -213,6 +217,40 @@ CASES: list[tuple[str, str, object, bool]] = [
     ("q_count_of_groups", "SELECT SUM(cnt), COUNT(*) FROM (SELECT dim2, SUM(cnt) AS cnt FROM druid.foo GROUP BY dim2)", [[6, 4]], False),
     ("q_filtered_aggregates_of_no_rows", "SELECT dim2, count(*) FILTER(WHERE dim1 = 'nonexistent'), COUNT(DISTINCT dim1) FILTER(WHERE dim1 = 'nonexistent'), APPROX_COUNT_DISTINCT(distinct dim1) FILTER(WHERE dim1 = 'nonexistent'), sum(dbl1) FILTER(WHERE dim1 = 'nonexistent'), max(dbl1) FILTER(WHERE dim1 = 'nonexistent'), min(dbl1) FILTER(WHERE dim1 = 'nonexistent'), sum(l1) FILTER(WHERE dim1 = 'nonexistent'), max(l1) FILTER(WHERE dim1 = 'nonexistent'), min(l1) FILTER(WHERE dim1 = 'nonexistent'), avg(l1) FILTER(WHERE dim1 = 'nonexistent'), avg(dbl1) FILTER(WHERE dim1 = 'nonexistent') FROM druid.numfoo WHERE dim2 = 'a' GROUP BY dim2",
      [["a", 0, 0, 0, N, N, N, N, N, N, N, N]], False),
+    ("q_not_in_with_null", "SELECT COUNT(*) FROM foo WHERE dim1 NOT IN (NULL, 'abc')", [[0]], False),
+    ("q_literally_false", "SELECT COUNT(*), MAX(cnt) FROM druid.foo WHERE 1 = 0", [[0, N]], False),
+    ("q_impossible_time_filter", "SELECT COUNT(*) FROM druid.foo WHERE FLOOR(__time TO DAY) = TIMESTAMP '2000-01-02 01:00:00' OR FLOOR(__time TO DAY) = TIMESTAMP '2000-01-02 02:00:00'", [[0]], False),
+    ("q_group_impossible_time_filter", "SELECT dim1, COUNT(*) FROM druid.foo WHERE FLOOR(__time TO DAY) = TIMESTAMP '2000-01-02 01:00:00' OR FLOOR(__time TO DAY) = TIMESTAMP '2000-01-02 02:00:00' GROUP BY 1", [], False),
+    ("q_group_literally_false", "SELECT COUNT(*), MAX(cnt) FROM druid.foo WHERE 1 = 0 GROUP BY dim1", [], False),
+    ("q_filter_matching_nothing", "SELECT COUNT(*), MAX(cnt) FROM druid.foo WHERE dim1 = 'foobar'", [[0, N]], False),
+    ("q_group_by_empty", "SELECT COUNT(*), SUM(cnt), MIN(cnt) FROM druid.foo GROUP BY ()", [[6, 6, 1]], False),
+    ("q_group_by_literal_nothing", "SELECT COUNT(*), MAX(cnt) FROM druid.foo WHERE dim1 = 'foobar' GROUP BY 'dummy'", [], False),
+    ("q_count_non_null", "SELECT COUNT(cnt) FROM druid.foo", [[6]], False),
+    ("q_count_nullable", "SELECT COUNT(dim2) FROM druid.foo", [[4]], False),
+    ("q_count_nullable_expression", "SELECT COUNT(CASE WHEN dim2 = 'abc' THEN 'yes' WHEN dim2 = 'def' THEN 'yes' END) FROM druid.foo", [[1]], False),
+    ("q_count_star", "SELECT COUNT(*) FROM druid.foo", [[6]], False),
+    ("q_count_star_cte", "WITH beep (dim1_firstchar) AS (SELECT SUBSTRING(dim1, 1, 1) FROM foo WHERE dim2 = 'a') SELECT COUNT(*) FROM beep WHERE dim1_firstchar <> 'z'", [[1]], False),
+    ("q_like_escape", "SELECT COUNT(*) FROM druid.foo WHERE dim1 like 'a%' OR dim2 like '%xb%' escape 'x'", [[2]], False),
+    ("q_in_expression", "SELECT dim1 IN ('abc', 'def', 'ghi'), COUNT(*) FROM druid.foo GROUP BY 1", [[False, 4], [True, 2]], True),
+    ("q_in_or_is_null", "SELECT dim1 IN ('abc', 'def', 'ghi') OR dim1 IS NULL, COUNT(*) FROM druid.foo GROUP BY 1", [[False, 4], [True, 2]], True),
+    ("q_not_in_or_is_null", "SELECT NOT (dim1 IN ('abc', 'def', 'ghi') OR dim1 IS NULL), COUNT(*) FROM druid.foo GROUP BY 1", [[False, 2], [True, 4]], True),
+    ("q_not_in_and_not_null", "SELECT dim1 NOT IN ('abc', 'def', 'ghi') AND dim1 IS NOT NULL, COUNT(*) FROM druid.foo GROUP BY 1", [[False, 2], [True, 4]], True),
+    ("q_in_or_greater", "SELECT dim1 IN ('abc', 'def', 'ghi') OR dim1 > 'zzz', COUNT(*) FROM druid.foo GROUP BY 1", [[False, 4], [True, 2]], True),
+    ("q_not_in_and_less", "SELECT dim1 NOT IN ('abc', 'def', 'ghi') AND dim1 < 'zzz', COUNT(*) FROM druid.foo GROUP BY 1", [[False, 2], [True, 4]], True),
+    ("q_not_in_or_equal", "SELECT dim1 NOT IN ('abc', 'def', 'ghi') OR dim1 = 'def', COUNT(*) FROM druid.foo GROUP BY 1", [[False, 1], [True, 5]], True),
+    ("q_is_null_to_in", "SELECT dim1, COUNT(*) FROM druid.foo WHERE dim1 IS NULL OR dim1 = 'abc' OR dim1 = 'def' OR dim1 = 'ghi' GROUP BY dim1", [["abc", 1], ["def", 1]], True),
+    ("q_in_23_elements", f"SELECT dim1, COUNT(*) FROM druid.foo WHERE dim1 IN ({_IN23}) OR dim1 = 'xyz' OR dim1 IS NULL GROUP BY dim1", [["abc", 1], ["def", 1]], True),
+    ("q_time_condition_month", "SELECT SUM(cnt), gran FROM (SELECT __time as t, floor(__time TO month) AS gran, cnt FROM druid.foo) AS x WHERE t >= '2000-01-01' and t < '2002-01-01' GROUP BY gran ORDER BY gran",
+     [[3, T2000], [3, T2001]], True),
+    ("q_time_condition_nested", "SELECT SUM(cnt), COUNT(*) FROM (SELECT dim2, SUM(cnt) AS cnt FROM druid.foo WHERE __time >= '2000-01-01' GROUP BY dim2)", [[6, 4]], False),
+    ("q_semi_join_substring", "SELECT COUNT(*) FROM druid.foo WHERE __time >= '2000-01-01' AND SUBSTRING(dim2, 1, 1) IN (SELECT SUBSTRING(dim1, 1, 1) FROM druid.foo WHERE dim1 <> '' AND __time >= '2000-01-01')", [[3]], False),
+    ("q_constant", "SELECT 2 + 2 AS a", [[4]], False),
+    ("q_filter_float_dimension", "SELECT dim1 FROM numfoo WHERE f1 = 0.1 LIMIT 1", [["10.1"]], False),
+    ("q_filter_double_dimension", "SELECT dim1 FROM numfoo WHERE dbl1 = 1.7 LIMIT 1", [["10.1"]], False),
+    ("q_filter_long_dimension", "SELECT dim1 FROM numfoo WHERE l1 = 7 LIMIT 1", [[""]], False),
+    ("q_trigonometry", "SELECT exp(count(*)) + 10, sin(pi / 6), cos(pi / 6), tan(pi / 6), cot(pi / 6), asin(exp(count(*)) / 2), acos(exp(count(*)) / 2), atan(exp(count(*)) / 2), atan2(exp(count(*)), 1) FROM druid.foo WHERE  dim2 = 0",
+     [[11.0, _SIN, _COS, math.tan(math.pi / 6), _COS / _SIN, math.asin(0.5), math.acos(0.5), math.atan(0.5), math.atan2(1, 1)]], False),
+    ("q_radians_degrees", "SELECT RADIANS(m1 * 15)/DEGREES(m2) FROM numfoo WHERE dim1 = '1'", [[math.radians(60) / math.degrees(4)]], False),
 ]  # fmt: skip
 
 
