@@ -366,16 +366,8 @@ def bind_query(
         for name, (start, end, included) in time_ranges(con, tree, set(sources)).items():
             sources[name] = within(sources[name], start, end, end_included=included)
 
-    text = _guarded(
-        con,
-        sql,
-        bind,
-        druid_names=druid_names,
-        druid_sql=druid_sql,
-        columns=kinds,
-        checked=prune,
-        params=params,
-    )
+    options = {"druid_names": druid_names, "druid_sql": druid_sql, "params": params}
+    text = _guarded(con, sql, bind, columns=kinds, checked=prune, **options)
     return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
 
 
@@ -860,15 +852,8 @@ def run_query(
     con, ok = lease[1], False
     try:
         check_read_only(sql)
-        bound = bind_query(
-            con,
-            sql,
-            as_of=as_of,
-            druid_names=druid_names,
-            druid_sql=druid_sql,
-            commits=commits,
-            params=params if druid_sql else None,
-        )
+        druid = {"druid_names": druid_names, "druid_sql": druid_sql, "commits": commits}
+        bound = bind_query(con, sql, as_of=as_of, params=params if druid_sql else None, **druid)
         params = None if druid_sql else params  # bound into the Druid SQL already
         _register(con, bound.sources, bound.system, as_of=bound.as_of, views=lease[2])
         if druid_explain:
