@@ -368,16 +368,8 @@ def bind_query(
         for name, (start, end, included) in time_ranges(con, tree, set(sources)).items():
             sources[name] = within(sources[name], start, end, end_included=included)
 
-    text = _guarded(
-        con,
-        sql,
-        bind,
-        druid_names=druid_names,
-        druid_sql=druid_sql,
-        columns=kinds,
-        checked=prune,
-        params=params,
-    )
+    options = {"druid_names": druid_names, "druid_sql": druid_sql, "params": params}
+    text = _guarded(con, sql, bind, columns=kinds, checked=prune, **options)
     return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
 
 
@@ -863,15 +855,8 @@ def run_query(
     con, ok = lease[1], False
     try:
         check_read_only(sql)
-        bound = bind_query(
-            con,
-            sql,
-            as_of=as_of,
-            druid_names=druid_names,
-            druid_sql=druid_sql,
-            commits=commits,
-            params=params if druid_sql else None,
-        )
+        druid = {"druid_names": druid_names, "druid_sql": druid_sql, "commits": commits}
+        bound = bind_query(con, sql, as_of=as_of, params=params if druid_sql else None, **druid)
         params = None if druid_sql else params  # bound into the Druid SQL already
         _register(con, bound.sources, bound.system, as_of=bound.as_of, views=lease[2])
         if druid_explain:
@@ -1036,9 +1021,17 @@ def arrow_result(table) -> QueryResult:
         columns.append(col)
         types.append(str(f.type))
     names = list(table.schema.names)
-    pylists = [c.to_pylist() for c in columns]
+    pylists = [_floats(c) if pa.types.is_float32(c.type) else c.to_pylist() for c in columns]
     rows = [[_json_value(v) for v in row] for row in zip(*pylists, strict=True)] if names else []
     return QueryResult(columns=names, rows=rows, types=types)
+
+
+def _floats(column) -> list:
+    """A FLOAT column's values as Druid writes a float: its shortest decimal (0.1, not
+    the 0.10000000149011612 of the same float read as a double)."""
+    import numpy as np
+
+    return [None if v is None else float(str(np.float32(v))) for v in column.to_pylist()]
 
 
 def _first_line(exc: BaseException) -> str:

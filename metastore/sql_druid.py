@@ -292,6 +292,7 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
     if columns is not None:
         apply_types(con, tree, columns, strings)
     _group_order(tree["statements"][0]["node"])
+    _null_order(tree["statements"][0]["node"])
 
 
 UNBOUND = object()  # a parameter position the request left empty (Druid's null entry)
@@ -401,8 +402,19 @@ def _group_order(select: dict) -> None:
     orders = [
         {"type": "ASCENDING", "null_order": "NULLS FIRST", "expression": copy.deepcopy(group)}
         for group in select["group_expressions"]
-    ]
-    modifiers.insert(0, {"type": "ORDER_MODIFIER", "orders": orders})
+        if group.get("class") != "CONSTANT" or group["literal"].get("kind") == "INTEGER"
+    ]  # GROUP BY 'dummy' groups all rows: nothing to order by
+    if orders:
+        modifiers.insert(0, {"type": "ORDER_MODIFIER", "orders": orders})
+
+
+def _null_order(root: dict) -> None:
+    """Druid sorts nulls first ascending and last descending (its comparators put
+    null lowest); the engine's default is nulls last both ways."""
+    for node in _all_dicts(root):
+        if "null_order" in node and node.get("null_order") == "ORDER_DEFAULT":
+            descending = node.get("type") == "DESCENDING"
+            node["null_order"] = "NULLS LAST" if descending else "NULLS FIRST"
 
 
 def _whole_partition_frame(node: dict) -> None:
@@ -481,8 +493,11 @@ _NUMERIC_FUNCTIONS = {
     "asin": "double", "atan": "double", "cos": "double", "cot": "double", "sin": "double",
     "tan": "double", "degrees": "double", "radians": "double", "power": "double",
     "pow": "double", "atan2": "double", "round": "double", "trunc": "double",
-    "mod": "long",
+    "mod": "long", "sum": "double", "avg": "double",
 }  # fmt: skip
+# Engine functions whose value is text: what Druid's string aggregations (EARLIEST,
+# LATEST and ANY_VALUE with a size, STRING_AGG) are translated into.
+_TEXT_RESULTS = frozenset({"left", "string_agg", "array_to_string", "concat", "lower", "upper"})
 _VALUE = "druid_value"
 _AGGREGATES = frozenset(AGGREGATE_FUNCTIONS) | {
     "count_star"
@@ -586,6 +601,8 @@ def _derived_kinds(node: dict, columns, ctes: dict[str, dict]) -> _DerivedKinds:
         elif item.get("class") == "COLUMN_REF" and inner.column(item, probe=False):
             name = str(item.get("alias") or item["column_names"][-1]).lower()
             out[name] = lambda probe, ref=item: (inner.column(ref, probe=probe) or (0, None))[1]
+        elif item.get("alias") and item.get("function_name") in _TEXT_RESULTS:
+            out[str(item["alias"]).lower()] = lambda probe: "string"
     return out
 
 
@@ -679,6 +696,35 @@ def apply_types(con, tree: dict, columns, strings: set[str] = frozenset()) -> No
         for part in _expressions(select):
             for node in list(_walk(part)):
                 _implicit_cast(con, node, kinds)
+                _constant(con, node, kinds)
+                _time_argument(node, kinds)
+
+
+def _constant(con, node: dict, kinds: _Kinds) -> None:
+    """`PI` written bare, not a column: Calcite's constant."""
+    names = node.get("column_names") if node.get("class") == "COLUMN_REF" else None
+    if names and [n.lower() for n in names] == ["pi"] and kinds.column(node) is None:
+        _replace(node, _template_node(con, "pi()"))
+
+
+_BY = {"arg_min": "EARLIEST_BY", "arg_min_null": "EARLIEST_BY"}
+_BY |= {"arg_max": "LATEST_BY", "arg_max_null": "LATEST_BY"}
+_SQL_TYPES = {"long": "BIGINT", "double": "DOUBLE", "string": "VARCHAR", "mv": "VARCHAR"}
+
+
+def _time_argument(node: dict, kinds: _Kinds) -> None:
+    """EARLIEST_BY/LATEST_BY order by a TIMESTAMP: a number or text is refused as
+    Druid refuses it (the engine would read a number as a time)."""
+    name = _BY.get(node.get("function_name", ""))
+    args = _call_args(node) if name else []
+    if len(args) != 2 or args[1].get("class") != "CAST":
+        return
+    kind = kinds.of(args[1]["child"])
+    if kind in _SQL_TYPES:
+        first = _SQL_TYPES.get(kinds.of(args[0]) or "", "ANY")
+        raise DruidFunctionRefused(
+            f"Cannot apply '{name}' to arguments of type '{name}(<{first}>, <{_SQL_TYPES[kind]}>)'"
+        )
 
 
 def _cast(con, node: dict, engine_type: str) -> None:

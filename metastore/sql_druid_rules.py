@@ -160,7 +160,14 @@ _add(
     "ELSE strpos(substring($a1, $a2), $a0) + $a2 - 1 END",
     internal=True,
 )
-_add("scalar", "string", "SUBSTRING SUBSTR", (2, 3), lambda c: f"substring({_args(c)})")
+# Druid's substring is null, not empty, when it starts past the end of the text.
+_add(
+    "scalar",
+    "string",
+    "SUBSTRING SUBSTR",
+    (2, 3),
+    lambda c: f"CASE WHEN $a1 > length($a0) THEN NULL ELSE substring({_args(c)}) END",
+)
 _add("scalar", "string", "LENGTH CHAR_LENGTH CHARACTER_LENGTH STRLEN", (1, 1), "length($a0)")
 _add("scalar", "string", "LPAD", (2, 3), _pad("lpad"))
 _add("scalar", "string", "RPAD", (2, 3), _pad("rpad"))
@@ -502,13 +509,17 @@ def _limited(engine: str, size_of: str, default: int = 1024):
 
 
 def _first_last(engine: str, by: bool):
+    """EARLIEST/LATEST(_BY): the value at the earliest (latest) time, null or not, as
+    Druid's numeric first/last aggregators answer in SQL-compatible null handling; with
+    a size (the string form), the earliest (latest) value that is not null."""
+
     def sql(call: Call) -> str:
         time = "$a1" if by else "__time"
-        value = f"{engine}($a0, CAST({time} AS TIMESTAMP))"
         size_index = 2 if by else 1
         if call.given(size_index):
+            value = f"{engine.removesuffix('_null')}($a0, CAST({time} AS TIMESTAMP))"
             return f"left(CAST({value} AS VARCHAR), CAST($a{size_index} AS INTEGER))"
-        return value
+        return f"{engine}($a0, CAST({time} AS TIMESTAMP))"
 
     return sql
 
@@ -569,40 +580,43 @@ _add(
     "aggregation",
     "EARLIEST",
     (1, 2),
-    _first_last("arg_min", False),
-    engine=frozenset({"arg_min"}),
+    _first_last("arg_min_null", False),
+    engine=frozenset({"arg_min_null", "arg_min"}),
 )
 _add(
     _AGG,
     "aggregation",
     "EARLIEST_BY",
     (2, 3),
-    _first_last("arg_min", True),
-    engine=frozenset({"arg_min"}),
+    _first_last("arg_min_null", True),
+    engine=frozenset({"arg_min_null", "arg_min"}),
 )
 _add(
     _AGG,
     "aggregation",
     "LATEST",
     (1, 2),
-    _first_last("arg_max", False),
-    engine=frozenset({"arg_max"}),
+    _first_last("arg_max_null", False),
+    engine=frozenset({"arg_max_null", "arg_max"}),
 )
 _add(
     _AGG,
     "aggregation",
     "LATEST_BY",
     (2, 3),
-    _first_last("arg_max", True),
-    engine=frozenset({"arg_max"}),
+    _first_last("arg_max_null", True),
+    engine=frozenset({"arg_max_null", "arg_max"}),
 )
 _add(
     _AGG,
     "aggregation",
     "ANY_VALUE",
     (1, 3),
-    "any_value($a0)",
-    engine=frozenset({"any_value"}),
+    # The first value read, null or not; with a size, the string form.
+    lambda c: (
+        "left(CAST(first($a0) AS VARCHAR), CAST($a1 AS INTEGER))" if c.given(1) else "first($a0)"
+    ),
+    engine=frozenset({"first"}),
 )
 _add(
     _AGG,
@@ -942,11 +956,14 @@ _NOTES = {
     "DS_HLL": "an HLL sketch (base64 in results), over values or unioning stored sketches",
     "DS_THETA": "a theta sketch (base64 in results), over values or unioning stored sketches",
     "DS_QUANTILES_SKETCH": "a KLL doubles sketch (Strata's quantiles sketch; base64 in results)",
-    "EARLIEST": "value at the earliest `__time` (null values skipped); maxBytesPerValue cuts strings",
+    "EARLIEST": "value at the earliest `__time`, null or not (with maxBytesPerValue, the string "
+    "form: the earliest value not null, cut to the size)",
     "EARLIEST_BY": "value at the earliest time of the second argument",
-    "LATEST": "value at the latest `__time` (null values skipped); maxBytesPerValue cuts strings",
+    "LATEST": "value at the latest `__time`, null or not (with maxBytesPerValue, the string "
+    "form: the latest value not null, cut to the size)",
     "LATEST_BY": "value at the latest time of the second argument",
-    "ANY_VALUE": "maxBytesPerValue and aggregateMultipleValues accepted, unused",
+    "ANY_VALUE": "the first value read, null or not; maxBytesPerValue cuts strings, "
+    "aggregateMultipleValues accepted, unused",
     "STRING_AGG": "nulls skipped; a result over the size (bytes, default 1024) fails the query",
     "LISTAGG": "as STRING_AGG",
     "ARRAY_AGG": "nulls kept; a result over the size (bytes of its JSON, default 1024) fails",
@@ -974,6 +991,7 @@ _NOTES = {
     "JSON_OBJECT": "`KEY k VALUE v` and `k: v` forms",
     "MV_TO_ARRAY": "a multi-value string as stored (JSON array text, or one value) to an ARRAY",
     "UNNEST": "of arrays, and of multi-value strings through MV_TO_ARRAY",
+    "SUBSTRING": "null when it starts past the end of the text, as Druid's substring",
     "SAFE_DIVIDE": "null when dividing by 0; a long by a long is a long (truncated), as in Druid",
     "POSITION": "`POSITION(x IN y [FROM n])`: 1-based, 0 when not found",
     "DIV": "integer division of the arguments as longs",
@@ -1083,7 +1101,9 @@ function, and in the subquery of an `IN` list; outside `GROUP BY` and filters a 
 function of one maps over its values (`concat(tags, 'x')` of `["a","b"]` is
 `["ax","bx"]`). Query `parameters` are bound as literals of their types before all of
 this, as Druid binds them (a `TIMESTAMP` from text or epoch milliseconds is a
-wall-clock time of the session's zone). The context's
+wall-clock time of the session's zone). A `GROUP BY` without `ORDER BY` answers its
+groups in Druid's order (by the keys), and nulls sort first ascending, last descending,
+as in Druid. The context's
 `sqlTimeZone` (a zone name or a whole-hour offset) moves the time functions without a
 time zone argument, `FLOOR`/`CEIL(t TO unit)`, `EXTRACT`, `DATE_TRUNC`, timestamp
 literals and `CURRENT_DATE` to its wall clock, and timestamps in results are written

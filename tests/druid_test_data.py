@@ -34,6 +34,8 @@ NUMFOO = {
     **FOO,
     "d1": [1.0, 1.7, 0.0, None, None, None],
     "d2": [None, 1.7, 0.0, None, None, None],
+    "dbl1": [1.0, 1.7, 0.0, None, None, None],  # d1 and d2 as newer Druid names them
+    "dbl2": [None, 1.7, 0.0, None, None, None],
     "f1": [1.0, 0.1, 0.0, None, None, None],
     "f2": [None, 0.1, 0.0, None, None, None],
     "l1": [7, 325323, 0, None, None, None],
@@ -49,6 +51,8 @@ _TYPES = {
     "m2": pa.float64(),
     "d1": pa.float64(),
     "d2": pa.float64(),
+    "dbl1": pa.float64(),
+    "dbl2": pa.float64(),
     "cnt": pa.int64(),
     "l1": pa.int64(),
     "l2": pa.int64(),
