@@ -1684,7 +1684,8 @@ def _inline_relation(spec: dict, field: str) -> _Relation:
 
 
 def _epoch_to_ts(ms: str) -> str:
-    return f"epoch_ms({ms})"
+    """Epoch millis as a (naive UTC) TIMESTAMP."""
+    return f"timestamp_millis({ms})" if _spark() else f"epoch_ms({ms})"
 
 
 _SUBQUERY_TYPES = ("timeseries", "topN", "groupBy", "scan")
@@ -2102,16 +2103,17 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
             f"__grouped AS ({grouped})",
             "__filled AS (SELECT * FROM __grouped WHERE __bucket IS NOT NULL)",
         ]
-    span = ", min(__time) AS __lo, max(__time) AS __hi" if one_pass else ""
     grouped = (
-        f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)}{span} "
+        f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)} "
         f"FROM __base WHERE {q.where} GROUP BY 1"
     )
     ctes.append(f"__grouped AS ({grouped})")
     if skip or gran.kind == "none":
         return ctes + ["__filled AS (SELECT * FROM __grouped)"]
-    if one_pass:
-        ctes.append("__span AS (SELECT min(__lo) AS lo, max(__hi) AS hi FROM __grouped)")
+    if one_pass:  # the first and last buckets' starts span the same buckets
+        first, last = _epoch_to_ts("min(__bucket)"), _epoch_to_ts("max(__bucket)")
+        ctes[-1] = f"__grouped AS{_materialized()} ({grouped})"  # read twice
+        ctes.append(f"__span AS (SELECT {first} AS lo, {last} AS hi FROM __grouped)")
     keep = " OR ".join(
         f"(__bucket >= {gran.bucket_ms(_ts_lit(iv.start))} AND __bucket < {_ms(iv.end)})"
         for iv in q.intervals
@@ -2171,6 +2173,11 @@ def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
         col = _extracted(col, dim.transform, "time" if is_time else col.kind, field)
     kind = dim.output_type
     return dim.output_name, _cast(col, "double" if kind == "float" else kind), kind
+
+
+def _materialized() -> str:
+    """What makes DuckDB compute a CTE read twice once (Spark SQL has no such word)."""
+    return "" if _spark() else " MATERIALIZED"
 
 
 def _first_time(q: _Query) -> tuple[str, str, str]:
@@ -2237,8 +2244,9 @@ def _topn(q: _Query) -> Plan:
     chosen = _comma([(n, _q(n)) for n, _ in outputs])
     if gran.kind == "all":  # one bucket: the first `threshold` rows in order, as SQL's LIMIT
         bucket, span, lo = _first_time(q)
+        shared = _materialized() if lo else ""  # read twice: for the stamp and the rows
         sql = (
-            f"WITH {_base(q)}{span}, __grouped AS (SELECT {_select_list(items)}{lo} "
+            f"WITH {_base(q)}{span}, __grouped AS{shared} (SELECT {_select_list(items)}{lo} "
             f"FROM __base WHERE {q.where} GROUP BY 1), "
             f"__post AS (SELECT {_select_list(outputs)} FROM __grouped) "
             f"SELECT {bucket} AS __bucket{chosen} FROM __post WHERE {where or 'true'} "
