@@ -2576,7 +2576,7 @@ _TYPE_NAMES = {"long": "LONG", "double": "DOUBLE", "float": "FLOAT", "string": "
 
 def _included_columns(q: _Query) -> list[str]:
     spec = _obj(q.body.get("toInclude") or {"type": "all"}, "toInclude")
-    kind = _type_of(spec, field)
+    kind = _type_of(spec, "toInclude")
     names = ["__time"] + [n for n in q.cols.schema if n != "__time"]
     if kind == "all":
         return names
