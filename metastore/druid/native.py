@@ -1630,10 +1630,8 @@ def _inline_value(value, field: str) -> str:
     raise _unsupported(field, "inline values are strings, numbers, null or lists of strings")
 
 
-def _inline_relation(spec: dict, field: str) -> _Relation:
-    """Rows given in the query (`columnNames`, `rows`, optional `columnTypes`);
-    `__time`, if a column, is epoch millis; otherwise every row is at 0, as in Druid."""
-    _only(spec, field, {"type", "columnNames", "columnTypes", "rows"})
+def _inline_columns(spec: dict, field: str) -> tuple[list[str], list, list[str]]:
+    """(columnNames, rows, each column's Druid type) of an inline dataSource, checked."""
     names = [
         _str(n, f"{field}.columnNames[{i}]")
         for i, n in enumerate(_list(spec.get("columnNames"), f"{field}.columnNames"))
@@ -1646,6 +1644,11 @@ def _inline_relation(spec: dict, field: str) -> _Relation:
             raise NativeQueryError(
                 f"{field}.rows[{i}]", f"has {len(row)} values for {len(names)} columnNames"
             )
+        if "__time" in names:
+            stamp = row[names.index("__time")]
+            if isinstance(stamp, bool) or not isinstance(stamp, int):
+                path = f"{field}.rows[{i}][{names.index('__time')}]"
+                raise NativeQueryError(path, "__time is epoch millis")
     declared = spec.get("columnTypes")
     declared = [None] * len(names) if declared is None else _list(declared, f"{field}.columnTypes")
     if len(declared) != len(names):
@@ -1654,6 +1657,14 @@ def _inline_relation(spec: dict, field: str) -> _Relation:
         _inline_kind([r[j] for r in rows], t, f"{field}.columnTypes[{j}]")
         for j, t in enumerate(declared)
     ]
+    return names, rows, types
+
+
+def _inline_relation(spec: dict, field: str) -> _Relation:
+    """Rows given in the query (`columnNames`, `rows`, optional `columnTypes`);
+    `__time`, if a column, is epoch millis; otherwise every row is at 0, as in Druid."""
+    _only(spec, field, {"type", "columnNames", "columnTypes", "rows"})
+    names, rows, types = _inline_columns(spec, field)
     items, kinds = [], {"__time": "time"}
     if "__time" not in names:
         items.append(f"{_epoch_to_ts('0')} AS __time")
@@ -1671,9 +1682,13 @@ def _inline_relation(spec: dict, field: str) -> _Relation:
         for i, row in enumerate(rows)
     )
     columns = ", ".join(f"c{j}" for j in range(len(names)))
-    source = (
-        f"(VALUES {values}) AS __inline({columns})" if rows and names else "(SELECT 1) WHERE false"
-    )
+    if rows and names:
+        source = f"(VALUES {values}) AS __inline({columns})"
+    elif rows:  # rows with no column
+        source = f"(VALUES {', '.join('(1)' for _ in rows)}) AS __inline(c)"
+    else:  # the columns, with no row
+        nulls = ", ".join(f"NULL AS c{j}" for j in range(len(names))) or "1 AS c"
+        source = f"(SELECT {nulls}) AS __inline WHERE false"
     sql = f"SELECT {', '.join(items)} FROM {source}"
     if len(sql) > MAX_INLINE_CHARS:
         raise _unsupported(
