@@ -315,3 +315,20 @@ def test_scans_nested_twenty_deep_give_the_rows_of_the_table(wiki, api_client):
     [batch] = native(api_client, body)
     assert batch["events"] == expected["events"]
     assert len(expected["events"]) == 5
+
+
+def test_inline_without_rows_or_without_columns(db, api_client):
+    empty = {"type": "inline", "columnNames": ["a", "b"], "rows": []}
+    body = {"queryType": "scan", "dataSource": empty, "intervals": EVER}
+    assert native(api_client, body) == []
+    bare = {"type": "inline", "columnNames": [], "rows": [[], []]}
+    body = {
+        "queryType": "timeseries",
+        "dataSource": bare,
+        "intervals": EVER,
+        "granularity": "all",
+        "aggregations": [{"type": "count", "name": "n"}],
+    }
+    assert native(api_client, body) == [
+        {"timestamp": "1970-01-01T00:00:00.000Z", "result": {"n": 2}}
+    ]

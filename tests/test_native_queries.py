@@ -1199,3 +1199,14 @@ def test_context_values_strata_cannot_honour_are_refused_naming_the_key(
     assert set(result) == {"error", "errorMessage", "errorClass", "host"}
     assert result["error"] == error
     assert result["errorMessage"].startswith(named), result
+
+
+def test_segment_metadata_to_include_with_a_type_that_is_not_a_string_names_it(wiki, api_client):
+    body = {
+        "queryType": "segmentMetadata",
+        "dataSource": "wiki",
+        "merge": True,
+        "toInclude": {"type": 7},
+    }
+    result = native(api_client, body, status=400)
+    assert result["errorMessage"].startswith("toInclude.type:"), result

@@ -1712,10 +1712,8 @@ def _inline_value(value, field: str) -> str:
     raise _unsupported(field, "inline values are strings, numbers, null or lists of strings")
 
 
-def _inline_relation(spec: dict, field: str) -> _Relation:
-    """Rows given in the query (`columnNames`, `rows`, optional `columnTypes`);
-    `__time`, if a column, is epoch millis; otherwise every row is at 0, as in Druid."""
-    _only(spec, field, {"type", "columnNames", "columnTypes", "rows"})
+def _inline_columns(spec: dict, field: str) -> tuple[list[str], list, list[str]]:
+    """(columnNames, rows, each column's Druid type) of an inline dataSource, checked."""
     names = [
         _str(n, f"{field}.columnNames[{i}]")
         for i, n in enumerate(_list(spec.get("columnNames"), f"{field}.columnNames"))
@@ -1728,6 +1726,11 @@ def _inline_relation(spec: dict, field: str) -> _Relation:
             raise NativeQueryError(
                 f"{field}.rows[{i}]", f"has {len(row)} values for {len(names)} columnNames"
             )
+        if "__time" in names:
+            stamp = row[names.index("__time")]
+            if isinstance(stamp, bool) or not isinstance(stamp, int):
+                path = f"{field}.rows[{i}][{names.index('__time')}]"
+                raise NativeQueryError(path, "__time is epoch millis")
     declared = spec.get("columnTypes")
     declared = [None] * len(names) if declared is None else _list(declared, f"{field}.columnTypes")
     if len(declared) != len(names):
@@ -1736,6 +1739,14 @@ def _inline_relation(spec: dict, field: str) -> _Relation:
         _inline_kind([r[j] for r in rows], t, f"{field}.columnTypes[{j}]")
         for j, t in enumerate(declared)
     ]
+    return names, rows, types
+
+
+def _inline_relation(spec: dict, field: str) -> _Relation:
+    """Rows given in the query (`columnNames`, `rows`, optional `columnTypes`);
+    `__time`, if a column, is epoch millis; otherwise every row is at 0, as in Druid."""
+    _only(spec, field, {"type", "columnNames", "columnTypes", "rows"})
+    names, rows, types = _inline_columns(spec, field)
     items, kinds = [], {"__time": "time"}
     if "__time" not in names:
         items.append(f"{_epoch_to_ts('0')} AS __time")
@@ -1753,9 +1764,13 @@ def _inline_relation(spec: dict, field: str) -> _Relation:
         for i, row in enumerate(rows)
     )
     columns = ", ".join(f"c{j}" for j in range(len(names)))
-    source = (
-        f"(VALUES {values}) AS __inline({columns})" if rows and names else "(SELECT 1) WHERE false"
-    )
+    if rows and names:
+        source = f"(VALUES {values}) AS __inline({columns})"
+    elif rows:  # rows with no column
+        source = f"(VALUES {', '.join('(1)' for _ in rows)}) AS __inline(c)"
+    else:  # the columns, with no row
+        nulls = ", ".join(f"NULL AS c{j}" for j in range(len(names))) or "1 AS c"
+        source = f"(SELECT {nulls}) AS __inline WHERE false"
     sql = f"SELECT {', '.join(items)} FROM {source}"
     if len(sql) > MAX_INLINE_CHARS:
         raise _unsupported(
@@ -1766,7 +1781,8 @@ def _inline_relation(spec: dict, field: str) -> _Relation:
 
 
 def _epoch_to_ts(ms: str) -> str:
-    return f"epoch_ms({ms})"
+    """Epoch millis as a (naive UTC) TIMESTAMP."""
+    return f"timestamp_millis({ms})" if _spark() else f"epoch_ms({ms})"
 
 
 _SUBQUERY_TYPES = ("timeseries", "topN", "groupBy", "scan")
@@ -2184,16 +2200,17 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
             f"__grouped AS ({grouped})",
             "__filled AS (SELECT * FROM __grouped WHERE __bucket IS NOT NULL)",
         ]
-    span = ", min(__time) AS __lo, max(__time) AS __hi" if one_pass else ""
     grouped = (
-        f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)}{span} "
+        f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)} "
         f"FROM __base WHERE {q.where} GROUP BY 1"
     )
     ctes.append(f"__grouped AS ({grouped})")
     if skip or gran.kind == "none":
         return ctes + ["__filled AS (SELECT * FROM __grouped)"]
-    if one_pass:
-        ctes.append("__span AS (SELECT min(__lo) AS lo, max(__hi) AS hi FROM __grouped)")
+    if one_pass:  # the first and last buckets' starts span the same buckets
+        first, last = _epoch_to_ts("min(__bucket)"), _epoch_to_ts("max(__bucket)")
+        ctes[-1] = f"__grouped AS{_materialized()} ({grouped})"  # read twice
+        ctes.append(f"__span AS (SELECT {first} AS lo, {last} AS hi FROM __grouped)")
     keep = " OR ".join(
         f"(__bucket >= {gran.bucket_ms(_ts_lit(iv.start))} AND __bucket < {_ms(iv.end)})"
         for iv in q.intervals
@@ -2253,6 +2270,11 @@ def _dimension_sql(q: _Query, spec, field: str) -> tuple[str, str, str]:
         col = _extracted(col, dim.transform, "time" if is_time else col.kind, field)
     kind = dim.output_type
     return dim.output_name, _cast(col, "double" if kind == "float" else kind), kind
+
+
+def _materialized() -> str:
+    """What makes DuckDB compute a CTE read twice once (Spark SQL has no such word)."""
+    return "" if _spark() else " MATERIALIZED"
 
 
 def _first_time(q: _Query) -> tuple[str, str, str]:
@@ -2319,8 +2341,9 @@ def _topn(q: _Query) -> Plan:
     chosen = _comma([(n, _q(n)) for n, _ in outputs])
     if gran.kind == "all":  # one bucket: the first `threshold` rows in order, as SQL's LIMIT
         bucket, span, lo = _first_time(q)
+        shared = _materialized() if lo else ""  # read twice: for the stamp and the rows
         sql = (
-            f"WITH {_base(q)}{span}, __grouped AS (SELECT {_select_list(items)}{lo} "
+            f"WITH {_base(q)}{span}, __grouped AS{shared} (SELECT {_select_list(items)}{lo} "
             f"FROM __base WHERE {q.where} GROUP BY 1), "
             f"__post AS (SELECT {_select_list(outputs)} FROM __grouped) "
             f"SELECT {bucket} AS __bucket{chosen} FROM __post WHERE {where or 'true'} "
@@ -2650,7 +2673,7 @@ _TYPE_NAMES = {"long": "LONG", "double": "DOUBLE", "float": "FLOAT", "string": "
 
 def _included_columns(q: _Query) -> list[str]:
     spec = _obj(q.body.get("toInclude") or {"type": "all"}, "toInclude")
-    kind = _type_of(spec, field)
+    kind = _type_of(spec, "toInclude")
     names = ["__time"] + [n for n in q.cols.schema if n != "__time"]
     if kind == "all":
         return names
