@@ -147,7 +147,7 @@ def main() -> None:
     # the checkpoint path: what a cold read does now
     cp_read = []
     for _ in range(args.runs):
-        elapsed, cp_refs = timed(lambda: timeline_reads._refs_at("bench", seq, latest=True))
+        elapsed, cp_refs = timed(lambda: timeline_reads.refs_at(datasource="bench", seq=seq))
         cp_read.append(elapsed)
     assert set(cp_refs) == set(refs)
     print(
