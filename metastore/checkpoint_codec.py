@@ -20,8 +20,10 @@ import struct
 import sys
 import zlib
 from array import array
+from collections import deque
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 
 from metastore.intervals import Interval
 from metastore.timeline import REF_FIELDS, SegmentRef, collector_paused
@@ -149,24 +151,13 @@ def _decoded(header, ids, cols, tombstones) -> list[SegmentRef]:
 
 def _filled(columns) -> list[SegmentRef]:
     # What SegmentRef.__post_init__ checks was checked above, column by column, and
-    # its sets are already the shared ones: fill the slots directly (half the time).
-    new, cls = object.__new__, SegmentRef
-    s0, s1, s2, s3, s4, s5, s6, s7, s8 = _SETTERS
-    out = []
-    append = out.append
-    for sid, iv, v, p, m, r, g, c, t in zip(*columns, strict=True):
-        ref = new(cls)
-        s0(ref, sid)
-        s1(ref, iv)
-        s2(ref, v)
-        s3(ref, p)
-        s4(ref, m)
-        s5(ref, r)
-        s6(ref, g)
-        s7(ref, c)
-        s8(ref, t)
-        append(ref)
-    return out
+    # its sets are already the shared ones: fill the slots directly, one column at
+    # a time, each in a loop that runs in C (a quarter of the constructor's time).
+    n = len(columns[0])
+    refs = list(map(object.__new__, repeat(SegmentRef, n)))
+    for setter, column in zip(_SETTERS, columns, strict=True):
+        deque(map(setter, refs, column), maxlen=0)
+    return refs
 
 
 def _slot_setters():

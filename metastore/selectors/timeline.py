@@ -19,6 +19,7 @@ from metastore.timeline import (
     LogChange,
     SegmentRef,
     Timeline,
+    collector_paused,
     fold_commits,
     refs_from_rows,
 )
@@ -198,7 +199,7 @@ def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
     or before the commit wanted and replays the log after it (`_refs_at`).
     """
     if as_of is not None:
-        return Timeline.build(_refs_at(datasource, as_of, latest=False))
+        return _built(datasource, as_of, latest=False)
     seq = last_commit_seq(datasource=datasource)
     with _cache.lock:
         cached = _cache.timelines.get(datasource)
@@ -209,10 +210,17 @@ def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
             if timeline is not None:
                 _cache.timelines[datasource] = (seq, timeline)
                 return timeline
-    timeline = Timeline.build(_refs_at(datasource, seq, latest=True))
+    timeline = _built(datasource, seq, latest=True)
     with _cache.lock:
         _cache.timelines[datasource] = (seq, timeline)
     return timeline
+
+
+def _built(datasource: str, seq: int, *, latest: bool) -> Timeline:
+    """The timeline of `_refs_at`: the decode and the build under one pause of the
+    cyclic collector, so that it walks what they made once, not once after each."""
+    with collector_paused():
+        return Timeline.build(_refs_at(datasource, seq, latest=latest))
 
 
 def _apply_commits(datasource: str, base: Timeline, after: int, upto: int) -> Timeline | None:
