@@ -161,9 +161,14 @@ def test_status_and_progress_have_druids_snapshot_fields_and_a_reason_per_interv
     }
     assert [i["interval"][:10] for i in intervals] == ["2024-01-03", "2024-01-02", "2024-01-01"]
     assert intervals[0]["reasonCode"] == "SKIP_OFFSET" and "P1D" in intervals[0]["reason"]
-    # Two awaiting intervals, one slot (2 slots x 0.1, at least 1): the newest goes first.
+    # Two awaiting intervals, one slot (2 slots x 0.1, at least 1): the newest goes
+    # first, and takes the older one next to it along into its task.
     assert intervals[1]["reasonCode"] == "NEEDS_COMPACTION"
-    assert intervals[2]["reasonCode"] == "NO_SLOT" and "(1 of 1 used)" in intervals[2]["reason"]
+    assert intervals[2]["reasonCode"] == "NEEDS_COMPACTION"
+    assert (
+        "taken along into one task compacting 2024-01-01T00:00:00.000Z/2024-01-03"
+        in (intervals[2]["reason"])
+    )
     progress = api_client.get(f"{BASE}/compaction/progress?dataSource=wiki").json()
     assert progress == {"remainingSegmentSize": 400}
     assert api_client.get(f"{BASE}/compaction/progress").status_code == 400
@@ -213,9 +218,13 @@ def test_duty_submits_within_the_slot_budget_and_stops_at_once_when_turned_off(
     api_client.post(f"{BASE}/config/compaction/taskslots?ratio=1&max=2")
     plans = compaction_duty_run()
     submitted = [st for st in plans.statuses["wiki"] if st.submit]
-    assert [str(st.interval)[:10] for st in submitted] == ["2024-01-03", "2024-01-02"]
+    # Two slots for three days: the second task takes the last day along.
+    assert [str(st.interval)[:10] for st in submitted] == ["2024-01-03", "2024-01-02", "2024-01-01"]
+    assert submitted[1].task_id == submitted[2].task_id != submitted[0].task_id
     tasks = list(Task.objects.filter(type="compact").order_by("id"))
     assert len(tasks) == 2
+    spans = sorted(t.spec["ioConfig"]["inputSpec"]["interval"][:24] for t in tasks)
+    assert spans == ["2024-01-01T00:00:00.000Z", "2024-01-03T00:00:00.000Z"]
     for task in tasks:
         assert task.id.startswith("coordinator-issued_compact_wiki_")
         assert task.priority == 30
@@ -229,7 +238,7 @@ def test_duty_submits_within_the_slot_budget_and_stops_at_once_when_turned_off(
         "2024-01-04": "SKIP_OFFSET",
         "2024-01-03": "TASK_RUNNING",
         "2024-01-02": "TASK_RUNNING",
-        "2024-01-01": "NO_SLOT",
+        "2024-01-01": "TASK_RUNNING",
     }
     status = api_client.get(f"{BASE}/compaction/status?dataSource=wiki").json()["latestStatus"]
     assert status[0]["scheduleStatus"] == "RUNNING"

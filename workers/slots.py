@@ -32,8 +32,12 @@ from pathlib import Path
 # The driver JVM of a slot process: few collector threads (two drivers share the
 # machine's cores), and an OutOfMemoryError ends the JVM at once, so a task that
 # exhausts its driver's heap fails alone and says so, instead of leaving a
-# half-broken driver behind for the next task.
-SLOT_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError"
+# half-broken driver behind for the next task. Only the quick C1 JIT compiler:
+# each slot's JVM compiles the same code for itself, and C2's compiling cost
+# more than its faster code gave back (bench/task_slots.py, slots+c1: the pair
+# 0.81x the shared session's instead of 1.04x, and the first rounds after the
+# warm-up 3x faster).
+SLOT_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:+ExitOnOutOfMemoryError -XX:TieredStopAtLevel=1"
 
 # After SIGTERM, how long the slot process has before SIGKILL.
 KILL_GRACE_S = 0.5

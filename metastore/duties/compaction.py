@@ -374,7 +374,9 @@ def allocate_slots(
             group = [i] if limit is None else batch_neighbours(out[ds], i, queues[ds], limit)
             span = _span([out[ds][j].interval for j in group]) if len(group) > 1 else None
             for j in group:
-                out[ds][j] = replace(out[ds][j], submit=True, task_interval=span)
+                st = out[ds][j]
+                reason = st.reason if j == i else _along(st, span)
+                out[ds][j] = replace(st, submit=True, task_interval=span, reason=reason)
             queues[ds] = [j for j in queues[ds] if j not in group]
     in_use = used + taken
     for ds, remaining in queues.items():
@@ -415,6 +417,10 @@ def batch_neighbours(
         group.append(pick)
         size += statuses[pick].bytes
     return group
+
+
+def _along(st: IntervalStatus, span: Interval) -> str:
+    return f"taken along into one task compacting {span} (no slot of its own); {st.reason}"
 
 
 def _span(intervals: Iterable[Interval]) -> Interval:
