@@ -380,7 +380,7 @@ def _chunk(m: ChunkMark, href) -> dict:
     incomplete = m.status == "incomplete"
     shown = m.shown_share if m.status != "visible" else 0
     return {
-        "m": m,
+        **m.__dict__,
         "fill": "#3d74e0" if m.status == "visible" else "url(#p-hatch)",
         "stroke": "#c0392b" if incomplete else "#1d2330",
         "stroke_width": 1 if incomplete else 0.3,
@@ -388,6 +388,11 @@ def _chunk(m: ChunkMark, href) -> dict:
         "shown_y": f"{m.y + (ROW - 2) * (1 - shown):.1f}",
         "shown_h": f"{(ROW - 2) * shown:.1f}" if shown else "",
     }
+
+
+# The marks reach the templates as dicts (their fields, then what is drawn from
+# them): a template reads a dict's key directly, an object's attribute only after a
+# failed key lookup, and the interval view reads a dozen per mark.
 
 
 def _segment_style(m: SegmentMark) -> tuple[str, tuple[str, float, str]]:
@@ -412,7 +417,7 @@ def _segment_style(m: SegmentMark) -> tuple[str, tuple[str, float, str]]:
 def _segment(m: SegmentMark, href) -> dict:
     fill, (stroke, stroke_width, dash) = _segment_style(m)
     return {
-        "m": m,
+        **m.__dict__,
         "href": href(m.id),
         "flags": " ".join(m.flags),
         "by": " ".join(m.overshadowed_by[:MAX_BY]),
@@ -429,7 +434,7 @@ def _segment(m: SegmentMark, href) -> dict:
 
 def _unused(m: UnusedMark, href) -> dict:
     return {
-        "m": m,
+        **m.__dict__,
         "href": href(m.id),
         "labelled": m.w > 40,
         "text_x": m.x + 2,
@@ -437,13 +442,13 @@ def _unused(m: UnusedMark, href) -> dict:
     }
 
 
-def _pending(m: PendingMark, href) -> PendingMark:
-    return m
+def _pending(m: PendingMark, href) -> dict:
+    return dict(m.__dict__)
 
 
 def _lock(m: LockMark, href) -> dict:
     return {
-        "m": m,
+        **m.__dict__,
         "guide_h": f"{m.guide_height:.0f}",
         "labelled": m.w > 60,
         "text_x": m.x + 2,

@@ -99,7 +99,7 @@ class Task(models.Model):
             # id, the same way), one index walk per page; the overview's tasks
             # ended in the last day by status, counted from the index.
             models.Index(fields=["priority", "created_at", "id"], name="task_priority_created"),
-            models.Index(fields=["type", "created_at", "id"], name="task_type_created"),
+            models.Index(fields=["type", "status", "created_at", "id"], name="task_type_created"),
             models.Index(fields=["datasource", "created_at", "id"], name="task_ds_created"),
             models.Index(fields=["status", "created_at", "id"], name="task_status_created"),
             models.Index(fields=["status", "ended_at", "id"], name="task_status_ended"),
