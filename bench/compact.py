@@ -9,8 +9,9 @@ demo publishes them). In one SparkSession, on those files:
   partitioning) against raw Spark reading the files, grouping by hour and
   dimensions with the combining aggregators (sum of counts and sums), and
   writing one file per month;
-- DAY kept, hashed on carrier into 2 shards: Strata's job (two-phase shuffle
-  through intermediary files, perfect rollup) against raw Spark grouping the
+- DAY kept, hashed on carrier into 2 shards: Strata's job (numShards fixes each
+  row's shard up front, so one shuffle by (day, shard) and perfect rollup there,
+  one file per (day, shard) written directly) against raw Spark grouping the
   same way and writing one file per (day, bucket).
 
 Each is run `--repeat` times, interleaved; the best time of each is compared

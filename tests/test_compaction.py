@@ -682,6 +682,58 @@ def test_concurrent_compaction_reads_as_of_its_lock_and_carries_a_later_append(
     assert int(after["added"].sum()) == int(before["added"].sum()) + sum(e["added"] for e in extra)
 
 
+def test_hashed_compaction_with_num_shards_puts_rows_in_their_hash_bucket_rolled_up_per_day(
+    run_spec, strata_dirs
+):
+    """numShards known up front: one shuffle by (day, shard). Each row still lands in
+    bucket pmod(hash(partition dimensions), numShards), and rows of the same key from
+    different input segments and hours roll up into one row of the whole day."""
+    from pyspark.sql import functions as F
+
+    from workers.spark import get_spark
+
+    days = "2024-03-01/2024-03-03"
+    rows = events(["2024-03-01", "2024-03-02"])
+    assert run_spec(ingest_spec("hs", rows, intervals=[days])).status == "SUCCESS"
+    more = ingest_spec("hs", rows + events(["2024-03-02"], page="B"), intervals=[days], append=True)
+    assert run_spec(more).status == "SUCCESS"
+    before = visible_rows("hs", days)
+    assert before["__segment"].nunique() == 4
+
+    task = run_spec(
+        compact_spec(
+            "hs",
+            days,
+            granularitySpec={"queryGranularity": "DAY"},
+            tuningConfig={
+                "partitionsSpec": {
+                    "type": "hashed",
+                    "numShards": 3,
+                    "partitionDimensions": ["page"],
+                }
+            },
+        )
+    )
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    after = visible_rows("hs", days)
+    assert per_chunk(after, "DAY") == per_chunk(before, "DAY")
+    assert not after.duplicated(["__time", "page", "ns"]).any()  # rolled up across segments
+    out = list(Segment.objects.filter(created_by=task))
+    assert set(after["__segment"]) == {s.id for s in out}
+    spark = get_spark()
+    for seg in out:
+        shard = seg.shard_spec
+        assert shard["type"] == "hashed" and shard["numBuckets"] == 3
+        assert shard["partitionDimensions"] == ["page"]
+        file_rows = spark.read.parquet(seg.location)
+        buckets = file_rows.select(F.pmod(F.hash("page"), F.lit(3)).alias("b")).distinct()
+        assert [r["b"] for r in buckets.collect()] == [shard["bucketId"]]
+        assert seg.num_rows == file_rows.count()
+    assert task.report["partialFiles"] == 0 and "phase2" not in task.report["phases"]
+    assert_nothing_left_behind(task, strata_dirs)
+
+
 def test_failed_compaction_leaves_the_original_segments_visible(run_spec, strata_dirs):
     days = "2024-05-01/2024-05-02"
     assert (

@@ -179,6 +179,11 @@ def test_parse_errors_within_the_limit_are_counted_and_the_rows_kept(run_spec):
 
 # --- phase-2 merge failures -------------------------------------------------------------------
 
+# Hashed with the shard count sized from the data: phase 2 merges partial files
+# (with numShards every row's shard is known up front and one shuffle writes the
+# segments: no merge task to fail).
+SIZED_FROM_DATA = {"type": "hashed", "targetRowsPerSegment": 10}
+
 
 def fail_merges(monkeypatch, count: int) -> list[int]:
     """Make the next `count` merge attempts fail inside Spark (an executor raises
@@ -214,9 +219,7 @@ def test_a_merge_failing_once_is_retried_without_redoing_phase_1(run_spec, monke
     monkeypatch.setattr(ingest._TwoPhase, "_phase1", counted)
     failed = fail_merges(monkeypatch, 1)
 
-    task = run_spec(
-        events_spec("retried", good_lines(), {"type": "hashed", "numShards": 3}, maxRetry=2)
-    )
+    task = run_spec(events_spec("retried", good_lines(), SIZED_FROM_DATA, maxRetry=2))
 
     assert task.status == TaskStatus.SUCCESS, task.error
     assert len(failed) == 1  # the injected failure did happen
@@ -234,9 +237,7 @@ def test_a_merge_failing_past_max_retry_fails_the_task(run_spec, monkeypatch, st
     fail_merges(monkeypatch, 2)
     deep_before = deep_files(strata_dirs)
 
-    task = run_spec(
-        events_spec("doomed", good_lines(), {"type": "hashed", "numShards": 2}, maxRetry=1)
-    )
+    task = run_spec(events_spec("doomed", good_lines(), SIZED_FROM_DATA, maxRetry=1))
 
     assert task.status == TaskStatus.FAILED
     assert "failed 2 times (maxRetry=1)" in task.error
@@ -260,12 +261,13 @@ def january_csv(strata_dirs, tmp_path_factory) -> Path:
     return base / "flights.csv"
 
 
-def hashed_flights(csv_path: Path, interval: str, num_shards: int) -> dict:
+def hashed_flights(csv_path: Path, interval: str, target_rows: int) -> dict:
+    """Hashed partitioning sized from the data: two phases, merges in phase 2."""
     spec = flights_spec(str(csv_path.parent))
     spec["spec"]["dataSchema"]["granularitySpec"]["intervals"] = [interval]
     spec["spec"]["tuningConfig"] = {
         "type": "index_parallel",
-        "partitionsSpec": {"type": "hashed", "numShards": num_shards},
+        "partitionsSpec": {"type": "hashed", "targetRowsPerSegment": target_rows},
         "forceGuaranteedRollup": True,
     }
     return spec
@@ -290,7 +292,7 @@ def test_worker_killed_in_phase_2_leaves_data_the_janitor_removes_and_locks_it_r
     from django.db import connection
 
     monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-    task = claim(hashed_flights(january_csv, "2013-01-01/2013-02-01", num_shards=8))
+    task = claim(hashed_flights(january_csv, "2013-01-01/2013-02-01", target_rows=100))
     env = {
         **os.environ,
         **strata_dirs.env(),
@@ -351,7 +353,7 @@ def test_cancel_through_the_api_stops_spark_and_leaves_nothing_behind(
 ):
     from django.db import connection
 
-    task = claim(hashed_flights(january_csv, "2013-01-01/2013-02-01", num_shards=8))
+    task = claim(hashed_flights(january_csv, "2013-01-01/2013-02-01", target_rows=100))
     deep_before = deep_files(strata_dirs)
 
     def work() -> None:  # as a worker process would, on its own connection

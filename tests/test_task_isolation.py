@@ -278,7 +278,8 @@ def test_shutdown_while_reading_or_shuffling_stops_within_10_s(
     hashed = {
         "type": "index_parallel",
         "forceGuaranteedRollup": True,
-        "partitionsSpec": {"type": "hashed", "numShards": 2},
+        # Sized from the data: a phase 2 of merges (with numShards, one shuffle, no phase 2).
+        "partitionsSpec": {"type": "hashed", "targetRowsPerSegment": 50_000},
     }
     task_id = submit(local_spec(f"iso_{phase[-1]}", base, "big.csv", tuning=hashed))
     wait_for_phase(task_id, (phase,))

@@ -49,7 +49,8 @@ def flights_january(strata_dirs, tmp_path_factory) -> Path:
 
 
 def slow_spec(csv_path: Path, datasource: str) -> dict:
-    """January's flights, hashed into many shards: long enough to be killed in."""
+    """January's flights, hashed into many shards sized from the data (a determining
+    pass and two phases): long enough to be killed in."""
     from metastore.demo import flights_spec
 
     spec = flights_spec(str(csv_path.parent))
@@ -57,7 +58,7 @@ def slow_spec(csv_path: Path, datasource: str) -> dict:
     spec["spec"]["dataSchema"]["granularitySpec"]["intervals"] = ["2013-01-01/2013-02-01"]
     spec["spec"]["tuningConfig"] = {
         "type": "index_parallel",
-        "partitionsSpec": {"type": "hashed", "numShards": 8},
+        "partitionsSpec": {"type": "hashed", "targetRowsPerSegment": 100},
         "forceGuaranteedRollup": True,
     }
     return spec

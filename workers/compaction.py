@@ -43,7 +43,7 @@ from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval, is_ope
 from metastore.models import DataSource, Segment, Task, TaskLock
 from metastore.timeline import SegmentRef, Timeline
 from workers.jobs.compact import Plan, compaction_plan, file_schema, run_compaction_job
-from workers.jobs.ingest import SourcePiece
+from workers.jobs.ingest import SourcePiece, runs_two_phases
 from workers.jobs.parsing import file_extent
 from workers.monitor import Monitor, TaskProgress
 from workers.paths import deep_storage_dir, intermediary_dir
@@ -66,6 +66,29 @@ class _Read:
     pieces: list[tuple[Interval, SegmentRef]]  # visible parts of the segments it rewrites
     keep: list[SegmentRef]  # visible segments it re-registers at its version (row 12)
     had_data: set[Interval]  # output chunks that held visible rows
+
+
+@dataclass
+class _Run:
+    """One compaction's task, spec and target, and where its steps record what they do."""
+
+    task: Task
+    spec: CompactionSpec
+    monitor: Monitor
+    moved: list[Path]  # deep-storage directories written and not yet published
+    timings: dict[str, float]
+    timeout_ms: int
+    target: Interval
+    named: dict[str, Segment]  # the segments an inputSpec of segments names
+    granularity: str  # of the output
+
+    def nothing(self, reason: str, inputs=()) -> dict:
+        return _nothing_to_compact(reason, self.target, self.timings, inputs=inputs)
+
+    def locked(self, t: float) -> None:
+        """Record the lock time since `t` and stop here if the task was stopped."""
+        self.timings["lock"] = round(time.monotonic() - t, 3)
+        self.monitor.check()
 
 
 def run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
@@ -100,20 +123,18 @@ def run_compaction(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         g is not None and g == granularity for g in chunk_grans.values()
     )
     timings["plan"] = round(time.monotonic() - t0, 3)
-    common = {
-        "task": task,
-        "spec": spec,
-        "monitor": monitor,
-        "moved": moved,
-        "timings": timings,
-        "timeout_ms": context.task_lock_timeout_ms,
-    }
-    if segment_locked:
-        report = _segment_locked(target=target, named=named, granularity=granularity, **common)
-    else:
-        report = _time_chunk_locked(
-            target=target, named=named, granularity=granularity, lock_type=mode.type, **common
-        )
+    run = _Run(
+        task,
+        spec,
+        monitor,
+        moved,
+        timings,
+        context.task_lock_timeout_ms,
+        target,
+        named,
+        granularity,
+    )
+    report = _segment_locked(run) if segment_locked else _time_chunk_locked(run, mode.type)
     report["phases"] = {**report.get("phases", {}), **timings}
     report["compaction"].setdefault(
         "lockGranularity", locking.SEGMENT if segment_locked else locking.TIME_CHUNK
@@ -216,54 +237,65 @@ def _pieces_of(
 # --- time-chunk locked --------------------------------------------------------------
 
 
-def _time_chunk_locked(
-    *,
-    task: Task,
-    spec: CompactionSpec,
-    monitor: Monitor,
-    moved: list[Path],
-    timings: dict,
-    timeout_ms: int,
-    target: Interval,
-    named: dict[str, Segment],
-    granularity: str,
-    lock_type: str,
-) -> dict:
-    gran = Granularity.from_name(granularity)
+def _time_chunk_locked(run: _Run, lock_type: str) -> dict:
+    task, spec, monitor = run.task, run.spec, run.monitor
+    gran = Granularity.from_name(run.granularity)
     t = time.monotonic()
     monitor.set_phase("locking", 0.02, 0.0)
-    locks = _lock_time_chunks(task, lock_intervals([target], granularity), lock_type, timeout_ms)
-    timings["lock"] = round(time.monotonic() - t, 3)
-    monitor.check()
+    intervals = lock_intervals([run.target], run.granularity)
+    locks = _lock_time_chunks(task, intervals, lock_type, run.timeout_ms)
+    run.locked(t)
 
     read = _Read([], [], set())
     for lock in locks:
         as_of = selectors.timeline_for(datasource=spec.datasource, as_of=lock.granted_seq)
-        _read_locked(as_of, lock.interval, named, gran, read)
+        _read_locked(as_of, lock.interval, run.named, gran, read)
     intervals = [lock.interval for lock in locks]
     if not read.pieces and not read.keep:
-        return _nothing_to_compact("no visible data in the locked intervals", target, timings)
+        return run.nothing("no visible data in the locked intervals")
     inputs = _segments_by_id({ref.id for _, ref in read.pieces} | {ref.id for ref in read.keep})
     plan = compaction_plan(
         spec,
         input_schemas=[inputs[i].schema for i in {ref.id for _, ref in read.pieces}],
-        segment_granularity=granularity,
+        segment_granularity=run.granularity,
         intervals=intervals,
     )
-    if not named and _already_compacted(read, gran, inputs, plan):
-        return _nothing_to_compact(
-            "already compacted: every chunk is in the requested shape",
-            target,
-            timings,
-            inputs=sorted(inputs),
+    if not run.named and _already_compacted(read, gran, inputs, plan):
+        return run.nothing(
+            "already compacted: every chunk is in the requested shape", inputs=sorted(inputs)
         )
     result = _run_job(task, spec, monitor, plan, read.pieces, inputs, intermediary_dir(task.id))
     monitor.check()
 
     monitor.set_phase("publishing", 0.9, 0.0)
     t = time.monotonic()
+    new_segments = _time_chunk_segments(run, plan, result.segments, read, inputs)
+    monitor.check()
+    entry = publish_once(task, new_segments, note="compaction")
+    run.moved.clear()  # published: the files belong to their segments now
+    run.timings["publish"] = round(time.monotonic() - t, 3)
+    report = _report(
+        result.report,
+        read_ids=sorted({ref.id for _, ref in read.pieces}),
+        kept_ids=sorted(ref.id for ref in read.keep),
+        new_segments=new_segments,
+        entry=entry,
+        granularity=run.granularity,
+        intervals=intervals,
+        plan=plan,
+    )
+    report["readAsOf"] = read_as_of_report([(lk.interval, lk.granted_seq) for lk in locks])
+    return report
+
+
+def _time_chunk_segments(
+    run: _Run, plan: Plan, staged_segments, read: _Read, inputs: dict[str, Segment]
+) -> list[services.NewSegment]:
+    """The segments a time-chunk locked compaction publishes at its new version:
+    per written chunk its staged files (moved into deep storage) then the segments
+    it keeps, re-registered; with dropExisting, a tombstone per emptied chunk."""
     by_chunk: dict[Interval, list] = {}
-    for staged in result.segments:
+    for staged in staged_segments:
         by_chunk.setdefault(staged.chunk, []).append(staged)
     keep_by_chunk: dict[Interval, list[SegmentRef]] = {}
     for ref in read.keep:
@@ -274,77 +306,70 @@ def _time_chunk_locked(
         services.AllocationRequest(c, len(by_chunk.get(c, ())) + len(keep_by_chunk.get(c, ())))
         for c in written
     ]
-    if spec.drop_existing:
+    if run.spec.drop_existing:
         requests += [services.AllocationRequest(c, 1) for c in emptied]
-    allocations = services.segments_allocate_many(task=task, requests=requests, append=False)
+    allocations = services.segments_allocate_many(task=run.task, requests=requests, append=False)
     new_segments: list[services.NewSegment] = []
     for request, alloc in zip(requests, allocations, strict=True):
         chunk = request.interval
         staged = sorted(by_chunk.get(chunk, ()), key=lambda s: s.index)
         kept = sorted(keep_by_chunk.get(chunk, ()), key=lambda r: r.partition)
         if not staged and not kept:
-            new_segments.append(
-                services.NewSegment(
-                    interval=chunk,
-                    version=alloc.version,
-                    partition=alloc.partitions[0],
-                    core_partitions=0,
-                    tombstone=True,
-                    shard_spec={"type": "tombstone"},
-                )
-            )
+            new_segments.append(_tombstone(chunk, alloc))
             continue
         partitions = list(alloc.partitions)
         for seg, partition in zip(staged, partitions, strict=False):
             # Kept files were partitioned otherwise: a mixed chunk is just numbered.
             template = {"type": "numbered"} if kept else seg.shard_spec
+            shard = shard_spec(template, partition, alloc.core_partitions)
             new_segments.append(
                 _staged_segment(
-                    task,
-                    spec,
+                    run.task,
+                    run.spec,
                     plan,
                     seg,
                     chunk,
                     alloc.version,
                     partition,
                     alloc.core_partitions,
-                    shard_spec(template, partition, alloc.core_partitions),
-                    moved,
+                    shard,
+                    run.moved,
                 )
             )
         for ref, partition in zip(kept, partitions[len(staged) :], strict=True):
-            source = inputs[ref.id]
-            new_segments.append(
-                services.NewSegment(
-                    interval=chunk,
-                    version=alloc.version,
-                    partition=partition,
-                    core_partitions=alloc.core_partitions,
-                    location=source.location,
-                    num_rows=source.num_rows,
-                    size_bytes=source.size_bytes,
-                    shard_spec=shard_spec({"type": "numbered"}, partition, alloc.core_partitions),
-                    upgraded_from=source.upgraded_from or source.id,
-                    schema=source.schema,
-                    compaction_state=source.compaction_state,
-                )
-            )
-    monitor.check()
-    entry = publish_once(task, new_segments, note="compaction")
-    moved.clear()  # published: the files belong to their segments now
-    timings["publish"] = round(time.monotonic() - t, 3)
-    report = _report(
-        result.report,
-        read_ids=sorted({ref.id for _, ref in read.pieces}),
-        kept_ids=sorted(ref.id for ref in read.keep),
-        new_segments=new_segments,
-        entry=entry,
-        granularity=granularity,
-        intervals=intervals,
-        plan=plan,
+            new_segments.append(_kept_segment(inputs[ref.id], chunk, alloc, partition))
+    return new_segments
+
+
+def _tombstone(chunk: Interval, alloc: services.Allocation) -> services.NewSegment:
+    """A tombstone at a time-chunk compaction's version over a chunk it emptied."""
+    return services.NewSegment(
+        interval=chunk,
+        version=alloc.version,
+        partition=alloc.partitions[0],
+        core_partitions=0,
+        tombstone=True,
+        shard_spec={"type": "tombstone"},
     )
-    report["readAsOf"] = read_as_of_report([(lk.interval, lk.granted_seq) for lk in locks])
-    return report
+
+
+def _kept_segment(
+    source: Segment, chunk: Interval, alloc: services.Allocation, partition: int
+) -> services.NewSegment:
+    """A visible segment re-registered as is (same file) at the compaction's version."""
+    return services.NewSegment(
+        interval=chunk,
+        version=alloc.version,
+        partition=partition,
+        core_partitions=alloc.core_partitions,
+        location=source.location,
+        num_rows=source.num_rows,
+        size_bytes=source.size_bytes,
+        shard_spec=shard_spec({"type": "numbered"}, partition, alloc.core_partitions),
+        upgraded_from=source.upgraded_from or source.id,
+        schema=source.schema,
+        compaction_state=source.compaction_state,
+    )
 
 
 def _read_locked(
@@ -394,70 +419,33 @@ def _already_compacted(read: _Read, gran: Granularity, inputs, plan: Plan) -> bo
 # --- segment locked -----------------------------------------------------------------
 
 
-def _segment_locked(
-    *,
-    task: Task,
-    spec: CompactionSpec,
-    monitor: Monitor,
-    moved: list[Path],
-    timings: dict,
-    timeout_ms: int,
-    target: Interval,
-    named: dict[str, Segment],
-    granularity: str,
-) -> dict:
+def _segment_locked(run: _Run) -> dict:
+    task, spec, monitor = run.task, run.spec, run.monitor
     t = time.monotonic()
     monitor.set_phase("locking", 0.02, 0.0)
-    resolved = _lock_visible_segments(task, spec, target, named, granularity, timeout_ms)
-    timings["lock"] = round(time.monotonic() - t, 3)
-    monitor.check()
+    resolved = _lock_visible_segments(
+        task, spec, run.target, run.named, run.granularity, run.timeout_ms
+    )
+    run.locked(t)
     if resolved is None:
-        # The input changed while the task waited, into segments one segment lock
-        # each cannot rewrite in place: give the segment locks back and lock the
-        # time chunks instead (read as of their grant, like any time-chunk compaction).
-        services.locks_release_all(task_id=task.id)
-        report = _time_chunk_locked(
-            task=task,
-            spec=spec,
-            monitor=monitor,
-            moved=moved,
-            timings=timings,
-            timeout_ms=timeout_ms,
-            target=target,
-            named=named,
-            granularity=granularity,
-            lock_type=locking.EXCLUSIVE,
-        )
-        report["compaction"]["lockGranularity"] = locking.TIME_CHUNK
-        report["compaction"]["note"] = (
-            "time-chunk locks: the input changed while the task waited for its "
-            "segment locks, into segments of another granularity"
-        )
-        return report
+        return _time_chunks_instead(run)
     as_of, pieces = resolved
     if not pieces:
-        return _nothing_to_compact("no visible data in the locked segments", target, timings)
+        return run.nothing("no visible data in the locked segments")
     inputs = _segments_by_id({ref.id for _, ref in pieces})
     chunks = sorted({ref.interval for _, ref in pieces}, key=lambda iv: iv.start)
     plan = compaction_plan(
         spec,
         input_schemas=[s.schema for s in inputs.values()],
-        segment_granularity=granularity,
+        segment_granularity=run.granularity,
         intervals=chunks,
     )
     by_chunk_ids: dict[Interval, set[str]] = {}
     for _, ref in pieces:
         by_chunk_ids.setdefault(ref.interval, set()).add(ref.id)
-    if not named and all(
-        len(ids) == 1
-        and inputs[next(iter(ids))].compaction_state == plan.compaction_state
-        and as_of.status(next(iter(ids))) == "visible"
-        for ids in by_chunk_ids.values()
-    ):
-        return _nothing_to_compact(
+    if not run.named and _each_chunk_compacted(as_of, by_chunk_ids, inputs, plan):
+        return run.nothing(
             "already compacted: one segment per chunk in the requested shape",
-            target,
-            timings,
             inputs=sorted(inputs),
         )
     result = _run_job(task, spec, monitor, plan, pieces, inputs, intermediary_dir(task.id))
@@ -465,18 +453,74 @@ def _segment_locked(
 
     monitor.set_phase("publishing", 0.9, 0.0)
     t = time.monotonic()
+    new_segments, left_as_is = _overwrite_segments(run, plan, chunks, by_chunk_ids, result.segments)
+    monitor.check()
+    entry = publish_once(task, new_segments, note="compaction") if new_segments else None
+    run.moved.clear()
+    run.timings["publish"] = round(time.monotonic() - t, 3)
+    report = _report(
+        result.report,
+        read_ids=sorted(inputs),
+        kept_ids=[],
+        new_segments=new_segments,
+        entry=entry,
+        granularity=run.granularity,
+        intervals=chunks,
+        plan=plan,
+    )
+    if left_as_is:
+        report["compaction"]["chunksLeftAsIs"] = left_as_is
+    return report
+
+
+def _time_chunks_instead(run: _Run) -> dict:
+    """The input changed while the task waited, into segments one segment lock
+    each cannot rewrite in place: give the segment locks back and lock the time
+    chunks instead (read as of their grant, like any time-chunk compaction)."""
+    services.locks_release_all(task_id=run.task.id)
+    report = _time_chunk_locked(run, locking.EXCLUSIVE)
+    report["compaction"]["lockGranularity"] = locking.TIME_CHUNK
+    report["compaction"]["note"] = (
+        "time-chunk locks: the input changed while the task waited for its "
+        "segment locks, into segments of another granularity"
+    )
+    return report
+
+
+def _each_chunk_compacted(
+    as_of: Timeline, by_chunk_ids: dict[Interval, set[str]], inputs, plan: Plan
+) -> bool:
+    """Every chunk is one visible segment a compaction wrote in the shape asked for."""
+    return all(
+        len(ids) == 1
+        and inputs[next(iter(ids))].compaction_state == plan.compaction_state
+        and as_of.status(next(iter(ids))) == "visible"
+        for ids in by_chunk_ids.values()
+    )
+
+
+def _overwrite_segments(
+    run: _Run,
+    plan: Plan,
+    chunks: list[Interval],
+    by_chunk_ids: dict[Interval, set[str]],
+    staged_segments,
+) -> tuple[list[services.NewSegment], list[str]]:
+    """The overwrite segments (same major version, next minor version) of each
+    chunk's staged files, moved into deep storage, and the chunks left as they
+    are (no rows left and no dropExisting)."""
     by_chunk: dict[Interval, list] = {}
-    for staged in result.segments:
+    for staged in staged_segments:
         by_chunk.setdefault(staged.chunk, []).append(staged)
     new_segments: list[services.NewSegment] = []
     left_as_is = []
     for chunk in chunks:
         staged = sorted(by_chunk.get(chunk, ()), key=lambda s: s.index)
-        if not staged and not spec.drop_existing:
+        if not staged and not run.spec.drop_existing:
             left_as_is.append(str(chunk))  # Druid's legacy replace: the inputs stay
             continue
         alloc = services.segments_allocate_overwrite(
-            task=task,
+            task=run.task,
             input_segment_ids=sorted(by_chunk_ids[chunk]),
             count=len(staged) or 1,
             sequence_name="compact",
@@ -484,68 +528,58 @@ def _segment_locked(
         if not staged:
             # Nothing of the inputs is left (the filter threw every row away): a
             # tombstone overwrite hides exactly them, as rewritten segments would.
-            new_segments.append(
-                services.NewSegment(
-                    interval=chunk,
-                    version=alloc.version,
-                    partition=alloc.partitions[0],
-                    core_partitions=alloc.core_partitions,
-                    tombstone=True,
-                    shard_spec={
-                        "type": "tombstone",
-                        "partitionNum": alloc.partitions[0],
-                        "minorVersion": alloc.minor_version,
-                        "rootPartitions": list(alloc.root_partitions or ()),
-                    },
-                    minor_version=alloc.minor_version,
-                    root_partitions=alloc.root_partitions,
-                )
-            )
+            new_segments.append(_overwrite_tombstone(chunk, alloc))
             continue
         for seg, partition in zip(staged, alloc.partitions, strict=True):
-            shard = {
-                "type": "numbered_overwrite",
-                "partitionNum": partition,
-                "minorVersion": alloc.minor_version,
-                "atomicUpdateGroupSize": len(staged),
-                "rootPartitions": list(alloc.root_partitions or ()),
-            }
-            seg_new = _staged_segment(
-                task,
-                spec,
-                plan,
-                seg,
-                chunk,
-                alloc.version,
-                partition,
-                alloc.core_partitions,
-                shard,
-                moved,
-            )
             new_segments.append(
-                replace(
-                    seg_new,
-                    minor_version=alloc.minor_version,
-                    root_partitions=alloc.root_partitions,
-                )
+                _overwrite_segment(run, plan, seg, chunk, alloc, partition, len(staged))
             )
-    monitor.check()
-    entry = publish_once(task, new_segments, note="compaction") if new_segments else None
-    moved.clear()
-    timings["publish"] = round(time.monotonic() - t, 3)
-    report = _report(
-        result.report,
-        read_ids=sorted(inputs),
-        kept_ids=[],
-        new_segments=new_segments,
-        entry=entry,
-        granularity=granularity,
-        intervals=chunks,
-        plan=plan,
+    return new_segments, left_as_is
+
+
+def _overwrite_tombstone(chunk: Interval, alloc) -> services.NewSegment:
+    return services.NewSegment(
+        interval=chunk,
+        version=alloc.version,
+        partition=alloc.partitions[0],
+        core_partitions=alloc.core_partitions,
+        tombstone=True,
+        shard_spec={
+            "type": "tombstone",
+            "partitionNum": alloc.partitions[0],
+            "minorVersion": alloc.minor_version,
+            "rootPartitions": list(alloc.root_partitions or ()),
+        },
+        minor_version=alloc.minor_version,
+        root_partitions=alloc.root_partitions,
     )
-    if left_as_is:
-        report["compaction"]["chunksLeftAsIs"] = left_as_is
-    return report
+
+
+def _overwrite_segment(
+    run: _Run, plan: Plan, seg, chunk: Interval, alloc, partition: int, group_size: int
+) -> services.NewSegment:
+    """A staged file moved into deep storage as one segment of an overwrite's
+    atomic update group."""
+    shard = {
+        "type": "numbered_overwrite",
+        "partitionNum": partition,
+        "minorVersion": alloc.minor_version,
+        "atomicUpdateGroupSize": group_size,
+        "rootPartitions": list(alloc.root_partitions or ()),
+    }
+    new = _staged_segment(
+        run.task,
+        run.spec,
+        plan,
+        seg,
+        chunk,
+        alloc.version,
+        partition,
+        alloc.core_partitions,
+        shard,
+        run.moved,
+    )
+    return replace(new, minor_version=alloc.minor_version, root_partitions=alloc.root_partitions)
 
 
 # --- shared steps -------------------------------------------------------------------
@@ -606,7 +640,7 @@ def _run_job(task, spec, monitor, plan: Plan, pieces, inputs, work_dir: Path):
         for piece, ref in pieces
         if inputs[ref.id].location
     ]
-    spans = TWO_PHASE_SPANS if plan.ingestion.two_phase else _SINGLE_PASS_SPANS
+    spans = TWO_PHASE_SPANS if runs_two_phases(plan.ingestion) else _SINGLE_PASS_SPANS
     return run_compaction_job(
         get_spark(),
         plan,

@@ -40,6 +40,7 @@ from workers.jobs.ingest import (
     SourcePiece,
     StagedSegment,
     run_ingest,
+    runs_two_phases,
 )
 from workers.jobs.input_files import resolve_local_inputs
 from workers.jobs.parsing import file_extent
@@ -132,95 +133,145 @@ def _failure(exc: BaseException, monitor: Monitor) -> tuple[str, str]:
     return TaskStatus.FAILED, f"{type(exc).__name__}: {first_line}"[:2000]
 
 
-def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
-    validated = services.task_validate(spec=task.spec)
-    # The files of local input sources are found now, on the worker (SPEC §1:
-    # validation is pure); a missing or empty input fails the task naming its field.
-    spec = resolve_local_inputs(validated.ingestion, input_roots=settings.STRATA_INPUT_ROOTS)
-    context = validated.context
-    timeout = context.task_lock_timeout_ms
-    # SPEC §5: concurrent append and replace take APPEND / REPLACE locks; an append
-    # with forceTimeChunkLock false locks only the segments it allocates.
-    mode = services.task_lock_mode(validated)
-    lock_type = mode.type
-    segment_locked = mode.granularity == locking.SEGMENT
-    timings: dict[str, float] = {}
-    # Where a replace (or a task re-reading its own dataSource) takes its input
-    # from: each time-chunk lock's interval and grant (the report's readAsOf).
-    read_as_of: list[tuple[Interval, int]] = []
+class _IndexRun:
+    """An index task's spec, lock mode, and what it locked and read as it runs."""
 
-    def lock(intervals: list[Interval]) -> list[TaskLock]:
-        if segment_locked:
+    def __init__(self, task: Task, monitor: Monitor) -> None:
+        validated = services.task_validate(spec=task.spec)
+        # The files of local input sources are found now, on the worker (SPEC §1:
+        # validation is pure); a missing or empty input fails the task naming its field.
+        self.spec = resolve_local_inputs(
+            validated.ingestion, input_roots=settings.STRATA_INPUT_ROOTS
+        )
+        self.task = task
+        self.monitor = monitor
+        self.timeout = validated.context.task_lock_timeout_ms
+        # SPEC §5: concurrent append and replace take APPEND / REPLACE locks; an append
+        # with forceTimeChunkLock false locks only the segments it allocates.
+        mode = services.task_lock_mode(validated)
+        self.lock_type = mode.type
+        self.segment_locked = mode.granularity == locking.SEGMENT
+        self.timings: dict[str, float] = {}
+        # Where a replace (or a task re-reading its own dataSource) takes its input
+        # from: each time-chunk lock's interval and grant (the report's readAsOf).
+        self.read_as_of: list[tuple[Interval, int]] = []
+        druid = self.spec.input.druid_source
+        self.rereads_itself = druid is not None and druid.datasource == self.spec.datasource
+        self.open_ended = any(map(is_open_ended, self.spec.intervals or ()))
+
+    def lock(self, intervals: list[Interval]) -> list[TaskLock]:
+        if self.segment_locked:
             return []
         t = time.monotonic()
-        monitor.set_phase("locking", monitor.progress(), 0.0)
+        self.monitor.set_phase("locking", self.monitor.progress(), 0.0)
+        spec = self.spec
         # All intervals in one decision (SPEC §5): the task never holds some while
         # waiting for others, and reads every interval as of the same grant.
         locks = services.locks_acquire(
-            task=task,
+            task=self.task,
             intervals=lock_plan(
-                task.datasource, intervals, spec.segment_granularity, spec.append_to_existing
+                self.task.datasource, intervals, spec.segment_granularity, spec.append_to_existing
             ),
-            lock_type=lock_type,
-            timeout_ms=timeout,
+            lock_type=self.lock_type,
+            timeout_ms=self.timeout,
         )
-        timings["lock"] = round(timings.get("lock", 0.0) + time.monotonic() - t, 3)
-        read_as_of.extend(read_points(locks))
+        self.timings["lock"] = round(self.timings.get("lock", 0.0) + time.monotonic() - t, 3)
+        self.read_as_of.extend(read_points(locks))
         return locks
 
-    # Lock before reading when the intervals are known, and always before reading
-    # a dataSource this task rewrites: it must replace exactly what it read.
-    # Open-ended intervals (Druid's ETERNITY) are clipped to what exists: the
-    # used segments there and the chunks the task's rows fall in, once read.
-    open_ended = any(map(is_open_ended, spec.intervals or ()))
-    up_front = [] if open_ended else list(spec.intervals or ())
-    druid = spec.input.druid_source
-    rereads_itself = druid is not None and druid.datasource == spec.datasource
-    if not up_front and rereads_itself:
-        up_front = _clip_open(task.datasource, [druid.interval, *(spec.intervals or ())], [])
-    locks = lock(up_front) if up_front else []
-    points = None
-    if rereads_itself and locks:
-        # A task rewriting its own dataSource reads each interval as of its own
-        # lock's grant (SPEC §5): what committed there before is its input, and
-        # appends committing after are carried onto its version at publish.
-        points = read_points(locks)
-    pieces = source_pieces(spec, read_points=points) if druid is not None else []
+    def up_front(self) -> list[Interval]:
+        """The intervals locked before reading: the spec's when it names them, and
+        always a dataSource this task rewrites (it must replace exactly what it read).
+        Open-ended intervals (Druid's ETERNITY) are clipped to what exists: the used
+        segments there now and, once read, the chunks the task's rows fall in."""
+        intervals = list(self.spec.intervals or ())
+        if intervals and not self.open_ended:
+            return intervals
+        if not self.rereads_itself:
+            return []
+        druid = self.spec.input.druid_source
+        return _clip_open(self.task.datasource, [druid.interval, *intervals], [])
 
-    spans = TWO_PHASE_SPANS if spec.two_phase else SINGLE_PASS_SPANS
-    result = run_ingest(
-        get_spark(),
-        spec,
-        work_dir=intermediary_dir(task.id),
-        job_group=task.id,
-        source_pieces=pieces,
-        progress=TaskProgress(monitor, spans),
-    )
+    def clip_open_intervals(self, chunks: list[Interval]) -> None:
+        """Clip the spec's open-ended intervals to the used segments and `chunks`."""
+        clipped = _clip_open(self.task.datasource, self.spec.intervals, chunks)
+        self.spec = dataclasses.replace(self.spec, intervals=tuple(clipped))
+
+    def pieces(self, locks: list[TaskLock]) -> list[SourcePiece]:
+        """The visible segment parts a druid input reads."""
+        if self.spec.input.druid_source is None:
+            return []
+        points = None
+        if self.rereads_itself and locks:
+            # A task rewriting its own dataSource reads each interval as of its own
+            # lock's grant (SPEC §5): what committed there before is its input, and
+            # appends committing after are carried onto its version at publish.
+            points = read_points(locks)
+        return source_pieces(self.spec, read_points=points)
+
+    def ingest(self, pieces: list[SourcePiece]):
+        spec = self.spec
+        spans = TWO_PHASE_SPANS if runs_two_phases(spec) else SINGLE_PASS_SPANS
+        return run_ingest(
+            get_spark(),
+            spec,
+            work_dir=intermediary_dir(self.task.id),
+            job_group=self.task.id,
+            source_pieces=pieces,
+            progress=TaskProgress(self.monitor, spans),
+        )
+
+
+def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
+    run = _IndexRun(task, monitor)
+    up_front = run.up_front()
+    locks = run.lock(up_front) if up_front else []
+    pieces = run.pieces(locks)
+    result = run.ingest(pieces)
     monitor.check()
-    if open_ended:
-        clipped = _clip_open(task.datasource, spec.intervals, result.chunks_with_rows)
-        spec = dataclasses.replace(spec, intervals=tuple(clipped))
-    if not up_front and (spec.intervals if open_ended else result.chunks_with_rows):
-        lock(list(spec.intervals) if open_ended else result.chunks_with_rows)
+    if run.open_ended:
+        run.clip_open_intervals(result.chunks_with_rows)
+    spec = run.spec
+    after = list(spec.intervals) if run.open_ended else result.chunks_with_rows
+    if not up_front and after:
+        run.lock(after)
 
     monitor.set_phase("publishing", 0.9, 0.0)
     t3 = time.monotonic()
-    buckets = sorted({s.chunk for s in result.segments}, key=lambda c: c.start)
+    by_chunk, allocations = _allocate_staged(run, result.segments)
+    new_segments = _move_to_deep_storage(run, by_chunk, allocations, moved)
+    if spec.drop_existing:
+        new_segments += _tombstones(task, spec, set(by_chunk))
+    monitor.check()
+    entry = publish_once(task, new_segments) if new_segments else None
+    moved.clear()  # published: the files belong to their segments now
+    run.timings["publish"] = round(time.monotonic() - t3, 3)
+    return _index_report(run, result.report, new_segments, entry, pieces)
+
+
+def _allocate_staged(
+    run: _IndexRun, staged: list[StagedSegment]
+) -> tuple[dict[Interval, list[StagedSegment]], list[tuple[Interval, services.Allocation]]]:
+    """Allocate ids for the staged files, by chunk: ({chunk: staged files},
+    [(chunk, allocation)] in chunk order). An append splits its files by the
+    chunks visible over their rows first, and again while that layout changes."""
+    spec, task = run.spec, run.task
+    buckets = sorted({s.chunk for s in staged}, key=lambda c: c.start)
     for attempt in range(_LAYOUT_ROUNDS):
-        staged_segments = result.segments
+        staged_segments = staged
         if spec.append_to_existing:
             layout = append_pieces(task.datasource, buckets)
             staged_segments = _split_by_layout(staged_segments, layout)
-        by_chunk: dict[Interval, list] = {}
-        for staged in staged_segments:
-            by_chunk.setdefault(staged.chunk, []).append(staged)
+        by_chunk: dict[Interval, list[StagedSegment]] = {}
+        for one in staged_segments:
+            by_chunk.setdefault(one.chunk, []).append(one)
         chunks = sorted(by_chunk, key=lambda iv: iv.start)
         counts = [len(by_chunk[chunk]) for chunk in chunks]
         try:
             allocations = allocate_segments(
-                task, chunks, counts, spec.append_to_existing, segment_locked, timeout
+                task, chunks, counts, spec.append_to_existing, run.segment_locked, run.timeout
             )
-            break
+            return by_chunk, list(zip(chunks, allocations, strict=True))
         except services.ServiceError as exc:
             # Allocation decides where an append's rows go again, under the lock
             # box, and refuses pieces split by a layout that changed since: a
@@ -237,11 +288,23 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
                 or not append_needs_replan(task, buckets, layout)
             ):
                 raise
-            monitor.check()
-            lock(buckets)
-            monitor.set_phase("publishing", 0.9, 0.0)
+            run.monitor.check()
+            run.lock(buckets)
+            run.monitor.set_phase("publishing", 0.9, 0.0)
+    raise AssertionError("unreachable: the last layout round re-raises")
+
+
+def _move_to_deep_storage(
+    run: _IndexRun,
+    by_chunk: dict[Interval, list[StagedSegment]],
+    allocations: list[tuple[Interval, services.Allocation]],
+    moved: list[Path],
+) -> list[services.NewSegment]:
+    """Move each staged file to its allocated place in deep storage (recorded in
+    `moved` until published) and describe the segment it becomes."""
+    spec, task = run.spec, run.task
     new_segments: list[services.NewSegment] = []
-    for chunk, alloc in zip(chunks, allocations, strict=True):
+    for chunk, alloc in allocations:
         staged = sorted(by_chunk[chunk], key=lambda s: s.index)
         for seg, partition in zip(staged, alloc.partitions, strict=True):
             # An append's rows go into the chunk visible over them, which may be
@@ -270,15 +333,13 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
                     schema=schema,
                 )
             )
-    if spec.drop_existing:
-        new_segments += _tombstones(task, spec, set(by_chunk))
-    monitor.check()
-    entry = publish_once(task, new_segments) if new_segments else None
-    moved.clear()  # published: the files belong to their segments now
-    timings["publish"] = round(time.monotonic() - t3, 3)
+    return new_segments
 
-    report = dict(result.report)
-    report["phases"] = {**report.get("phases", {}), **timings}
+
+def _index_report(run: _IndexRun, job_report: dict, new_segments, entry, pieces) -> dict:
+    spec = run.spec
+    report = dict(job_report)
+    report["phases"] = {**report.get("phases", {}), **run.timings}
     report["segmentsPublished"] = len(new_segments)
     report["commit"] = entry.seq if entry else None
     if entry is None:
@@ -286,9 +347,9 @@ def _run_index(task: Task, monitor: Monitor, moved: list[Path]) -> dict:
         # every chunk of the intervals gets rows or a tombstone, so this is an
         # append, or a replace without dropExisting, that had no row to write.
         report["nothingPublished"] = _nothing_published(spec)
-    if not spec.append_to_existing or rereads_itself:
-        report["readAsOf"] = read_as_of_report(read_as_of)
-    if druid is not None:
+    if not spec.append_to_existing or run.rereads_itself:
+        report["readAsOf"] = read_as_of_report(run.read_as_of)
+    if spec.input.druid_source is not None:
         report["sourceSegments"] = len({p.location for p in pieces})
     return report
 

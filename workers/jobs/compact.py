@@ -6,8 +6,9 @@ directory) -> staged segment files and a report. It never touches the ORM.
 
 Compaction is re-ingestion of the dataSource's own visible rows through the
 same machinery as ingestion (`workers.jobs.ingest.run_ingest`: parsing of a
-`druid` input, rollup, dynamic / hashed / range partitioning with the two-phase
-shuffle and its intermediary cleanup). What it adds is the spec that run
+`druid` input, rollup, dynamic / hashed / range partitioning: one shuffle when
+the shard count is known up front (dynamic, hashed with numShards), else the
+two-phase shuffle and its intermediary cleanup). What it adds is the spec that run
 needs, derived from the inputs' schema metadata: by default the union of their
 dimensions and each metric's *combining* aggregator, so rolled-up rows roll up
 further without changing any metric total.
@@ -111,6 +112,27 @@ def compaction_plan(
 
     Raises `CompactionInputs` when the inputs' schemas are missing or clash and
     the spec does not say what to write instead."""
+    dims, metrics, rollup, query = _output_schema(spec, input_schemas)
+    _check_output_schema(spec, dims, metrics, query, segment_granularity)
+    ingestion = _reingestion_spec(
+        spec, dims, metrics, rollup, query, segment_granularity, intervals
+    )
+    state = state_of_compaction(
+        spec,
+        dimensions=[{"name": d.name, "type": d.type} for d in dims],
+        metrics=metrics,
+        segment_granularity=segment_granularity,
+        query_granularity=query,
+        rollup=rollup,
+    )
+    return Plan(ingestion, state)
+
+
+def _output_schema(
+    spec: CompactionSpec, input_schemas: Sequence[dict]
+) -> tuple[list[Dimension], list[Metric], bool, str]:
+    """(dimensions, metrics, rollup, queryGranularity) a compaction writes: the
+    spec's where it gives them, else derived from the inputs' schemas."""
     if any(not s for s in input_schemas) and (spec.dimensions is None or spec.metrics is None):
         raise CompactionInputs(
             "some input segments carry no schema metadata; give dimensionsSpec and metricsSpec"
@@ -124,6 +146,17 @@ def compaction_plan(
         metrics = list(spec.metrics)
     rollup = spec.rollup if spec.rollup is not None else rollup
     query = spec.query_granularity or query
+    return dims, metrics, rollup, query
+
+
+def _check_output_schema(
+    spec: CompactionSpec,
+    dims: Sequence[Dimension],
+    metrics: Sequence[Metric],
+    query: str,
+    segment_granularity: str,
+) -> None:
+    """Refuse an output schema no segment could have, naming the field."""
     if not granularity_divides(query, segment_granularity):
         raise SpecError(
             "granularitySpec.queryGranularity",
@@ -144,8 +177,20 @@ def compaction_plan(
     if not dims:
         # An empty list would mean schemaless discovery of whatever columns the files hold.
         raise SpecError("dimensionsSpec.dimensions", "a compaction keeps at least one dimension")
+
+
+def _reingestion_spec(
+    spec: CompactionSpec,
+    dims: Sequence[Dimension],
+    metrics: Sequence[Metric],
+    rollup: bool,
+    query: str,
+    segment_granularity: str,
+    intervals: Sequence[Interval],
+) -> IngestionSpec:
+    """The ingestion of the dataSource's own visible rows that a compaction runs."""
     umbrella = Interval(min(iv.start for iv in intervals), max(iv.end for iv in intervals))
-    ingestion = IngestionSpec(
+    return IngestionSpec(
         datasource=spec.datasource,
         timestamp_column="__time",
         timestamp_format="millis",
@@ -169,15 +214,6 @@ def compaction_plan(
         max_num_concurrent_subtasks=spec.max_num_concurrent_subtasks,
         total_num_merge_tasks=spec.total_num_merge_tasks,
     )
-    state = state_of_compaction(
-        spec,
-        dimensions=[{"name": d.name, "type": d.type} for d in dims],
-        metrics=metrics,
-        segment_granularity=segment_granularity,
-        query_granularity=query,
-        rollup=rollup,
-    )
-    return Plan(ingestion, state)
 
 
 def run_compaction_job(

@@ -9,7 +9,16 @@ Dynamic partitioning runs in one pass: rows are clustered by time chunk, rolled
 up (best effort: within a chunk, which is all of it here) and written, a new
 segment every `maxRowsPerSegment` rows.
 
-Hashed and range partitioning run in two phases (Druid's two-phase shuffle):
+Hashed partitioning with `numShards` runs in one pass with one shuffle: the
+shard of every row is known before any row is read (`pmod(hash(key),
+numShards)`), so rows are repartitioned by (time chunk, shard), rolled up there
+(perfect rollup: every row of a (chunk, shard) is in one Spark partition) and
+each (chunk, shard) written straight to its one file, as raw Spark would. The
+shard assignment is the same function as the two-phase path's.
+
+Hashed partitioning sized from the data (`targetRowsPerSegment`), range
+partitioning and `forceGuaranteedRollup` with dynamic partitioning run in two
+phases (Druid's two-phase shuffle):
 
 - phase 1 (after a determining pass when partitions must be sized from the
   data) reads and parses the input and writes, from every input split, the rows
@@ -58,6 +67,8 @@ __all__ = [
     "StagedSegment",
     "interval_dirname",
     "run_ingest",
+    "runs_two_phases",
+    "shuffles_once",
 ]
 
 # A merge task is one Spark job using every core; below this much partial data
@@ -142,11 +153,28 @@ def run_ingest(
             return IngestResult(
                 [], [], _report(empty, [], {}, [], 0, 0, ignored=list(spec.ignored))
             )
-        job = _TwoPhase if spec.two_phase else _SinglePass
+        job = _job_class(spec)
         result = job(spark, spec, parsed, work_dir, job_group, progress).run()
     result.report["phases"]["ingest"] = round(time.monotonic() - started, 3)
     result.report["ignored"] = list(spec.ignored)
     return result
+
+
+def shuffles_once(spec: IngestionSpec) -> bool:
+    """Whether a two-phase spec runs as one shuffle: hashed with a fixed numShards,
+    where every row's shard is known before reading."""
+    return spec.partitions.type == "hashed" and bool(spec.partitions.num_shards)
+
+
+def runs_two_phases(spec: IngestionSpec) -> bool:
+    """Whether ingestion of `spec` writes partial files and merges them (phase 1, phase 2)."""
+    return spec.two_phase and not shuffles_once(spec)
+
+
+def _job_class(spec: IngestionSpec):
+    if not spec.two_phase:
+        return _SinglePass
+    return _OneShuffle if shuffles_once(spec) else _TwoPhase
 
 
 _sessions: dict[int, tuple[object, object]] = {}  # id(session) -> (session, ingest session)
@@ -303,6 +331,67 @@ class _SinglePass(_Job):
         )
 
 
+class _OneShuffle(_Job):
+    """Hashed partitioning with numShards: one shuffle by (chunk, shard), perfect
+    rollup within each, one file per (chunk, shard) written directly."""
+
+    def run(self) -> IngestResult:
+        spec, parsed = self.spec, self.parsed
+        t0 = time.monotonic()
+        rows, observation = parsed.observed(f"rows_{self.job_group}")
+        # No determining pass runs: this only checks the key columns and builds the plan.
+        plan = determine_partitions(
+            self.spark, rows, spec.partitions, parsed.dimension_names, rollup=spec.rollup
+        )
+        out_dir = self.work_dir / "segments"
+        files = self._write(plan, rows, out_dir)
+        stats = row_stats(observation, parsed)
+        try:
+            samples = check_parse_exceptions(spec, stats, parsed)
+        except ParseExceptionsExceeded:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            raise
+        self._timed("phase1", t0)
+        segments = _chunk_segments(plan, files, spec.segment_granularity)
+        partitioning = {"type": plan.type, "keyColumns": plan.key_columns, "chunks": None}
+        return IngestResult(
+            segments=segments,
+            chunks_with_rows=sorted({s.chunk for s in segments}, key=lambda iv: iv.start),
+            report=_report(
+                stats,
+                samples,
+                self.phases,
+                segments,
+                parsed.bytes_read,
+                parsed.input_files,
+                partialFiles=0,
+                partitioning=partitioning,
+            ),
+        )
+
+    def _write(self, plan: PartitionPlan, rows, out_dir: Path) -> dict[tuple[int, int], str]:
+        """Shuffle the rows once by (chunk, shard), roll up, and write one file per
+        (chunk, shard); returns {(chunk, shard): file}."""
+        parsed = self.parsed
+        assigned = plan.assign(self.spark, rows)
+        # Every row of a (chunk, shard) lands in one Spark partition, so the rollup
+        # below groups the whole chunk's rows (no second exchange: the grouping keys
+        # include the partitioning columns).
+        clustered = assigned.repartition(_shuffle_partitions(self.spark), "__chunk", "__partition")
+        rolled = roll_up(
+            clustered,
+            ["__chunk", "__partition", "__time", *parsed.dimension_names],
+            parsed.metric_inputs,
+            rollup=self.spec.rollup,
+        )
+        keyed = rolled.withColumn("__key", _key_col("__chunk", "__partition"))
+        keyed = keyed.drop("__chunk", "__partition")
+        _writer(keyed.sortWithinPartitions("__key", "__time")).partitionBy("__key").parquet(
+            str(out_dir)
+        )
+        return _written_keys(out_dir)
+
+
 @dataclass
 class _Partial:
     """The phase-1 files of one (time chunk, partition)."""
@@ -359,7 +448,7 @@ class _TwoPhase(_Job):
         merged, requests, merge_report = self._phase2(partials, schema)
         self._timed("phase2", t2)
 
-        segments = self._segments(plan, merged)
+        segments = _chunk_segments(plan, merged, spec.segment_granularity)
         chunk_names = {p.chunk: str(chunk_of(p.chunk, spec.segment_granularity)) for p in partials}
         return IngestResult(
             segments=segments,
@@ -432,67 +521,50 @@ class _TwoPhase(_Job):
         """Merge every (chunk, partition) into one file; returns
         ({(chunk, bucket): path}, partial files read, report)."""
         tasks = _plan_merges(partials, self.spec.total_num_merge_tasks)
-        lock = threading.Lock()
-        done = {"merges": 0, "requests": 0, "retries": 0}
-        failed = threading.Event()
-        merged: dict[tuple[int, int], str] = {}
+        merges = _Merges(len(tasks))
         pool = _slot_pool()  # merge threads run in the task slot's pool
 
         def run(task: _MergeTask) -> None:
             with _job_group(self.spark, self.job_group, pool):
-                merge(task)
-
-        def merge(task: _MergeTask) -> None:
-            attempt = 0
-            while True:
-                self.progress.fraction(done["merges"] / max(1, len(tasks)))
-                if failed.is_set():
-                    raise _Abandoned("another merge task failed")
-                out_dir = self.work_dir / f"merge-{task.number}-{attempt}"
-                with lock:
-                    done["requests"] += len(task.files)
-                try:
-                    result = self._merge(task, schema, out_dir)
-                    break
-                except Exception as exc:  # noqa: BLE001 - a merge task may fail any way
-                    shutil.rmtree(out_dir, ignore_errors=True)
-                    self.progress.fraction(done["merges"] / max(1, len(tasks)))  # stopped?
-                    if attempt >= self.spec.max_retry or failed.is_set():
-                        failed.set()
-                        raise MergeFailed(
-                            f"merge task {task.number} of {len(tasks)} "
-                            f"({len(task.partials)} partitions) failed "
-                            f"{attempt + 1} times (maxRetry={self.spec.max_retry}): "
-                            f"{_first_line(exc)}"
-                        ) from exc
-                    attempt += 1
-                    with lock:
-                        done["retries"] += 1
-            with lock:
-                merged.update(result)
-                done["merges"] += 1
-            self.progress.fraction(done["merges"] / len(tasks))
+                self._merge_with_retries(task, schema, merges)
 
         workers = max(1, min(len(tasks), self.spec.max_num_concurrent_subtasks))
         if workers == 1:  # in this thread, already in the job group
             for task in tasks:
-                merge(task)
+                self._merge_with_retries(task, schema, merges)
         else:
-            with ThreadPoolExecutor(workers, thread_name_prefix="merge") as pool:
-                futures = [pool.submit(run, task) for task in tasks]
-                errors = []
-                for future in futures:
-                    try:
-                        future.result()
-                    except BaseException as exc:  # noqa: BLE001 - re-raised below
-                        errors.append(exc)
-                if errors:  # a stop (cancel) first, then the merge that failed for good
-                    errors.sort(
-                        key=lambda e: (isinstance(e, MergeFailed), isinstance(e, _Abandoned))
-                    )
-                    raise errors[0]
-        report = {"mergeTasks": len(tasks), "mergeRetries": done["retries"]}
-        return merged, done["requests"], report
+            _run_all(run, tasks, workers)
+        report = {"mergeTasks": len(tasks), "mergeRetries": merges.retries}
+        return merges.merged, merges.requests, report
+
+    def _merge_with_retries(self, task: _MergeTask, schema, merges: _Merges) -> None:
+        """Run one merge task, retried up to maxRetry times; given up as soon as
+        another merge task failed for good."""
+        attempt = 0
+        while True:
+            self.progress.fraction(merges.fraction())
+            if merges.failed.is_set():
+                raise _Abandoned("another merge task failed")
+            out_dir = self.work_dir / f"merge-{task.number}-{attempt}"
+            merges.count(requests=len(task.files))
+            try:
+                result = self._merge(task, schema, out_dir)
+                break
+            except Exception as exc:  # noqa: BLE001 - a merge task may fail any way
+                shutil.rmtree(out_dir, ignore_errors=True)
+                self.progress.fraction(merges.fraction())  # stopped?
+                if attempt >= self.spec.max_retry or merges.failed.is_set():
+                    merges.failed.set()
+                    raise MergeFailed(
+                        f"merge task {task.number} of {merges.total} "
+                        f"({len(task.partials)} partitions) failed "
+                        f"{attempt + 1} times (maxRetry={self.spec.max_retry}): "
+                        f"{_first_line(exc)}"
+                    ) from exc
+                attempt += 1
+                merges.count(retries=1)
+        merges.done(result)
+        self.progress.fraction(merges.fraction())
 
     def _read_partials(self, task: _MergeTask, schema):
         """The partial files one merge attempt reads, as a DataFrame."""
@@ -515,23 +587,75 @@ class _TwoPhase(_Job):
         _writer(keyed.sortWithinPartitions("__key", "__time")).partitionBy("__key").parquet(
             str(out_dir)
         )
-        return {
-            _key_of(key_dir): str(_single_file(sorted(key_dir.glob("*.parquet"))))
-            for key_dir in out_dir.glob("__key=*")
-        }
+        return _written_keys(out_dir)
 
-    def _segments(self, plan: PartitionPlan, merged: dict[tuple[int, int], str]):
-        by_chunk: dict[int, list[int]] = {}
-        for chunk, bucket in merged:
-            by_chunk.setdefault(chunk, []).append(bucket)
-        segments = []
-        for chunk in sorted(by_chunk):
-            buckets = sorted(by_chunk[chunk])
-            interval = chunk_of(chunk, self.spec.segment_granularity)
-            specs = plan.shard_specs(chunk, buckets)
-            for index, (bucket, shard) in enumerate(zip(buckets, specs, strict=True)):
-                segments.append(_staged(interval, index, Path(merged[(chunk, bucket)]), shard))
-        return segments
+
+def _written_keys(out_dir: Path) -> dict[tuple[int, int], str]:
+    """{(chunk, partition): its one file} of a write partitioned by `__key`."""
+    return {
+        _key_of(key_dir): str(_single_file(sorted(key_dir.glob("*.parquet"))))
+        for key_dir in out_dir.glob("__key=*")
+    }
+
+
+def _chunk_segments(
+    plan: PartitionPlan, files: dict[tuple[int, int], str], granularity: str
+) -> list[StagedSegment]:
+    """The staged segments of {(chunk, partition): file}, numbered in partition
+    order within each chunk, with their shard specs."""
+    by_chunk: dict[int, list[int]] = {}
+    for chunk, bucket in files:
+        by_chunk.setdefault(chunk, []).append(bucket)
+    segments = []
+    for chunk in sorted(by_chunk):
+        buckets = sorted(by_chunk[chunk])
+        interval = chunk_of(chunk, granularity)
+        specs = plan.shard_specs(chunk, buckets)
+        for index, (bucket, shard) in enumerate(zip(buckets, specs, strict=True)):
+            segments.append(_staged(interval, index, Path(files[(chunk, bucket)]), shard))
+    return segments
+
+
+class _Merges:
+    """What the merge tasks of one phase 2 have done so far (shared by their threads)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.lock = threading.Lock()
+        self.failed = threading.Event()
+        self.merged: dict[tuple[int, int], str] = {}
+        self.finished = 0
+        self.requests = 0
+        self.retries = 0
+
+    def fraction(self) -> float:
+        return self.finished / max(1, self.total)
+
+    def count(self, *, requests: int = 0, retries: int = 0) -> None:
+        with self.lock:
+            self.requests += requests
+            self.retries += retries
+
+    def done(self, result: dict[tuple[int, int], str]) -> None:
+        with self.lock:
+            self.merged.update(result)
+            self.finished += 1
+
+
+def _run_all(run, tasks: list[_MergeTask], workers: int) -> None:
+    """Run `run(task)` for every task on `workers` threads; re-raise a stop (cancel)
+    first, then the merge that failed for good, then any other error."""
+    with ThreadPoolExecutor(workers, thread_name_prefix="merge") as pool:
+        futures = [pool.submit(run, task) for task in tasks]
+        errors = []
+        for future in futures:
+            try:
+                future.result()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+    if errors:
+        errors.sort(key=lambda e: (isinstance(e, MergeFailed), isinstance(e, _Abandoned)))
+        raise errors[0]
 
 
 def _key_col(chunk: str, bucket: str):

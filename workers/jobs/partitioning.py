@@ -166,8 +166,6 @@ def determine_partitions(
     spark, rows, partitions: PartitionsSpec, dimensions: Sequence[str], *, rollup: bool
 ) -> PartitionPlan:
     """Run the determining pass over `rows` (if needed) and return the plan."""
-    from pyspark.sql import functions as F
-
     keys = key_columns(partitions, dimensions)
     missing = [k for k in keys if k not in rows.columns]
     if missing:  # a schemaless spec names a partition dimension the input lacks
@@ -183,49 +181,66 @@ def determine_partitions(
     )
     if not plan_needs_determining(partitions):
         return plan
-    group_key = ["__time", *dimensions]
+    target = _target_rows(partitions)
+    rows, aggs = _determining_aggregations(rows, partitions, keys, dimensions, target, rollup)
+    for row in rows.groupBy("__chunk").agg(*aggs).collect():
+        plan.chunks[int(row["__chunk"])] = _chunk_plan(row, partitions.type, target, rollup)
+    return plan
+
+
+def _target_rows(partitions: PartitionsSpec) -> int:
+    """Rows per partition the determining pass aims at."""
+    if partitions.type == "hashed":
+        return partitions.target_rows_per_segment
+    return partitions.target_rows_per_segment or int(
+        partitions.max_rows_per_segment * _MAX_ROWS_HEADROOM
+    )
+
+
+def _determining_aggregations(rows, partitions, keys, dimensions, target: int, rollup: bool):
+    """(rows, aggregations per chunk) of the determining pass: the row count, and a
+    cardinality sketch of the key (hashed) or a sample of keys (range)."""
+    from pyspark.sql import functions as F
+
     aggs = [F.count(F.lit(1)).alias("rows")]
     if partitions.type == "hashed":
         hashed_key = F.xxhash64(*[F.col(f"`{c}`") for c in keys])
         aggs.append(F.hll_sketch_estimate(F.hll_sketch_agg(hashed_key)).alias("estimate"))
-        target = partitions.target_rows_per_segment
-    else:
-        target = partitions.target_rows_per_segment or int(
-            partitions.max_rows_per_segment * _MAX_ROWS_HEADROOM
+        return rows, aggs
+    fraction = min(1.0, SAMPLES_PER_SEGMENT / target)
+    key_struct = F.struct(*[F.col(f"`{c}`") for c in keys])
+    if rollup:
+        # Sample distinct rolled-up rows: every copy of a row is in or out together.
+        row_hash = F.xxhash64(*[F.col(f"`{c}`") for c in ["__time", *dimensions]])
+        picked = F.pmod(row_hash, F.lit(_SAMPLE_MODULUS)) < F.lit(int(fraction * _SAMPLE_MODULUS))
+        aggs.append(F.hll_sketch_estimate(F.hll_sketch_agg(row_hash)).alias("estimate"))
+        aggs.append(
+            F.collect_set(
+                F.when(picked, F.struct(row_hash.alias("h"), key_struct.alias("k")))
+            ).alias("sample")
         )
-        fraction = min(1.0, SAMPLES_PER_SEGMENT / target)
-        key_struct = F.struct(*[F.col(f"`{c}`") for c in keys])
-        if rollup:
-            # Sample distinct rolled-up rows: every copy of a row is in or out together.
-            row_hash = F.xxhash64(*[F.col(f"`{c}`") for c in group_key])
-            picked = F.pmod(row_hash, F.lit(_SAMPLE_MODULUS)) < F.lit(
-                int(fraction * _SAMPLE_MODULUS)
-            )
-            aggs.append(F.hll_sketch_estimate(F.hll_sketch_agg(row_hash)).alias("estimate"))
-            aggs.append(
-                F.collect_set(
-                    F.when(picked, F.struct(row_hash.alias("h"), key_struct.alias("k")))
-                ).alias("sample")
-            )
-        else:
-            rows = rows.withColumn("__sample_pick", F.rand(17) < F.lit(fraction))  # not in agg
-            aggs.append(F.collect_list(F.when(F.col("__sample_pick"), key_struct)).alias("sample"))
-    for row in rows.groupBy("__chunk").agg(*aggs).collect():
-        chunk = ChunkPlan(rows=int(row["rows"]))
-        if partitions.type == "hashed":
-            chunk.estimated_rows = int(row["estimate"])
-            chunk.num_buckets = max(1, math.ceil(chunk.estimated_rows / target))
-        else:
-            if rollup:
-                chunk.estimated_rows = int(row["estimate"])
-                sample = [tuple(item["k"]) for item in row["sample"]]
-            else:
-                chunk.estimated_rows = chunk.rows
-                sample = [tuple(item) for item in row["sample"]]
-            count = max(1, math.ceil(chunk.estimated_rows / target))
-            chunk.boundaries = range_boundaries(sample, count)
-        plan.chunks[int(row["__chunk"])] = chunk
-    return plan
+    else:
+        rows = rows.withColumn("__sample_pick", F.rand(17) < F.lit(fraction))  # not in agg
+        aggs.append(F.collect_list(F.when(F.col("__sample_pick"), key_struct)).alias("sample"))
+    return rows, aggs
+
+
+def _chunk_plan(row, partition_type: str, target: int, rollup: bool) -> ChunkPlan:
+    """How one chunk is split, from its row of the determining pass."""
+    chunk = ChunkPlan(rows=int(row["rows"]))
+    if partition_type == "hashed":
+        chunk.estimated_rows = int(row["estimate"])
+        chunk.num_buckets = max(1, math.ceil(chunk.estimated_rows / target))
+        return chunk
+    if rollup:
+        chunk.estimated_rows = int(row["estimate"])
+        sample = [tuple(item["k"]) for item in row["sample"]]
+    else:
+        chunk.estimated_rows = chunk.rows
+        sample = [tuple(item) for item in row["sample"]]
+    count = max(1, math.ceil(chunk.estimated_rows / target))
+    chunk.boundaries = range_boundaries(sample, count)
+    return chunk
 
 
 def _order(key: tuple) -> tuple:

@@ -194,30 +194,8 @@ class Command(BaseCommand):
         }
         exit_code = 0
         try:
-            self._start_redis(data_dir)
-            self.terminal.say("-- migrate")
-            call_command("migrate", interactive=False, verbosity=1)
-            admin = admin_ensure()
-            call_command("collectstatic", interactive=False, verbosity=0)
-            # Children open their own connections; ours would only go stale.
-            connections.close_all()
-
-            python = sys.executable
-            queue = settings.CELERY_TASK_DEFAULT_QUEUE
-            slots = settings.STRATA_TASK_SLOTS
-            self.terminal.say(f"-- worker: {slots} task slots (STRATA_TASK_SLOTS)")
-            self._spawn("worker", worker_argv(python, queue=queue, slots=slots))
-            self._spawn(
-                "beat",
-                [python, "-m", "celery", "-A", "console", "beat", "--loglevel", "INFO",
-                 "--schedule", data_dir / "celerybeat-schedule"],
-            )  # fmt: skip
-            self._spawn(
-                "web",
-                [python, "-m", "gunicorn", "console.wsgi:application", "--bind",
-                 f"127.0.0.1:{port}", "--workers", "2", "--timeout", "120",
-                 "--access-logfile", "-"],
-            )  # fmt: skip
+            admin = self._prepare(data_dir)
+            self._spawn_processes(port, data_dir)
             self._wait_for_web(port)
             if not no_demo:
                 self._run_demo()
@@ -237,6 +215,36 @@ class Command(BaseCommand):
                 signal.signal(sig, handler)
         if exit_code:
             sys.exit(exit_code)
+
+    def _prepare(self, data_dir: Path):
+        """Redis, the schema, the admin user and static files; returns the admin."""
+        self._start_redis(data_dir)
+        self.terminal.say("-- migrate")
+        call_command("migrate", interactive=False, verbosity=1)
+        admin = admin_ensure()
+        call_command("collectstatic", interactive=False, verbosity=0)
+        # Children open their own connections; ours would only go stale.
+        connections.close_all()
+        return admin
+
+    def _spawn_processes(self, port: int, data_dir: Path) -> None:
+        """The worker, beat and web processes."""
+        python = sys.executable
+        queue = settings.CELERY_TASK_DEFAULT_QUEUE
+        slots = settings.STRATA_TASK_SLOTS
+        self.terminal.say(f"-- worker: {slots} task slots (STRATA_TASK_SLOTS)")
+        self._spawn("worker", worker_argv(python, queue=queue, slots=slots))
+        self._spawn(
+            "beat",
+            [python, "-m", "celery", "-A", "console", "beat", "--loglevel", "INFO",
+             "--schedule", data_dir / "celerybeat-schedule"],
+        )  # fmt: skip
+        self._spawn(
+            "web",
+            [python, "-m", "gunicorn", "console.wsgi:application", "--bind",
+             f"127.0.0.1:{port}", "--workers", "2", "--timeout", "120",
+             "--access-logfile", "-"],
+        )  # fmt: skip
 
     # --- signals -------------------------------------------------------------
 
