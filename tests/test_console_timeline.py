@@ -278,6 +278,31 @@ def test_a_publish_stores_a_checkpoint_once_it_commits_when_one_is_due(
     )
 
 
+def test_mark_used_unused_and_admin_edits_store_a_checkpoint_when_one_is_due(
+    states, django_capture_on_commit_callbacks
+):
+    """Every kind of commit, not only a publish, keeps the log tail after the newest
+    checkpoint short: flipping segments unused and used again past the threshold
+    stores one at the last commit."""
+    from metastore.services import checkpoints
+
+    TimelineCheckpoint.objects.all().delete()
+    ids = states.ids["unused"]
+    with django_capture_on_commit_callbacks(execute=True):
+        entry = services.segments_mark_used(datasource=DS, used=True, segment_ids=ids)
+    (checkpoint,) = TimelineCheckpoint.objects.filter(datasource=DS)
+    assert checkpoint.seq == entry.seq
+    with django_capture_on_commit_callbacks(execute=True):
+        for n in range(checkpoints.CHECKPOINT_AFTER + 1):
+            entry = services.segments_mark_used(datasource=DS, used=n % 2 == 1, segment_ids=ids)
+    newest = TimelineCheckpoint.objects.filter(datasource=DS).order_by("-seq").first()
+    assert newest.seq == entry.seq
+    selectors.timeline_caches_clear()
+    assert set(selectors.timeline_for(datasource=DS).segments()) == set(
+        timeline_reads._segment_refs(DS)
+    )
+
+
 def test_cold_timeline_read_takes_the_same_queries_whatever_the_log_tail(
     states, publish, django_assert_max_num_queries
 ):

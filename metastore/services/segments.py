@@ -24,6 +24,7 @@ from metastore.services._common import (
     _revoked_reason,
     datasource_for_update,
 )
+from metastore.services.checkpoints import checkpoint_after_commit
 
 # --- mark used / unused ---------------------------------------------------------
 
@@ -62,6 +63,7 @@ def segments_mark_used(
         if not ids:
             return None
         Segment.objects.filter(id__in=ids).update(used=used, used_status_updated_at=timezone.now())
+        checkpoint_after_commit(ds.name)
         return CommitLogEntry.objects.create(
             datasource=ds.name,
             user=user if user is not None and getattr(user, "is_authenticated", False) else None,
@@ -116,6 +118,7 @@ def segments_kill(
             .values_list("location", flat=True)
         )
         Segment.objects.filter(id__in=ids).delete()
+        checkpoint_after_commit(ds.name)
         entry = CommitLogEntry.objects.create(
             datasource=ds.name,
             task=task,
@@ -147,6 +150,7 @@ def segment_admin_update(*, segment: Segment, fields: dict, user=None) -> Commit
         added, removed = [], []
         if "used" in fields:
             (added if fields["used"] else removed).append(segment.id)
+        checkpoint_after_commit(ds.name)
         return CommitLogEntry.objects.create(
             datasource=ds.name,
             user=user if user is not None and getattr(user, "is_authenticated", False) else None,
