@@ -113,3 +113,32 @@ def test_segment_granularity_none_makes_one_time_chunk_per_millisecond(run_spec,
         ("2024-01-01T00:00:00.001Z/2024-01-01T00:00:00.002Z", 1),  # rolled up
         ("2024-01-01T00:00:00.250Z/2024-01-01T00:00:00.251Z", 1),
     ]
+
+
+def test_reindexing_itself_over_eternity_locks_and_reads_the_span_of_its_segments(
+    run_spec, inline_spec
+):
+    first = run_spec(inline_spec("eternal_self", data=_rows("2024-01-01", "2024-01-03")))
+    assert first.status == TaskStatus.SUCCESS, first.error
+    spec = inline_spec("eternal_self")
+    spec["spec"]["dataSchema"]["timestampSpec"] = {"column": "__time", "format": "millis"}
+    spec["spec"]["dataSchema"]["metricsSpec"] = [
+        {"type": "longSum", "name": "count", "fieldName": "count"},
+        {"type": "longSum", "name": "added", "fieldName": "added"},
+    ]
+    spec["spec"]["ioConfig"]["inputSource"] = {
+        "type": "druid",
+        "dataSource": "eternal_self",
+        "interval": DRUID_ETERNITY,
+    }
+    spec["spec"]["ioConfig"].pop("inputFormat")
+    task = run_spec(spec)
+
+    assert task.status == TaskStatus.SUCCESS, task.error
+    assert [r["interval"] for r in task.report["readAsOf"]] == [
+        "2024-01-01T00:00:00.000Z/2024-01-04T00:00:00.000Z"
+    ]
+    assert sorted(str(s.interval)[:10] for s in Segment.objects.filter(created_by=task)) == [
+        "2024-01-01",
+        "2024-01-03",
+    ]
