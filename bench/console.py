@@ -388,6 +388,19 @@ def _timed_lists(client, args, segments: int) -> None:
         client.get("/segments?" + found[1].replace("&amp;", "&"))
         times.append(time.perf_counter() - t)
     print(f"  segments, page 21 of 500 by cursor: {_ms(times)}")
+    # and in the tasks table: page 101 by cursor, as page 1
+    url = "/tasks?sort=-priority"
+    for _ in range(100):
+        html = client.get(url).content.decode()
+        url = "/tasks?" + re.search(r'href="\?([^"]*)" id="tasks-next"', html)[1].replace(
+            "&amp;", "&"
+        )
+    times = []
+    for _ in range(args.runs):
+        t = time.perf_counter()
+        client.get(url)
+        times.append(time.perf_counter() - t)
+    print(f"  tasks sorted by priority, page 101 by cursor: {_ms(times)}")
 
 
 if __name__ == "__main__":

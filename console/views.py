@@ -3,8 +3,11 @@ refreshes it; only parts that can change (active tasks) poll."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
+from datetime import datetime
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -29,6 +32,7 @@ from metastore.models import (
     TaskType,
 )
 from metastore.selectors import retention as retention_selectors
+from metastore.selectors import tasks as task_reads
 
 TASKS_PER_PAGE = 50
 COMMITS_PER_PAGE = 25
@@ -94,14 +98,21 @@ def tasks_page(request):
         {**filters, **({"sort": sort} if sort else {}), **({"group": group} if group else {})}
     )
     context = {"group": group, "groups": [], "group_by": selectors.TASK_GROUPS}
+    rows, page = [], None
     if group:
         context["groups"] = _task_group_rows(group, filters)
-        page = None
     else:
-        tasks = selectors.tasks_table(status=status, type=ttype, datasource=datasource, sort=sort)
-        page = Paginator(tasks, TASKS_PER_PAGE).get_page(request.GET.get("page"))
+        after = _task_cursor(request.GET.get("after"), sort)
+        rows, next_after = task_reads.tasks_page(
+            **filters, sort=sort, after=after, limit=TASKS_PER_PAGE
+        )
+        page = {
+            "total": selectors.tasks_table(**filters).count(),
+            "after": request.GET.get("after") if after is not None else "",
+            "next": _task_cursor_text(next_after),
+        }
     context |= {
-        "tasks": page.object_list if page else [],
+        "tasks": rows,
         "page": page,
         "status": status,
         "type": ttype,
@@ -115,6 +126,44 @@ def tasks_page(request):
     }
     partial = "partials/task_groups.html" if group else "partials/task_table.html"
     return _render(request, "console/tasks.html", partial, context)
+
+
+def _task_cursor_text(values: list | None) -> str:
+    """A tasks page's cursor for the URL (opaque: base64 of its JSON)."""
+    if values is None:
+        return ""
+    plain = [v.isoformat() if isinstance(v, datetime) else v for v in values]
+    return base64.urlsafe_b64encode(json.dumps(plain).encode()).decode()
+
+
+def _task_cursor(text: str | None, sort: str) -> list | None:
+    """The cursor `after` names, in its fields' types; None (the first page) when
+    absent or not a cursor of this sort."""
+    if not text:
+        return None
+    fields, _ = task_reads.task_order(sort)
+    try:
+        values = json.loads(base64.urlsafe_b64decode(text.encode()))
+        if not isinstance(values, list) or len(values) != len(fields):
+            return None
+        return [_cursor_value(f, v) for f, v in zip(fields, values, strict=True)]
+    except (ValueError, TypeError, binascii.Error):
+        return None
+
+
+def _cursor_value(field: str, value):
+    if field == "created_at":
+        found = datetime.fromisoformat(value)
+        if found.tzinfo is None:
+            raise ValueError("a time without its zone")
+        return found
+    if field == "priority":
+        if isinstance(value, bool) or not isinstance(value, int) or abs(value) >= 2**31:
+            raise ValueError("not a priority")
+        return value
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    return value
 
 
 def _exact(column: str, value: str) -> str:

@@ -301,3 +301,34 @@ def test_pages_at_a_narrow_width_do_not_scroll_sideways(console_page, cluster, p
     page.wait_for_load_state("networkidle")
     assert page.evaluate("document.documentElement.scrollWidth") <= 760
     assert not page.problems
+
+
+@pytest.mark.parametrize("sort", ["", "-priority", "priority", "type", "-datasource", "status"])
+def test_tasks_keyset_pages_cover_every_task_once_in_order(
+    logged_in, claimed_task, sort, monkeypatch
+):
+    from console import views
+    from metastore import services
+    from metastore.models import Task
+
+    monkeypatch.setattr(views, "TASKS_PER_PAGE", 2)
+    for name in ("wiki", "Wikipedia", "clicks", "wiki"):
+        claimed_task(name)
+    for priority in (90, 10, 50):
+        services.task_submit(
+            spec={"type": "kill", "dataSource": "b", "interval": "2024/2025",
+                  "context": {"priority": priority}}
+        )  # fmt: skip
+    url, seen = f"/tasks?sort={sort}" if sort else "/tasks", []
+    while url:
+        html = logged_in.get(url).content.decode()
+        seen += re.findall(r'<tr data-task="([^"]+)"', html)
+        found = re.search(r'href="\?([^"]*)" id="tasks-next"', html)
+        url = "/tasks?" + found[1].replace("&amp;", "&") if found else None
+    from metastore.selectors import tasks as task_reads
+
+    fields, descending = task_reads.task_order(sort)
+    expected = Task.objects.order_by(*(f"-{f}" if descending else f for f in fields))
+    assert seen == list(expected.values_list("id", flat=True))  # each once, in order
+    assert "(7 tasks)" in html
+    assert logged_in.get("/tasks?after=bm9wZQ==").status_code == 200  # not a cursor: page 1

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import BooleanField, Count, Max, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from metastore.models import ACTIVE_STATUSES, Task, TaskStatus
 
@@ -95,10 +96,43 @@ def tasks_table(
         # task's name would read the whole table to count the matches).
         text = datasource.casefold()
         qs = qs.filter(datasource__in=[n for n in task_datasources() if text in n.casefold()])
+    fields, descending = task_order(sort)
+    return qs.order_by(*(f"-{f}" if descending else f for f in fields))
+
+
+def task_order(sort: str | None) -> tuple[tuple[str, ...], bool]:
+    """The fields a tasks table `sort` orders by, and whether descending (an
+    unknown sort: newest first)."""
     if (sort or "").lstrip("-") not in TASK_SORTS:
         sort = "-created"
-    descending = sort.startswith("-")
-    return qs.order_by(*(f"-{f}" if descending else f for f in TASK_SORTS[sort.lstrip("-")]))
+    return TASK_SORTS[sort.lstrip("-")], sort.startswith("-")
+
+
+def tasks_page(
+    *,
+    status: str | None = None,
+    type: str | None = None,
+    datasource: str | None = None,
+    sort: str | None = None,
+    after: list | None = None,
+    limit: int = 50,
+) -> tuple[list[Task], list | None]:
+    """One page of `tasks_table` past the cursor `after` (the sort fields' values
+    of the last task shown, as `task_order` names them), and the next page's
+    cursor (None at the end). The cursor is a row-value bound of the sort's
+    index, so a page deep in 100,000 tasks costs what the first one does."""
+    qs = tasks_table(status=status, type=type, datasource=datasource, sort=sort)
+    fields, descending = task_order(sort)
+    if after is not None:
+        if len(after) != len(fields):
+            raise ValueError(f"a cursor of {len(fields)} values for this sort")
+        names = ", ".join(connection.ops.quote_name(Task._meta.get_field(f).column) for f in fields)
+        bound = f"({names}) {'<' if descending else '>'} ({', '.join(['%s'] * len(fields))})"
+        qs = qs.filter(RawSQL(bound, after, output_field=BooleanField()))
+    rows = list(qs[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, ([getattr(rows[-1], f) for f in fields] if more and rows else None)
 
 
 def task_datasources() -> list[str]:
