@@ -697,7 +697,22 @@ def apply_types(con, tree: dict, columns, strings: set[str] = frozenset()) -> No
             for node in list(_walk(part)):
                 _implicit_cast(con, node, kinds)
                 _constant(con, node, kinds)
+                _lenient_cast(node, kinds)
                 _time_argument(node, kinds)
+
+
+_NUMBER_TYPES = frozenset(
+    {"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "FLOAT", "REAL", "DOUBLE", "DECIMAL"}
+)
+
+
+def _lenient_cast(node: dict, kinds: _Kinds) -> None:
+    """CAST(text AS <number>): null for text that is not a number, as Druid's CAST."""
+    if node.get("class") != "CAST" or node.get("try_cast"):
+        return
+    target = str((node.get("type_expr") or {}).get("type_name", "")).upper()
+    if target in _NUMBER_TYPES and kinds.of(node["child"]) in ("string", "mv"):
+        node["try_cast"] = True
 
 
 def _constant(con, node: dict, kinds: _Kinds) -> None:
