@@ -289,6 +289,23 @@ CASES: list[tuple[str, str, object, bool]] = [
      [[6, 6, 6, 1.0, 6, 8, 4, 3, (1 + 1.7) / 3]], False),
     ("q_sort_on_post_aggregation", "SELECT dim1, MIN(m1) + MAX(m1) AS x FROM druid.foo GROUP BY dim1 ORDER BY x LIMIT 3",
      [["", 2.0], ["10.1", 4.0], ["2", 6.0]], True),
+    ("q_group_order_by_length", "SELECT dim1, SUBSTRING(dim1, 2) FROM druid.foo GROUP BY dim1 ORDER BY CHARACTER_LENGTH(dim1) DESC, dim1",
+     [["10.1", "0.1"], ["abc", "bc"], ["def", "ef"], ["1", N], ["2", N], ["", N]], True),
+    ("q_topn_select_projection", "SELECT dim1, SUBSTRING(dim1, 2) FROM druid.foo GROUP BY dim1 LIMIT 10",
+     [["", N], ["1", N], ["10.1", "0.1"], ["2", N], ["abc", "bc"], ["def", "ef"]], True),
+    ("q_union_all", "SELECT COUNT(*) FROM foo UNION ALL SELECT SUM(cnt) FROM foo UNION ALL SELECT COUNT(*) FROM foo", [[6], [6], [6]], False),
+    ("q_union_all_limit", "SELECT * FROM (SELECT COUNT(*) FROM foo UNION ALL SELECT SUM(cnt) FROM foo UNION ALL SELECT COUNT(*) FROM foo) LIMIT 2", [[6], [6]], False),
+    ("q_prune_dead_aggregators", "SELECT CASE 'foo' WHEN 'bar' THEN SUM(cnt) WHEN 'foo' THEN SUM(m1) WHEN 'baz' THEN SUM(m2) END FROM foo", [[21.0]], False),
+    ("q_prune_dead_aggregators_projection", "SELECT CASE 'foo' WHEN 'bar' THEN SUM(cnt) / 10 WHEN 'foo' THEN SUM(m1) / 10 WHEN 'baz' THEN SUM(m2) / 10 END FROM foo", [[2.1]], False),
+    ("q_prune_dead_aggregators_having", "SELECT CASE 'foo' WHEN 'bar' THEN SUM(cnt) WHEN 'foo' THEN SUM(m1) WHEN 'baz' THEN SUM(m2) END AS theCase FROM foo HAVING theCase = 21", [[21.0]], False),
+    ("q_group_case_when", "SELECT CASE EXTRACT(DAY FROM __time) WHEN m1 THEN 'match-m1' WHEN cnt THEN 'match-cnt' WHEN 0 THEN 'zero' END, COUNT(*) FROM druid.foo GROUP BY CASE EXTRACT(DAY FROM __time) WHEN m1 THEN 'match-m1' WHEN cnt THEN 'match-cnt' WHEN 0 THEN 'zero' END",
+     [[N, 2], ["match-cnt", 1], ["match-m1", 3]], True),
+    ("q_case_when_three_arg", "SELECT dim1, dim2, CASE WHEN dim1 = 'abc' THEN dim1 ELSE dim2 END FROM druid.foo WHERE CASE WHEN dim1 = 'abc' THEN dim1 ELSE dim2 END = 'abc'",
+     [["def", "abc", "abc"], ["abc", N, "abc"]], False),
+    ("q_case_when_two_arg", "SELECT dim1, dim2, CASE WHEN dim1 = 'def' THEN dim2 END FROM druid.foo WHERE CASE WHEN dim1 = 'def' THEN dim2 END = 'abc'",
+     [["def", "abc", "abc"]], False),
+    ("q_group_case_triple_and", "SELECT CASE WHEN m1 > 1 AND m1 < 5 AND cnt = 1 THEN 'x' ELSE NULL END, COUNT(*) FROM druid.foo GROUP BY 1",
+     [[N, 3], ["x", 3]], True),
 ]  # fmt: skip
 
 
