@@ -8,10 +8,14 @@ any other function -- one only DuckDB has -- is refused as Druid refuses it. The
 rewritten tree then goes through `metastore.sql_guard.check` like every query, so
 what runs is still only what the guard's allow-lists name.
 
-Druid's type rules follow (`apply_types`), given the kinds of the tables' columns:
-implicit casts of strings with numbers, multi-value string dimensions filtered by
-any value and unnested by GROUP BY; and the session's `sqlTimeZone`
-(metastore.sql_druid_time) moves timestamp literals and CURRENT_DATE to its clock.
+Before anything else a query's `?` parameters become literals of their types
+(`bind_parameters`), as Druid binds them. Druid's type rules follow
+(`apply_types`), given the kinds of the tables' columns: implicit casts of strings
+with numbers, multi-value string dimensions filtered by any value, unnested by
+GROUP BY and mapped over by string functions elsewhere; the session's
+`sqlTimeZone` (metastore.sql_druid_time) moves timestamp literals, CURRENT_DATE
+and calendar arithmetic to its clock; and a GROUP BY without ORDER BY answers in
+Druid's order, nulls first.
 
 Calls are found by the name the query wrote (read at the node's position in the
 text): DuckDB turns standard syntax into functions of its own (`EXTRACT(DOW FROM
@@ -324,6 +328,8 @@ def bind_parameters(con, tree: dict, params: list | None) -> None:
         if index >= len(params) or params[index] is UNBOUND:
             raise SqlRefused(f"No value bound for parameter (position [{index + 1}])")
         _replace(node, _template_node(con, _literal_sql(params[index])))
+    if len(params) > len(found):  # a client's mistake, not to be run as another query
+        raise SqlRefused(f"{len(params)} parameters given for {len(found)} ? placeholders")
 
 
 def _literal_sql(value) -> str:
@@ -697,7 +703,22 @@ def apply_types(con, tree: dict, columns, strings: set[str] = frozenset()) -> No
             for node in list(_walk(part)):
                 _implicit_cast(con, node, kinds)
                 _constant(con, node, kinds)
+                _lenient_cast(node, kinds)
                 _time_argument(node, kinds)
+
+
+_NUMBER_TYPES = frozenset(
+    {"BIGINT", "INTEGER", "INT", "SMALLINT", "TINYINT", "FLOAT", "REAL", "DOUBLE", "DECIMAL"}
+)
+
+
+def _lenient_cast(node: dict, kinds: _Kinds) -> None:
+    """CAST(text AS <number>): null for text that is not a number, as Druid's CAST."""
+    if node.get("class") != "CAST" or node.get("try_cast"):
+        return
+    target = str((node.get("type_expr") or {}).get("type_name", "")).upper()
+    if target in _NUMBER_TYPES and kinds.of(node["child"]) in ("string", "mv"):
+        node["try_cast"] = True
 
 
 def _constant(con, node: dict, kinds: _Kinds) -> None:

@@ -198,7 +198,24 @@ _add(
         + ") END"
     ),
 )
-_add("scalar", "string", "REGEXP_LIKE", (2, 2), "regexp_matches($a0, $a1)")
+
+
+def _regexp_like(call: Call) -> str:
+    """REGEXP_LIKE(expr, pattern): the pattern a string literal, as Druid requires."""
+    node = call.args[1]
+    literal = node.get("literal", {}) if node.get("class") == "CONSTANT" else {}
+    if literal.get("kind") == "NULL_LITERAL":
+        raise DruidFunctionRefused("Illegal use of 'NULL'")
+    if not literal:
+        raise DruidFunctionRefused("Argument to function 'REGEXP_LIKE' must be a literal")
+    if literal.get("kind") != "STRING":
+        raise DruidFunctionRefused(
+            "Cannot apply 'REGEXP_LIKE' to arguments of type 'REGEXP_LIKE(<CHAR>, <INTEGER>)'"
+        )
+    return "regexp_matches($a0, $a1)"
+
+
+_add("scalar", "string", "REGEXP_LIKE", (2, 2), _regexp_like)
 _add("scalar", "string", "REGEXP_REPLACE", (3, 3), _regexp_replace)
 _add("scalar", "string", "STRING_FORMAT", (1, None), lambda c: f"printf({_args(c)})")
 _refuse(

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 T2000, T2001 = "2000-01-01T00:00:00.000Z", "2001-01-01T00:00:00.000Z"
 _IN23 = ",".join(f"'{v}'" for v in ["abc", "def", "ghi", *(f"dummy{i}" for i in range(20))])
 _SIN, _COS = math.sin(math.pi / 6), math.cos(math.pi / 6)
+_FOO_TIMES = [f"{d}T00:00:00.000Z" for d in ("2000-01-01", "2000-01-02", "2000-01-03")] + [
+    f"{d}T00:00:00.000Z" for d in ("2001-01-01", "2001-01-02", "2001-01-03")
+]
 
 AB, BC = '["a","b"]', '["b","c"]'
 
@@ -251,6 +254,58 @@ CASES: list[tuple[str, str, object, bool]] = [
     ("q_trigonometry", "SELECT exp(count(*)) + 10, sin(pi / 6), cos(pi / 6), tan(pi / 6), cot(pi / 6), asin(exp(count(*)) / 2), acos(exp(count(*)) / 2), atan(exp(count(*)) / 2), atan2(exp(count(*)), 1) FROM druid.foo WHERE  dim2 = 0",
      [[11.0, _SIN, _COS, math.tan(math.pi / 6), _COS / _SIN, math.asin(0.5), math.acos(0.5), math.atan(0.5), math.atan2(1, 1)]], False),
     ("q_radians_degrees", "SELECT RADIANS(m1 * 15)/DEGREES(m2) FROM numfoo WHERE dim1 = '1'", [[math.radians(60) / math.degrees(4)]], False),
+    ("q_timestampdiff", "SELECT TIMESTAMPDIFF(DAY, TIMESTAMP '1999-01-01 00:00:00', __time), TIMESTAMPDIFF(DAY, __time, DATE '2001-01-01'), TIMESTAMPDIFF(HOUR, TIMESTAMP '1999-12-31 01:00:00', __time), TIMESTAMPDIFF(MINUTE, TIMESTAMP '1999-12-31 23:58:03', __time), TIMESTAMPDIFF(SECOND, TIMESTAMP '1999-12-31 23:59:03', __time), TIMESTAMPDIFF(MONTH, TIMESTAMP '1999-11-01 00:00:00', __time), TIMESTAMPDIFF(YEAR, TIMESTAMP '1996-11-01 00:00:00', __time), TIMESTAMPDIFF(QUARTER, TIMESTAMP '1996-10-01 00:00:00', __time), TIMESTAMPDIFF(WEEK, TIMESTAMP '1998-10-01 00:00:00', __time) FROM druid.foo LIMIT 2",
+     [[365, 366, 23, 1, 57, 2, 3, 13, 65], [366, 365, 47, 1441, 86457, 2, 3, 13, 65]], True),
+    ("q_timestamp_ceil", "SELECT CEIL(TIMESTAMP '2000-01-01 00:00:00' TO DAY), CEIL(TIMESTAMP '2000-01-01 01:00:00' TO DAY) FROM druid.foo LIMIT 1",
+     [[T2000, "2000-01-02T00:00:00.000Z"]], False),
+    ("q_nvl_columns", "SELECT NVL(dim2, dim1), COUNT(*) FROM druid.foo GROUP BY NVL(dim2, dim1)", [["", 1], ["10.1", 1], ["a", 2], ["abc", 2]], True),
+    ("q_group_literal_in_subquery", "SELECT t1, t2 FROM ( SELECT 'dummy' as t1, CASE WHEN dim4 = 'b' THEN dim4 ELSE NULL END AS t2 FROM numfoo GROUP BY dim4 ) GROUP BY t1,t2",
+     [["dummy", N], ["dummy", "b"]], True),
+    ("q_left_right", "SELECT dim1, LEFT(dim1, 2), RIGHT(dim1, 2) FROM druid.foo GROUP BY dim1",
+     [["", "", ""], ["1", "1", "1"], ["10.1", "10", ".1"], ["2", "2", "2"], ["abc", "ab", "bc"], ["def", "de", "ef"]], True),
+    ("q_group_desc_limit", "SELECT dim1 FROM druid.foo GROUP BY dim1 ORDER BY dim1 DESC LIMIT 2", [["def"], ["abc"]], True),
+    ("q_repeated_case_grouping", "SELECT CASE dim1 WHEN NULL THEN FALSE ELSE TRUE END AS col_a, CASE dim2 WHEN NULL THEN FALSE ELSE TRUE END AS col_b FROM foo GROUP BY 1, 2",
+     [[True, True]], False),
+    ("q_regexp_like_null_pattern", "SELECT REGEXP_LIKE('x', NULL)", Error("Illegal use of 'NULL'"), False),
+    ("q_regexp_like_column_pattern", "SELECT REGEXP_LIKE('x', dim1) FROM foo", Error("Argument to function 'REGEXP_LIKE' must be a literal"), False),
+    ("q_regexp_like_number_pattern", "SELECT REGEXP_LIKE('x', 1) FROM foo", Error("Cannot apply 'REGEXP_LIKE' to arguments"), False),
+    *[
+        (f"q_timestampadd_zero_{unit.lower()}", f'SELECT TIMESTAMPADD({unit}, 0, "__time") FROM druid.foo', [[t] for t in _FOO_TIMES], False)
+        for unit in ("DAY", "MONTH", "YEAR")
+    ],
+    ("q_long_filters", "SELECT COUNT(*) FROM druid.foo WHERE cnt >= 3 OR cnt = 1", [[6]], False),
+    ("q_long_float_range", "SELECT COUNT(*) FROM druid.foo WHERE cnt > 1.1 and cnt < 100000001.0", [[0]], False),
+    ("q_long_float_equal", "SELECT COUNT(*) FROM druid.foo WHERE cnt = 1.0", [[6]], False),
+    ("q_long_float_equal_none", "SELECT COUNT(*) FROM druid.foo WHERE cnt = 100000001.0", [[0]], False),
+    ("q_long_float_either", "SELECT COUNT(*) FROM druid.foo WHERE cnt = 1.0 or cnt = 100000001.0", [[6]], False),
+    ("q_long_two_points", "SELECT COUNT(*) FROM druid.foo WHERE cnt = 1 OR cnt = 2", [[6]], False),
+    ("q_string_as_number", "SELECT distinct dim1 FROM druid.foo WHERE dim1 = 10 OR (floor(CAST(dim1 AS float)) = 10.00 and CAST(dim1 AS float) > 9 and CAST(dim1 AS float) <= 10.5)",
+     [["10.1"]], False),
+    ("q_string_as_number_range", "SELECT distinct dim1 FROM druid.foo WHERE CAST(dim1 AS float) > 9 and CAST(dim1 AS float) <= 10.5", [["10.1"]], False),
+    ("q_long_aggregations", "SELECT  MIN(l1), MIN(cnt), MAX(l1) FROM druid.numfoo", [[0, 1, 325323]], False),
+    ("q_double_aggregations", "SELECT  MIN(dbl1), MAX(dbl1) FROM druid.numfoo", [[0.0, 1.7]], False),
+    ("q_float_aggregations", "SELECT  MIN(m1), MAX(m1) FROM druid.numfoo", [[1.0, 6.0]], False),
+    ("q_simple_aggregations", "SELECT COUNT(*), COUNT(cnt), COUNT(dim1), AVG(cnt), SUM(cnt), SUM(cnt) + MIN(cnt) + MAX(cnt), COUNT(dim2), COUNT(dbl1), AVG(dbl1) FROM druid.numfoo",
+     [[6, 6, 6, 1.0, 6, 8, 4, 3, (1 + 1.7) / 3]], False),
+    ("q_sort_on_post_aggregation", "SELECT dim1, MIN(m1) + MAX(m1) AS x FROM druid.foo GROUP BY dim1 ORDER BY x LIMIT 3",
+     [["", 2.0], ["10.1", 4.0], ["2", 6.0]], True),
+    ("q_group_order_by_length", "SELECT dim1, SUBSTRING(dim1, 2) FROM druid.foo GROUP BY dim1 ORDER BY CHARACTER_LENGTH(dim1) DESC, dim1",
+     [["10.1", "0.1"], ["abc", "bc"], ["def", "ef"], ["1", N], ["2", N], ["", N]], True),
+    ("q_topn_select_projection", "SELECT dim1, SUBSTRING(dim1, 2) FROM druid.foo GROUP BY dim1 LIMIT 10",
+     [["", N], ["1", N], ["10.1", "0.1"], ["2", N], ["abc", "bc"], ["def", "ef"]], True),
+    ("q_union_all", "SELECT COUNT(*) FROM foo UNION ALL SELECT SUM(cnt) FROM foo UNION ALL SELECT COUNT(*) FROM foo", [[6], [6], [6]], False),
+    ("q_union_all_limit", "SELECT * FROM (SELECT COUNT(*) FROM foo UNION ALL SELECT SUM(cnt) FROM foo UNION ALL SELECT COUNT(*) FROM foo) LIMIT 2", [[6], [6]], False),
+    ("q_prune_dead_aggregators", "SELECT CASE 'foo' WHEN 'bar' THEN SUM(cnt) WHEN 'foo' THEN SUM(m1) WHEN 'baz' THEN SUM(m2) END FROM foo", [[21.0]], False),
+    ("q_prune_dead_aggregators_projection", "SELECT CASE 'foo' WHEN 'bar' THEN SUM(cnt) / 10 WHEN 'foo' THEN SUM(m1) / 10 WHEN 'baz' THEN SUM(m2) / 10 END FROM foo", [[2.1]], False),
+    ("q_prune_dead_aggregators_having", "SELECT CASE 'foo' WHEN 'bar' THEN SUM(cnt) WHEN 'foo' THEN SUM(m1) WHEN 'baz' THEN SUM(m2) END AS theCase FROM foo HAVING theCase = 21", [[21.0]], False),
+    ("q_group_case_when", "SELECT CASE EXTRACT(DAY FROM __time) WHEN m1 THEN 'match-m1' WHEN cnt THEN 'match-cnt' WHEN 0 THEN 'zero' END, COUNT(*) FROM druid.foo GROUP BY CASE EXTRACT(DAY FROM __time) WHEN m1 THEN 'match-m1' WHEN cnt THEN 'match-cnt' WHEN 0 THEN 'zero' END",
+     [[N, 2], ["match-cnt", 1], ["match-m1", 3]], True),
+    ("q_case_when_three_arg", "SELECT dim1, dim2, CASE WHEN dim1 = 'abc' THEN dim1 ELSE dim2 END FROM druid.foo WHERE CASE WHEN dim1 = 'abc' THEN dim1 ELSE dim2 END = 'abc'",
+     [["def", "abc", "abc"], ["abc", N, "abc"]], False),
+    ("q_case_when_two_arg", "SELECT dim1, dim2, CASE WHEN dim1 = 'def' THEN dim2 END FROM druid.foo WHERE CASE WHEN dim1 = 'def' THEN dim2 END = 'abc'",
+     [["def", "abc", "abc"]], False),
+    ("q_group_case_triple_and", "SELECT CASE WHEN m1 > 1 AND m1 < 5 AND cnt = 1 THEN 'x' ELSE NULL END, COUNT(*) FROM druid.foo GROUP BY 1",
+     [[N, 3], ["x", 3]], True),
 ]  # fmt: skip
 
 

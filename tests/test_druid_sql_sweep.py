@@ -13,7 +13,7 @@ from druid_test_data import publish_foo, publish_numfoo
 
 pytestmark = pytest.mark.django_db
 
-PASSING_AT_LEAST = 149  # of 152; 111 before this sweep (issue 26 item 7)
+PASSING_AT_LEAST = 186  # of 189; 137 before this sweep (issue 26 item 7)
 
 
 def test_druid_sql_test_queries_answer_as_druid_answers_them(api_client, inline_spec):
