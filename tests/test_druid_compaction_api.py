@@ -320,3 +320,30 @@ def test_druid_fields_strata_cannot_take_are_refused_by_name(api_client):
     assert api_client.post(f"{BASE}/config/compaction", body, format="json").status_code == 200
     got = api_client.get(f"{BASE}/config/compaction/wikipedia_hour").json()["skipIntervals"]
     assert got == ["2024-01-01T00:00:00.000Z/2024-02-01T00:00:00.000Z"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_new_data_is_compacted_at_once_while_a_slot_is_free_not_a_period_later(
+    publish, no_queue, settings, monkeypatch
+):
+    import time
+
+    from workers import compaction_duty
+
+    services.compaction_config_set(data={"dataSource": "wiki", "skipOffsetFromLatest": "PT0S"})
+    settings.STRATA_COMPACTION_PERIOD_SECONDS = 3600
+    monkeypatch.setattr(compaction_duty, "SLOT_POLL_SECONDS", 0.1)
+    duty = compaction_duty.CompactionDutyThread()
+    duty.thread.start()
+    try:
+        time.sleep(0.5)
+        assert not Task.objects.filter(type="compact").exists()  # nothing yet, an hour to go
+        publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 2})  # an append ends
+        deadline = time.monotonic() + 20
+        while not Task.objects.filter(type="compact").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (task,) = Task.objects.filter(type="compact")
+        assert task.spec["ioConfig"]["inputSpec"]["interval"].startswith("2024-01-01")
+    finally:
+        duty.stop.set()
+        duty.thread.join(timeout=10)

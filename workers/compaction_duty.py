@@ -57,9 +57,10 @@ SLOT_POLL_SECONDS = 2.0
 
 class CompactionDutyThread:
     """Runs `run_once` every STRATA_COMPACTION_PERIOD_SECONDS (0 or less: never),
-    and also as soon as a compaction task ends between runs: its slot goes to the
-    next awaiting interval at once, as Druid's compaction supervisors do, instead
-    of a period later."""
+    and also as soon as a compaction task ends between runs (its slot goes to the
+    next awaiting interval at once, as Druid's compaction supervisors do) or new
+    data lands in a dataSource with auto-compaction on (an interval it made
+    eligible is submitted while a slot is free), instead of a period later."""
 
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -69,7 +70,7 @@ class CompactionDutyThread:
         from django.db import connection
         from django.utils import timezone
 
-        from metastore.selectors.compaction import compaction_ended_since
+        from metastore.selectors.compaction import compaction_ended_since, data_landed_since
 
         period = float(settings.STRATA_COMPACTION_PERIOD_SECONDS)
         if period <= 0:
@@ -80,7 +81,7 @@ class CompactionDutyThread:
             while not self.stop.wait(min(period, SLOT_POLL_SECONDS)):
                 try:
                     due = time.monotonic() - last_run >= period
-                    if due or compaction_ended_since(last_wall):
+                    if due or compaction_ended_since(last_wall) or data_landed_since(last_wall):
                         last_run, last_wall = time.monotonic(), timezone.now()
                         run_once()
                 except Exception:  # the database is away: the next round tries again

@@ -20,6 +20,7 @@ from metastore.models import (
     Segment,
     Task,
     TaskLock,
+    TaskStatus,
     TaskType,
 )
 from metastore.selectors.timeline import timeline_for
@@ -158,6 +159,20 @@ def compaction_facts(*, datasource: str, now: datetime | None = None) -> Facts:
 def compaction_ended_since(since: datetime) -> bool:
     """A compaction task ended after `since` (its slot is free again)."""
     return Task.objects.filter(type=TaskType.COMPACT, ended_at__gt=since).exists()
+
+
+def data_landed_since(since: datetime) -> bool:
+    """A task other than a compaction succeeded after `since` on a dataSource
+    with auto-compaction on: what it published may have made intervals eligible."""
+    return (
+        Task.objects.filter(
+            ended_at__gt=since,
+            status=TaskStatus.SUCCESS,
+            datasource__in=CompactionConfig.objects.values("datasource"),
+        )
+        .exclude(type=TaskType.COMPACT)
+        .exists()
+    )
 
 
 def active_compaction_tasks() -> int:
