@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from metastore.druid.errors import SpecError
 from metastore.druid.fields import allow, object_at, string_at
-from metastore.intervals import Interval
+from metastore.intervals import parse_ts
 
 TIMESTAMP_FORMATS = ("iso", "auto", "millis", "posix", "micro", "nano", "ruby")
 TIMESTAMP_SPEC_FIELDS = {"column", "format", "missingValue"}
@@ -47,7 +47,7 @@ def timestamp_spec(schema: dict) -> TimestampSpec:
         if not isinstance(missing, str):
             raise SpecError(f"{path}.missingValue", "must be an ISO timestamp string")
         try:
-            Interval.parse(f"{missing}/{missing}")
+            parse_ts(missing)  # an instant in the years 1-9999, never clamped as interval ends are
         except ValueError:
             raise SpecError(
                 f"{path}.missingValue", f"{missing!r} is not an ISO timestamp"
