@@ -55,6 +55,7 @@ def get_spark(
             SparkSession.builder.master(master)
             .appName(app_name or f"strata-worker-{os.getpid()}")
             .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.caseSensitive", "true")  # as Druid's column names
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
             .config("spark.default.parallelism", str(shuffle_partitions))
             .config("spark.driver.memory", driver_memory)
