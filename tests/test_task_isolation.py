@@ -127,6 +127,8 @@ def assert_stopped_in_time(task: Task, asked: float, ended: float) -> None:
     machine the request itself can take seconds)."""
     stop_s = (task.ended_at - task.cancel_requested_at).total_seconds()
     seen = f"{ended - asked:.1f} s from sending the request; stop report {task.report.get('stop')}"
+    phase = (task.report.get("stop") or {}).get("phase") or "?"
+    print(f"stop latency: phase {phase}: {stop_s:.2f} s ({task.status}; {seen})")  # for `-s`
     assert stop_s < STOP_LIMIT_S, f"stopped {stop_s:.1f} s after the request ({seen})"
 
 
