@@ -6,6 +6,7 @@ reads it: INFORMATION_SCHEMA and segmentMetadata type it FLOAT, rollup groups ro
 by the float value (0.1 and 0.100000001 are both 0.1f: one row), Druid SQL prints it
 as Java prints a float (`0.1`) and SUM reads the float widened to double
 (0.10000000149011612), a native scan returns `0.1`. A `double` dimension stays DOUBLE.
+Compaction (which reads the segment's columns back) keeps the FLOAT column.
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ def sql(text: str) -> list[list]:
     return query.run_query(sql=text).rows
 
 
+def _float_type_and_values() -> tuple[list, list]:
+    types = sql(
+        "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_NAME = 'floats' AND COLUMN_NAME IN ('f', 'd') ORDER BY 1"
+    )
+    return types, sql('SELECT f, d, "count" FROM floats')
+
+
 def test_float_dimensions_are_druids_float_columns(run_spec, inline_spec, api_client):
     spec = inline_spec(
         "floats",
@@ -39,11 +48,8 @@ def test_float_dimensions_are_druids_float_columns(run_spec, inline_spec, api_cl
     )
     assert run_spec(spec).status == TaskStatus.SUCCESS
 
-    assert sql(
-        "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS "
-        "WHERE TABLE_NAME = 'floats' AND COLUMN_NAME IN ('f', 'd') ORDER BY 1"
-    ) == [["d", "DOUBLE"], ["f", "FLOAT"]]
-    assert sql('SELECT f, d, "count" FROM floats') == [[0.1, 0.5, 2]]
+    stored = ([["d", "DOUBLE"], ["f", "FLOAT"]], [[0.1, 0.5, 2]])
+    assert _float_type_and_values() == stored
     assert sql("SELECT SUM(f) FROM floats") == [[0.10000000149011612]]
 
     body = {"queryType": "segmentMetadata", "dataSource": "floats", "merge": True}
@@ -57,3 +63,11 @@ def test_float_dimensions_are_druids_float_columns(run_spec, inline_spec, api_cl
     response = api_client.post("/druid/v2", body, format="json")
     assert response.status_code == 200, response.content
     assert response.json()[0]["events"] == [{"f": 0.1, "d": 0.5}]
+
+    compact = {
+        "type": "compact",
+        "dataSource": "floats",
+        "ioConfig": {"type": "compact", "inputSpec": {"type": "interval", "interval": "2024/2025"}},
+    }
+    assert run_spec(compact).status == TaskStatus.SUCCESS
+    assert _float_type_and_values() == stored
