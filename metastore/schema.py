@@ -98,7 +98,9 @@ def arrow_dimension_type(arrow_type: str) -> str:
     """A dimension type from a Parquet/Arrow type name (`pyarrow.DataType.__str__`)."""
     if arrow_type.startswith(("int", "uint")):
         return "long"
-    if arrow_type in ("double", "float", "halffloat") or arrow_type.startswith("decimal"):
+    if arrow_type in ("float", "halffloat"):
+        return "float"  # Druid's 32-bit FLOAT column
+    if arrow_type == "double" or arrow_type.startswith("decimal"):
         return "double"
     return "string"
 
@@ -142,6 +144,8 @@ def schema_from_ingestion_spec(
             dims.append((d, "string"))
         elif isinstance(d, Mapping) and isinstance(d.get("name"), str):
             kind = d.get("type", "string")
+            # Only the data migration reads specs here, for segments written when
+            # float dimensions were stored as doubles.
             kind = "double" if kind == "float" else kind
             dims.append((d["name"], kind if kind in _DIMENSION_TYPES else "string"))
     dims = [d for d in dims if d[0] not in excluded]

@@ -31,7 +31,8 @@ _SPATIAL = "spatial indexes are outside Strata's scope; ingest the coordinates a
 
 @dataclass(frozen=True)
 class Dimension:
-    """type: string, long, double, json (Druid's json nested columns, stored as
+    """type: string, long, double, float (Druid's 32-bit FLOAT column, stored as a
+    Parquet FLOAT), json (Druid's json nested columns, stored as
     JSON text) or auto (typed by its input as Druid's `auto` is: a column of
     booleans or integers is a long dimension, booleans 1/0 as with Druid's default
     `druid.expressions.useStrictBooleans`; floating point is double; anything
@@ -119,7 +120,7 @@ def _dimension(d, dpath: str, ignored: list[str]) -> Dimension:
             + (f"; castToType {cast} is kept as JSON text too" if cast else "")
         )
         return Dimension(name, "auto" if dtype == "auto" and not cast else "json")
-    return Dimension(name, "double" if dtype == "float" else dtype, handling or "SORTED_ARRAY")
+    return Dimension(name, dtype, handling or "SORTED_ARRAY")
 
 
 def dimensions_spec(schema: dict, ignored: list[str]) -> DimensionsSpec:

@@ -236,8 +236,8 @@ def number_col(raw: str, kind: str, dtype: str = "string") -> tuple[str, str]:
         value = (
             f"coalesce(try_cast({text} AS BIGINT), try_cast(try_cast({text} AS DOUBLE) AS BIGINT))"
         )
-    else:
-        value = f"try_cast({text} AS DOUBLE)"
+    else:  # a float is parsed as Java's Float.parseFloat (Spark's cast), not via a double
+        value = f"try_cast({text} AS {_sql_type(kind)})"
     return value, f"({raw} IS NOT NULL AND {text} != '' AND {value} IS NULL)"
 
 
