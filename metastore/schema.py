@@ -26,13 +26,13 @@ _COMBINING_TYPE = {
     "count": "longSum",
     "longSum": "longSum",
     "doubleSum": "doubleSum",
-    "floatSum": "doubleSum",
+    "floatSum": "floatSum",  # a FLOAT column stays FLOAT
     "longMin": "longMin",
     "longMax": "longMax",
     "doubleMin": "doubleMin",
     "doubleMax": "doubleMax",
-    "floatMin": "doubleMin",
-    "floatMax": "doubleMax",
+    "floatMin": "floatMin",
+    "floatMax": "floatMax",
     "hyperUnique": "hyperUnique",  # a hyperUnique over sketches unions them
     # DataSketches metrics over a column of sketches union them (workers/jobs/rollup.py).
     "thetaSketch": "thetaSketch",

@@ -473,7 +473,7 @@ def test_csv_with_explicit_columns_and_perfect_rollup(wiki_dir):
     assert ingestion.input.csv_skip_header_rows == 1
     assert [(m.type, m.name, m.field_name) for m in ingestion.metrics] == [
         ("count", "count", None),
-        ("doubleSum", "added", "added"),  # float aggregators are computed as double
+        ("floatSum", "added", "added"),  # Druid's FLOAT column (tests/test_float_metrics.py)
     ]
     assert ingestion.partitions.type == "hashed" and ingestion.partitions.num_shards == 3
     assert ingestion.partitions.partition_dimensions == ("page",)

@@ -12,6 +12,9 @@ from metastore.druid.fields import allow, first_duplicate, int_at, none_as, obje
 FIRST_LAST_TYPES = tuple(
     f"{kind}{end}" for kind in ("string", "long", "double", "float") for end in ("First", "Last")
 )
+# Stored as Druid's FLOAT column: FloatSumAggregator keeps a `float` sum, its
+# factory's intermediate and result types are FLOAT (likewise floatMin/floatMax).
+FLOAT_VALUE_TYPES = ("floatSum", "floatMin", "floatMax")
 KLL_TYPES = (
     "KllDoublesSketch",
     "KllFloatsSketch",
@@ -357,6 +360,8 @@ def _metric(m, mpath: str, ignored: list[str]) -> Metric:
         canonical = _CANONICAL[mtype]
     elif mtype in SKETCH_TYPES or mtype in STATS_TYPES or mtype in APPROX_HISTOGRAM_TYPES:
         canonical = mtype
+    elif mtype in FLOAT_VALUE_TYPES:
+        canonical = mtype  # Druid's 32-bit FLOAT column, a float running value
     else:
         canonical = mtype.replace("float", "double")
     return Metric(canonical, name, field_name, size, options)
@@ -412,6 +417,8 @@ def input_number_type(m: Metric, kind: str) -> str:
         return input_type if input_type in ("long", "double") else "float"
     if kind in NUMBER_INPUT_KINDS:
         return NUMBER_INPUT_KINDS[kind]
+    if m.type in FLOAT_VALUE_TYPES:
+        return "float"
     return "long" if m.type.startswith("long") else "double"
 
 

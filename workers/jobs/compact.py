@@ -66,6 +66,11 @@ def _finest(granularities: Sequence[str]) -> str:
     return min(granularities, key=GRANULARITY_NAMES.index)
 
 
+# A float metric in one input and a double one in another (segments written before
+# float metrics were FLOAT columns) combine as the double, as Druid merges the types.
+_WIDENED = [{f"float{op}", f"double{op}"} for op in ("Sum", "Min", "Max")]
+
+
 def merged_input_schema(schemas: Sequence[dict]) -> tuple[list[Dimension], list[Metric], bool, str]:
     """(dimensions, combining metrics, rollup, queryGranularity) of the inputs: the
     union of their dimensions (a name typed differently becomes a string), each
@@ -82,7 +87,9 @@ def merged_input_schema(schemas: Sequence[dict]) -> tuple[list[Dimension], list[
             combining = m.get("combining") or {}
             metric = Metric(combining.get("type"), m["name"], combining.get("fieldName", m["name"]))
             known = metrics.get(m["name"])
-            if known is not None and known.type != metric.type:
+            if known is not None and {known.type, metric.type} in _WIDENED:
+                metric = Metric(known.type.replace("float", "double"), m["name"], metric.field_name)
+            elif known is not None and known.type != metric.type:
                 raise CompactionInputs(
                     f"metric {m['name']!r} is combined as {known.type} in one input segment "
                     f"and as {metric.type} in another; give metricsSpec"

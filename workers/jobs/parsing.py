@@ -1195,7 +1195,7 @@ def _value_type(m: Metric) -> str:
         return input_number_type(m, "variance")
     if m.type in FIRST_LAST_TYPES:
         return f"{m.type.removesuffix('First').removesuffix('Last')}:{m.size or 1024}"
-    return "long" if m.type.startswith("long") else "double"
+    return input_number_type(m, "value")
 
 
 def _first_last_value(m: Metric, cols: _RawColumns, typed: _Typed) -> str:

@@ -45,6 +45,8 @@ KLL_K = 128  # Druid's quantilesDoublesSketch default k
 _SKETCH_BUILDS = ("distinct", "theta", "kll", "kll_float", "histogram")
 _PASSED = ("sketch", "theta_union", "kll_merge", "kll_float_merge")
 _PASSED += ("variance_merge", "histogram_merge", "pair")
+# Sums and the type of their column (floatSum: Druid's 32-bit FLOAT column).
+_SUM_TYPES = {"longSum": "long", "doubleSum": "double", "floatSum": "float"}
 HISTOGRAM_FIELDS = (
     "lowerLimit",
     "upperLimit",
@@ -195,9 +197,9 @@ def _aggregation(inp: MetricInput):
     if kind == "pair":
         # (time, value) structs order by time first: the earliest / latest row.
         return F.min(src) if m.type.endswith("First") else F.max(src)
-    if m.type in ("longSum", "doubleSum"):
-        zero = F.lit(0).cast("long" if m.type == "longSum" else "double")
-        return F.coalesce(F.sum(src), zero)
+    if m.type in _SUM_TYPES:
+        kind = _SUM_TYPES[m.type]  # Spark sums a float column as a double: rounded to float
+        return F.coalesce(F.sum(src).cast(kind), F.lit(0).cast(kind))
     return F.min(src) if m.type.endswith("Min") else F.max(src)  # *Min / *Max
 
 
@@ -233,9 +235,8 @@ def metric_projections(inputs: Sequence[MetricInput]) -> list:
                 ),
                 F.lit(0.0).alias("nvariance"),
             )
-        elif m.type in ("longSum", "doubleSum"):
-            zero = F.lit(0).cast("long" if m.type == "longSum" else "double")
-            value = F.coalesce(F.col(inp.column), zero)
+        elif m.type in _SUM_TYPES:
+            value = F.coalesce(F.col(inp.column), F.lit(0).cast(_SUM_TYPES[m.type]))
         else:
             value = F.col(inp.column)
         out.append(value.alias(m.name))
