@@ -8,7 +8,8 @@ Ingested on real Spark by the runner with rollup: 0.1 and 0.100000001 are both
 0.1f, so floatSum stores 0.2f (SQL prints 0.2, not 0.200000001), floatMin and
 floatMax 0.1f. INFORMATION_SCHEMA and segmentMetadata type the columns FLOAT,
 SQL SUM widens the float to double as Druid does, a native floatSum over the
-column reads 0.2. Compaction re-aggregates the stored metrics and keeps FLOAT.
+column reads 0.2. A floatLast keeps a (time, float) pair, Druid's
+COMPLEX<serializablePairLongFloat>. Compaction re-aggregates the stored metrics and keeps FLOAT.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def test_float_metrics_are_druids_float_columns(run_spec, inline_spec, api_clien
             ("floatSum", "floatMin", "floatMax", "doubleSum"), METRICS, strict=True
         )
     ]
+    metrics.append({"type": "floatLast", "name": "flast", "fieldName": "v"})
     spec = inline_spec(
         "fmetrics", data="\n".join(map(json.dumps, ROWS)), metrics=metrics, query_granularity="DAY"
     )
@@ -71,8 +73,16 @@ def test_float_metrics_are_druids_float_columns(run_spec, inline_spec, api_clien
 
     body = {"queryType": "timeseries", "dataSource": "fmetrics", "intervals": ["2024/2025"]}
     body["granularity"] = "all"
-    body["aggregations"] = [{"type": "floatSum", "name": "s", "fieldName": "fsum"}]
-    assert _post(api_client, body)[0]["result"] == {"s": 0.2}
+    body["aggregations"] = [
+        {"type": "floatSum", "name": "s", "fieldName": "fsum"},
+        {"type": "floatLast", "name": "last", "fieldName": "flast"},
+    ]
+    assert _post(api_client, body)[0]["result"] == {"s": 0.2, "last": 0.1}
+    pair = sql(
+        "SELECT DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_NAME = 'fmetrics' AND COLUMN_NAME = 'flast'"
+    )
+    assert pair == [["COMPLEX<serializablePairLongFloat>"]]
 
     compact = {
         "type": "compact",

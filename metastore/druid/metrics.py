@@ -13,8 +13,9 @@ FIRST_LAST_TYPES = tuple(
     f"{kind}{end}" for kind in ("string", "long", "double", "float") for end in ("First", "Last")
 )
 # Stored as Druid's FLOAT column: FloatSumAggregator keeps a `float` sum, its
-# factory's intermediate and result types are FLOAT (likewise floatMin/floatMax).
-FLOAT_VALUE_TYPES = ("floatSum", "floatMin", "floatMax")
+# factory's intermediate and result types are FLOAT (likewise floatMin/floatMax);
+# floatFirst/floatLast keep a (time, float) pair.
+FLOAT_VALUE_TYPES = ("floatSum", "floatMin", "floatMax", "floatFirst", "floatLast")
 KLL_TYPES = (
     "KllDoublesSketch",
     "KllFloatsSketch",
@@ -104,7 +105,7 @@ _QUERY_TIME = "a query-time option; the stored sketch is the same"
 
 @dataclass(frozen=True)
 class Metric:
-    """type is canonical: float* metrics are double*; sketches keep Druid's names.
+    """type is canonical: Druid's name (float* stay float*, 32-bit FLOAT values).
     `size` is the sketch's accuracy parameter: thetaSketch lgNomEntries,
     HLLSketchBuild lgK, quantilesDoublesSketch / Kll*Sketch / approxHistogram k
     (Spark's KLL sketch)."""
@@ -356,15 +357,8 @@ def _metric(m, mpath: str, ignored: list[str]) -> Metric:
     options = _options(m, mtype, mpath, ignored)
     if m.get("shouldFinalize") is not None:
         ignored.append(f"{mpath}.shouldFinalize: {_QUERY_TIME}")
-    if mtype in _CANONICAL:
-        canonical = _CANONICAL[mtype]
-    elif mtype in SKETCH_TYPES or mtype in STATS_TYPES or mtype in APPROX_HISTOGRAM_TYPES:
-        canonical = mtype
-    elif mtype in FLOAT_VALUE_TYPES:
-        canonical = mtype  # Druid's 32-bit FLOAT column, a float running value
-    else:
-        canonical = mtype.replace("float", "double")
-    return Metric(canonical, name, field_name, size, options)
+    # float* metrics keep their type: Druid's FLOAT values (FLOAT_VALUE_TYPES)
+    return Metric(_CANONICAL.get(mtype, mtype), name, field_name, size, options)
 
 
 # How a metric's input column feeds it (workers/jobs/parsing.py, rollup.py): the

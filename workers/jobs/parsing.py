@@ -1203,9 +1203,7 @@ def _first_last_value(m: Metric, cols: _RawColumns, typed: _Typed) -> str:
     kind = m.type[: -len("First") if m.type.endswith("First") else -len("Last")]
     if kind == "string":  # Druid's maxStringBytes
         return f"substring({cols.text(m.field_name)}, 1, {int(m.size or 1024)})"
-    value, bad = number_col(
-        cols.col(m.field_name), "long" if kind == "long" else "double", cols.type(m.field_name)
-    )
+    value, bad = number_col(cols.col(m.field_name), kind, cols.type(m.field_name))
     typed.errors.append((bad, f"{m.field_name} is not a {kind}"))
     return value
 
