@@ -104,3 +104,28 @@ def test_compaction_merges_an_older_double_metric_with_a_float_one_as_double():
         metrics = merged_input_schema(schemas)[1]
         assert [(m.type, m.name, m.field_name) for m in metrics] == [("doubleSum", "fsum", "fsum")]
     assert [m.type for m in merged_input_schema([new, new])[1]] == ["floatSum"]
+
+
+def test_compaction_of_a_double_segment_and_a_float_one_writes_a_double(run_spec, inline_spec):
+    """Segments written before float metrics were FLOAT columns hold doubles: compacting
+    them with FLOAT ones reads the floats widened and writes doubles, as Druid merges."""
+    for kind, ts in (("double", "2024-01-01T01:00:00Z"), ("float", "2024-01-02T01:00:00Z")):
+        data = json.dumps({"ts": ts, "v": 0.1})
+        metrics = [
+            {"type": f"{kind}Sum", "name": "fsum", "fieldName": "v"},
+            {"type": f"{kind}Last", "name": "flast", "fieldName": "v"},
+        ]
+        assert run_spec(inline_spec("mixed", data=data, metrics=metrics)).status == "SUCCESS"
+    compact = {
+        "type": "compact",
+        "dataSource": "mixed",
+        "ioConfig": {"type": "compact", "inputSpec": {"type": "interval", "interval": "2024/2025"}},
+        "granularitySpec": {"segmentGranularity": "YEAR"},
+    }
+    assert run_spec(compact).status == TaskStatus.SUCCESS
+    assert sql("SELECT fsum FROM mixed ORDER BY __time") == [[0.1], [0.10000000149011612]]
+    types = "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = "
+    assert sql(types + "'mixed' AND COLUMN_NAME IN ('fsum', 'flast') ORDER BY 1") == [
+        ["flast", "COMPLEX<serializablePairLongDouble>"],
+        ["fsum", "DOUBLE"],
+    ]

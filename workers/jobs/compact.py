@@ -68,7 +68,7 @@ def _finest(granularities: Sequence[str]) -> str:
 
 # A float metric in one input and a double one in another (segments written before
 # float metrics were FLOAT columns) combine as the double, as Druid merges the types.
-_WIDENED = [{f"float{op}", f"double{op}"} for op in ("Sum", "Min", "Max")]
+_WIDENED = [{f"float{op}", f"double{op}"} for op in ("Sum", "Min", "Max", "First", "Last")]
 
 
 def merged_input_schema(schemas: Sequence[dict]) -> tuple[list[Dimension], list[Metric], bool, str]:

@@ -792,12 +792,32 @@ def _files_schema(files: Sequence[str]):
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StructField, StructType
 
+    schemas = [pq.read_schema(f) for f in files]
     try:
-        unified = pa.unify_schemas([pq.read_schema(f) for f in files])
+        try:
+            unified = pa.unify_schemas(schemas)
+        except pa.ArrowException:  # a FLOAT column here, a DOUBLE one there: read as double
+            unified = pa.unify_schemas([_float_widened(s) for s in schemas])
         spark_schema = from_arrow_schema(unified, prefer_timestamp_ntz=False)
     except Exception:  # noqa: BLE001 - any type Spark's own merge may still read
         return None
     return StructType([StructField(f.name, f.dataType, True) for f in spark_schema.fields])
+
+
+def _float_widened(schema):
+    """`schema` with its 32-bit float columns (and struct fields) as doubles, as Druid
+    merges a FLOAT column with a DOUBLE one (segments written before float dimensions
+    and metrics were FLOAT columns)."""
+    import pyarrow as pa
+
+    def widen(t):
+        if pa.types.is_float32(t):
+            return pa.float64()
+        if pa.types.is_struct(t):
+            return pa.struct([f.with_type(widen(f.type)) for f in t])
+        return t
+
+    return pa.schema([f.with_type(widen(f.type)) for f in schema], metadata=schema.metadata)
 
 
 # --- parsing -----------------------------------------------------------------------
