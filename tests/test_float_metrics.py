@@ -116,6 +116,7 @@ def test_compaction_of_a_double_segment_and_a_float_one_writes_a_double(run_spec
             {"type": f"{kind}Last", "name": "flast", "fieldName": "v"},
         ]
         assert run_spec(inline_spec("mixed", data=data, metrics=metrics)).status == "SUCCESS"
+    assert sql("SELECT fsum FROM mixed ORDER BY __time") == [[0.1], [0.10000000149011612]]
     compact = {
         "type": "compact",
         "dataSource": "mixed",
