@@ -71,3 +71,14 @@ def test_float_dimensions_are_druids_float_columns(run_spec, inline_spec, api_cl
     }
     assert run_spec(compact).status == TaskStatus.SUCCESS
     assert _float_type_and_values() == stored
+
+
+@pytest.mark.django_db(False)
+def test_compaction_merges_a_float_dimension_with_an_older_double_one_as_double():
+    from workers.jobs.compact import merged_input_schema
+
+    old = {"dimensions": [{"name": "f", "type": "double"}, {"name": "s", "type": "string"}]}
+    new = {"dimensions": [{"name": "f", "type": "float"}, {"name": "s", "type": "long"}]}
+    for schemas in ([old, new], [new, old]):
+        dims = merged_input_schema(schemas)[0]
+        assert [(d.name, d.type) for d in dims] == [("f", "double"), ("s", "string")]

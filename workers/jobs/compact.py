@@ -82,7 +82,10 @@ def merged_input_schema(schemas: Sequence[dict]) -> tuple[list[Dimension], list[
     for schema in schemas:
         for d in schema.get("dimensions") or []:
             known = dims.get(d["name"])
-            dims[d["name"]] = d["type"] if known in (None, d["type"]) else "string"
+            if {known, d["type"]} == {"float", "double"}:  # read widened, as Druid merges
+                dims[d["name"]] = "double"
+            else:
+                dims[d["name"]] = d["type"] if known in (None, d["type"]) else "string"
         for m in schema.get("metrics") or []:
             combining = m.get("combining") or {}
             metric = Metric(combining.get("type"), m["name"], combining.get("fieldName", m["name"]))
