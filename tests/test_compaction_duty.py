@@ -360,7 +360,7 @@ def test_submitted_task_uses_concurrent_locks_and_the_config_priority():
         ),
         ({"dataSource": "w", "skipOffsetFromLatst": "P1D"}, "skipOffsetFromLatst"),
         ({"dataSource": "w", "skipIntervals": "2024-01-01/2024-01-02"}, "skipIntervals"),
-        ({"dataSource": "w", "skipIntervals": ["2024-01-01/P1D", "x"]}, "skipIntervals[0]"),
+        ({"dataSource": "w", "skipIntervals": ["2024-01-01/P1D", "x"]}, "skipIntervals[1]"),
         ({"dataSource": "w", "projections": []}, "projections"),
         ({"dataSource": "w", "baseTable": {}}, "baseTable"),
         ({"dataSource": "w", "skipOffsetFromNow": "P1D"}, "skipOffsetFromNow"),
