@@ -358,7 +358,10 @@ NATIVE_REQUEST = {
             "dataSource": {
                 "oneOf": [
                     {"type": "string", "minLength": 1},
-                    json_object("a table dataSource: {'type': 'table', 'name': ...}"),
+                    json_object(
+                        "a dataSource object: table, union, inline, query, join or unnest "
+                        "(lookup refused: Strata has no lookups)"
+                    ),
                 ]
             },
             "context": json_object("timeout (ms), priority (accepted, unused), ..."),
