@@ -310,16 +310,7 @@ def bind_parameters(con, tree: dict, params: list | None) -> None:
     like any timestamp literal), a date a DATE, a list an ARRAY, None NULL. So
     Druid's implicit casts and time zone apply to a parameter as to what it stands for."""
     params = params or []
-    stack: list = [tree["statements"][0]["node"]]
-    found = []
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, dict):
-            if item.get("class") == "PARAMETER":
-                found.append(item)
-            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+    found = _nodes_where(tree, lambda item: item.get("class") == "PARAMETER")
     for node in found:
         identifier = str(node.get("identifier", ""))
         if not identifier.isdigit():
@@ -510,17 +501,22 @@ _AGGREGATES = frozenset(AGGREGATE_FUNCTIONS) | {
 }  # the lambda parameter standing for one value of a multi-value string
 
 
-def _query_nodes(tree: dict) -> list[dict]:
+def _nodes_where(tree: dict, predicate) -> list[dict]:
+    """Every node of the statement's parse tree (the engine's JSON form) `predicate` holds for."""
     found, stack = [], [tree["statements"][0]["node"]]
     while stack:
         item = stack.pop()
         if isinstance(item, list):
             stack.extend(item)
         elif isinstance(item, dict):
-            if item.get("type") == "SELECT_NODE":
+            if predicate(item):
                 found.append(item)
             stack.extend(v for v in item.values() if isinstance(v, dict | list))
     return found
+
+
+def _query_nodes(tree: dict) -> list[dict]:
+    return _nodes_where(tree, lambda item: item.get("type") == "SELECT_NODE")
 
 
 def _ctes_in(tree: dict) -> dict[str, dict]:
