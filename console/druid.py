@@ -340,14 +340,11 @@ class TaskList(DruidView):
             if state not in _STATES:
                 raise SpecError("state", f"invalid state {state!r}; accepted: {', '.join(_STATES)}")
         tasks = selectors.tasks_list(
+            statuses=_STATES[state] if state else None,
             datasource=request.query_params.get("datasource"),
             type=request.query_params.get("type"),
+            created=_created_interval(request),
         )
-        if state:
-            tasks = tasks.filter(status__in=_STATES[state])
-        created = _created_interval(request)
-        if created is not None:
-            tasks = tasks.filter(created_at__gte=created.start, created_at__lt=created.end)
         max_param = request.query_params.get("max")
         if max_param is not None:
             most = parse_natural(max_param)
@@ -556,10 +553,8 @@ class MarkSegments(DruidView):
                 raise SpecError("interval", f"malformed interval: {exc}") from None
         if versions is not None:
             # Segments wholly inside the interval, at one of the versions.
-            ids = list(
-                selectors.segments_for(datasource=datasource, interval=interval, used=None)
-                .filter(start__gte=interval.start, end__lte=interval.end, version__in=versions)
-                .values_list("id", flat=True)
+            ids = selectors.segment_ids_within(
+                datasource=datasource, interval=interval, versions=versions
             )
             interval = None
             if not ids:

@@ -171,7 +171,7 @@ class DataSourceSegment(DruidView):
         responses=druid_responses({200: json_object("{metadata, servers}")}, 404),
     )
     def get(self, request, datasource, segment_id):
-        found = _used(datasource).filter(id=segment_id).first()
+        found = selectors.used_segment(datasource=datasource, segment_id=segment_id)
         if found is None:
             return druid_error(
                 f"segment {segment_id} of {datasource} is not served", status.HTTP_404_NOT_FOUND

@@ -122,22 +122,6 @@ def user_role(user) -> str | None:
     return role
 
 
-def _role_annotations(user_ref: str) -> dict:
-    """EXISTS subqueries that say, per role permission, whether the user referenced
-    by `user_ref` has it directly or through a group (as ModelBackend would)."""
-    from django.contrib.auth.models import Permission
-    from django.db.models import Exists, OuterRef, Q
-
-    return {
-        f"_has_{role}": Exists(
-            Permission.objects.filter(
-                codename=codename, content_type__app_label="metastore"
-            ).filter(Q(group__user=OuterRef(user_ref)) | Q(user=OuterRef(user_ref)))
-        )
-        for role, (codename, _) in ROLE_PERMISSIONS.items()
-    }
-
-
 class StrataTokenAuthentication(TokenAuthentication):
     """DRF's `Authorization: Token <key>` header, checked against the digest
     Strata stores (`metastore.models.ApiToken`: the key itself is never kept),
@@ -146,15 +130,10 @@ class StrataTokenAuthentication(TokenAuthentication):
     def authenticate_credentials(self, key):
         from django.utils import timezone
 
-        from metastore.models import ApiToken
+        from metastore import selectors
         from metastore.services import token_digest
 
-        token = (
-            ApiToken.objects.select_related("user")
-            .annotate(**_role_annotations("user_id"))
-            .filter(digest=token_digest(key))
-            .first()
-        )
+        token = selectors.api_token_with_roles(digest=token_digest(key))
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
         if token.expires_at is not None and token.expires_at <= timezone.now():
@@ -167,7 +146,8 @@ class StrataTokenAuthentication(TokenAuthentication):
 
 
 def _take_role(user, annotated) -> None:
-    """Set the user's role from `_role_annotations` read on `annotated`."""
+    """Set the user's role from the `_has_<role>` flags read on `annotated`
+    (`selectors.api_token_with_roles`, `selectors.user_with_roles`)."""
     if user.is_superuser:
         user._strata_role = ADMIN
     else:
@@ -409,12 +389,9 @@ def _basic_cached_user(key: str, username: str):
     pk, cached_name, token, expires = entry
     user = None
     if cached_name == username and time.monotonic() < expires:
-        user = (
-            get_user_model()
-            ._default_manager.annotate(**_role_annotations("pk"))
-            .filter(pk=pk)
-            .first()
-        )
+        from metastore import selectors
+
+        user = selectors.user_with_roles(pk=pk)
     if (
         user is None
         or not user.is_active

@@ -1,12 +1,13 @@
 """Reads shared by the console, the REST API, the duties and the workers, one
-module per concern (HackSoft's selectors; bounded query counts, no writes but
-the derived timeline checkpoints):
+module per concern (HackSoft's selectors; bounded query counts, no writes —
+`services.checkpoints` stores the timeline checkpoints):
 
 - `timeline`: the current timeline of a dataSource (one immutable snapshot per
   commit seq, shared by every reader) and one as of a past commit;
 - `states`: what the console draws from a timeline (visibility per chunk, segment);
 - `visibility`: segments, rows and bytes by visibility;
 - `datasources`, `segments`, `tasks`, `locks`, `workers`, `commits`: those entities;
+- `users`: an API token or a user with the roles they hold (authentication);
 - `segment_list`, `overview`: the console's Segments view and home page;
 - `compaction`, `retention`: the facts the Coordinator's duties decide on.
 
@@ -47,6 +48,7 @@ from metastore.selectors.segments import (
     pending_allocations,
     segment_detail,
     segment_facts,
+    segment_ids_within,
     segment_views,
     segments_extent,
     segments_for,
@@ -57,6 +59,7 @@ from metastore.selectors.segments import (
     unpublished_allocations_of,
     unused_segments_in,
     unused_span,
+    used_segment,
     visible_columns,
 )
 from metastore.selectors.states import (
@@ -89,6 +92,7 @@ from metastore.selectors.timeline import (
     timeline_for,
     used_ids_as_of,
 )
+from metastore.selectors.users import api_token_with_roles, user_with_roles
 from metastore.selectors.visibility import (
     MIXED_BY_ID_MAX,
     SHOWN,
@@ -106,6 +110,8 @@ from metastore.selectors.workers import (
 )
 
 __all__ = [
+    "api_token_with_roles",
+    "user_with_roles",
     "ChunkInfo",
     "CommitChange",
     "DataSourceRow",
@@ -155,7 +161,9 @@ __all__ = [
     "segments_for",
     "segments_span",
     "segments_to_mark",
+    "segment_ids_within",
     "segments_with_ids",
+    "used_segment",
     "stale_active_tasks",
     "state_of",
     "state_rows",

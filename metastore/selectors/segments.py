@@ -35,6 +35,27 @@ def segments_for(
     return qs.order_by("start", "end", "version", "minor_version", "partition")
 
 
+def segment_ids_within(
+    *, datasource: str, interval: Interval, versions: Collection[str]
+) -> list[str]:
+    """Ids of a dataSource's segments (used or not) wholly inside `interval` at
+    one of `versions`."""
+    return list(
+        segments_for(datasource=datasource, interval=interval, used=None)
+        .filter(start__gte=interval.start, end__lte=interval.end, version__in=list(versions))
+        .values_list("id", flat=True)
+    )
+
+
+def used_segment(*, datasource: str, segment_id: str) -> Segment | None:
+    """One used segment of a dataSource, with its DataSource row, or None."""
+    return (
+        Segment.objects.filter(datasource__name=datasource, used=True, id=segment_id)
+        .select_related("datasource")
+        .first()
+    )
+
+
 def segments_with_ids(*, ids: Collection[str]) -> QuerySet[Segment]:
     """The segments `ids` (used or not now), in segments_for's order."""
     return (

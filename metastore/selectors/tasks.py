@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -9,19 +10,31 @@ from django.db import connection
 from django.db.models import BooleanField, Count, Max, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
+from metastore.intervals import Interval
 from metastore.models import ACTIVE_STATUSES, Task, TaskStatus
 
 
 def tasks_list(
-    *, status: str | None = None, datasource: str | None = None, type: str | None = None
+    *,
+    status: str | None = None,
+    statuses: Collection[str] | None = None,
+    datasource: str | None = None,
+    type: str | None = None,
+    created: Interval | None = None,
 ) -> QuerySet[Task]:
+    """Tasks, newest first: of one `status` or any of `statuses`, of a dataSource
+    and type, created within `created`."""
     qs = Task.objects.defer("spec", "report")
     if status:
         qs = qs.filter(status=status.upper())
+    if statuses is not None:
+        qs = qs.filter(status__in=list(statuses))
     if datasource:
         qs = qs.filter(datasource=datasource)
     if type:
         qs = qs.filter(type=type)
+    if created is not None:
+        qs = qs.filter(created_at__gte=created.start, created_at__lt=created.end)
     return qs.order_by("-created_at")
 
 
