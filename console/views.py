@@ -578,28 +578,32 @@ def _state_at(name: str, as_of: int | None):
 
 
 def _timeline_context(
-    request, name: str, *, as_of: int | None, window: Interval | None, highlight=None
+    request,
+    name: str,
+    *,
+    as_of: int | None,
+    window: Interval | None,
+    highlight=None,
+    state=None,
+    granularity=None,
 ) -> dict:
+    """A timeline page's context; from the `state` given or the whole timeline's."""
     show_unused = request.GET.get("unused") == "1"
-    state = _state_at(name, as_of)
+    if state is None:
+        state = _state_at(name, as_of)
+        granularity = timeline_svg.segment_granularity(state)
     current = as_of is None
     all_locks = selectors.active_locks(datasource=name) if current else []
     all_pendings = selectors.pending_allocations(datasource=name) if current else []
     extent = _extent(name, state, [*all_locks, *all_pendings], show_unused)
     if window is None:
         window = extent or Interval.parse("2000-01-01/2000-01-02")
-    granularity = timeline_svg.segment_granularity(state)
     window = timeline_svg.snap_window(window, granularity)
     locks = [x for x in all_locks if x.start < window.end and x.end > window.start]
     pendings = [x for x in all_pendings if x.start < window.end and x.end > window.start]
-    overview_svg, n_buckets = timeline_svg.overview(
-        state,
-        window,
-        selectors.state_rows(datasource=name, state=state, interval=window),
-        locks,
-        pendings,
-        _int_param(request, "buckets", 400),
-    )
+    rows = selectors.state_rows(datasource=name, state=state, interval=window)
+    buckets = _int_param(request, "buckets", 400)
+    overview_svg, n_buckets = timeline_svg.overview(state, window, rows, locks, pendings, buckets)
     chunks = state.chunks_overlapping(window)
     n_segments = sum(len(c.segments) for c in chunks)
     unused, details = _window_facts(name, chunks, n_segments, window, show_unused)
@@ -613,9 +617,8 @@ def _timeline_context(
         unused=unused,
         highlight=highlight,
     )
-    table = []
-    if n_segments <= SEGMENT_TABLE_MAX:
-        table = _segment_table(name, state, chunks, details, unused)
+    shown = n_segments <= SEGMENT_TABLE_MAX
+    table = _segment_table(name, state, chunks, details, unused) if shown else []
     return {
         "name": name,
         "window": window,
@@ -628,7 +631,7 @@ def _timeline_context(
         "interval_svg": interval_svg,
         "info": info,
         "table": table,
-        "table_shown": n_segments <= SEGMENT_TABLE_MAX,
+        "table_shown": shown,
         "counts": timeline_svg.window_counts(state, window),  # the badges follow the window
         "locks": locks,
         "pendings": pendings,
@@ -738,6 +741,46 @@ def segment_page(request, name: str, segment_id: str):
     return render(request, "console/segment.html", detail)
 
 
+def _commit_timelines(request, name: str, seqs, window, span, ids) -> tuple[dict, dict | None]:
+    """The timeline contexts after commit seqs[1] and before it (as of seqs[0],
+    None for the first), drawn over `window`. Both are built from the segments
+    around `window` and `span` only (`selectors.state_around`): the page costs what
+    the commit touched, not the dataSource's history. Without a window (a commit
+    that changed nothing) the whole timelines are drawn."""
+    prev, seq = seqs
+    added = {sid: "added" for sid in ids["added"]}
+    removed = {sid: "removed" for sid in ids["removed"]}
+    if window is None:
+        after = _timeline_context(request, name, as_of=seq, window=None, highlight=added)
+        before = None
+        if prev is not None:
+            before = _timeline_context(
+                request, name, as_of=prev, window=after["window"], highlight=removed
+            )
+        return after, before
+    region = _hull(window, span)
+    state = selectors.state_around(datasource=name, as_of=seq, interval=region)
+    # The window snaps to the segment granularity of what is around it.
+    granularity = timeline_svg.segment_granularity(state)
+    window = timeline_svg.snap_window(window, granularity)
+    if _hull(window, span) != region:
+        region = _hull(window, span)
+        state = selectors.state_around(datasource=name, as_of=seq, interval=region)
+    drawn = {"window": window, "state": state, "granularity": granularity}
+    after = _timeline_context(request, name, as_of=seq, highlight=added, **drawn)
+    before = None
+    if prev is not None:
+        drawn["state"] = selectors.state_around(datasource=name, as_of=prev, interval=region)
+        before = _timeline_context(request, name, as_of=prev, highlight=removed, **drawn)
+    return after, before
+
+
+def _hull(window: Interval, span: Interval | None) -> Interval:
+    if span is None:
+        return window
+    return Interval(min(window.start, span.start), max(window.end, span.end))
+
+
 @role_required()
 def commit_page(request, name: str, seq: int):
     entry = selectors.commit_entry(datasource=name, seq=seq)
@@ -746,23 +789,15 @@ def commit_page(request, name: str, seq: int):
     added, removed = list(entry.added or []), list(entry.removed or [])
     span = selectors.segments_span(ids=(added + removed)[:2000])
     window = _parse_interval(request.GET.get("interval")) or span
-    highlight = {sid: "added" for sid in added}
-    after = _timeline_context(request, name, as_of=seq, window=window, highlight=highlight)
     prev = selectors.commit_before(datasource=name, seq=seq)
     refusal = retention_selectors.as_of_refusal(
         datasource=name, as_of=prev if prev is not None else seq
     )
     if refusal:  # shown, not refused: the change set itself is still true
         messages.warning(request, f"{refusal}; the timelines below may lack deleted segments")
-    before = None
-    if prev is not None:
-        before = _timeline_context(
-            request,
-            name,
-            as_of=prev,
-            window=after["window"],
-            highlight={sid: "removed" for sid in removed},
-        )
+    after, before = _commit_timelines(
+        request, name, (prev, seq), window, span, {"added": added, "removed": removed}
+    )
     change = None
     if span is not None:
         # What the commit overshadowed: segments read by queries before it and not
