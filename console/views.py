@@ -578,32 +578,28 @@ def _state_at(name: str, as_of: int | None):
 
 
 def _timeline_context(
-    request,
-    name: str,
-    *,
-    as_of: int | None,
-    window: Interval | None,
-    highlight=None,
-    state=None,
-    granularity=None,
+    request, name: str, *, as_of: int | None, window: Interval | None, highlight=None
 ) -> dict:
-    """A timeline page's context; from the `state` given or the whole timeline's."""
     show_unused = request.GET.get("unused") == "1"
-    if state is None:
-        state = _state_at(name, as_of)
-        granularity = timeline_svg.segment_granularity(state)
+    state = _state_at(name, as_of)
     current = as_of is None
     all_locks = selectors.active_locks(datasource=name) if current else []
     all_pendings = selectors.pending_allocations(datasource=name) if current else []
     extent = _extent(name, state, [*all_locks, *all_pendings], show_unused)
     if window is None:
         window = extent or Interval.parse("2000-01-01/2000-01-02")
+    granularity = timeline_svg.segment_granularity(state)
     window = timeline_svg.snap_window(window, granularity)
     locks = [x for x in all_locks if x.start < window.end and x.end > window.start]
     pendings = [x for x in all_pendings if x.start < window.end and x.end > window.start]
-    rows = selectors.state_rows(datasource=name, state=state, interval=window)
-    buckets = _int_param(request, "buckets", 400)
-    overview_svg, n_buckets = timeline_svg.overview(state, window, rows, locks, pendings, buckets)
+    overview_svg, n_buckets = timeline_svg.overview(
+        state,
+        window,
+        selectors.state_rows(datasource=name, state=state, interval=window),
+        locks,
+        pendings,
+        _int_param(request, "buckets", 400),
+    )
     chunks = state.chunks_overlapping(window)
     n_segments = sum(len(c.segments) for c in chunks)
     unused, details = _window_facts(name, chunks, n_segments, window, show_unused)
@@ -617,8 +613,9 @@ def _timeline_context(
         unused=unused,
         highlight=highlight,
     )
-    shown = n_segments <= SEGMENT_TABLE_MAX
-    table = _segment_table(name, state, chunks, details, unused) if shown else []
+    table = []
+    if n_segments <= SEGMENT_TABLE_MAX:
+        table = _segment_table(name, state, chunks, details, unused)
     return {
         "name": name,
         "window": window,
@@ -631,7 +628,7 @@ def _timeline_context(
         "interval_svg": interval_svg,
         "info": info,
         "table": table,
-        "table_shown": shown,
+        "table_shown": n_segments <= SEGMENT_TABLE_MAX,
         "counts": timeline_svg.window_counts(state, window),  # the badges follow the window
         "locks": locks,
         "pendings": pendings,
@@ -766,13 +763,32 @@ def _commit_timelines(request, name: str, seqs, window, span, ids) -> tuple[dict
     if _hull(window, span) != region:
         region = _hull(window, span)
         state = selectors.state_around(datasource=name, as_of=seq, interval=region)
-    drawn = {"window": window, "state": state, "granularity": granularity}
-    after = _timeline_context(request, name, as_of=seq, highlight=added, **drawn)
+    after = _commit_side(request, name, state, window, added)
     before = None
     if prev is not None:
-        drawn["state"] = selectors.state_around(datasource=name, as_of=prev, interval=region)
-        before = _timeline_context(request, name, as_of=prev, highlight=removed, **drawn)
+        state = selectors.state_around(datasource=name, as_of=prev, interval=region)
+        before = _commit_side(request, name, state, window, removed)
     return after, before
+
+
+def _commit_side(request, name: str, state, window: Interval, highlight: dict) -> dict:
+    """One of the commit page's two timelines: the interval view of `window` (what
+    the page draws of `_timeline_context`, from a state of the segments around it)."""
+    chunks = state.chunks_overlapping(window)
+    n_segments = sum(len(c.segments) for c in chunks)
+    show_unused = request.GET.get("unused") == "1"
+    unused, details = _window_facts(name, chunks, n_segments, window, show_unused)
+    interval_svg, _ = timeline_svg.interval_view(
+        datasource=name,
+        state=state,
+        window=window,
+        details=details,
+        locks=[],  # a past timeline: no locks or allocations drawn
+        pendings=[],
+        unused=unused,
+        highlight=highlight,
+    )
+    return {"window": window, "interval_svg": interval_svg, "state": state}
 
 
 def _hull(window: Interval, span: Interval | None) -> Interval:
