@@ -7,10 +7,13 @@ to the cached timeline) against a full rebuild measured in the same run. Then,
 with --tasks tasks added, every console list and the overview (issue 25). Not a test.
 
     python bench/console.py [--scale 1] [--runs 5] [--tasks 100000] [--reuse] [--lists-only]
+                            [--commit-pages]
     (--scale 10: 584,000 segments)
     (DATABASE_URL defaults to a fresh strata_bench_console; the database is recreated,
     unless --reuse finds the fixture of this scale and task count already built there;
-    --lists-only times the lists and the overview only)
+    --lists-only times the lists and the overview only; --commit-pages times only the
+    commit pages, against the whole timelines rebuilt as of both commits as the page
+    did before it drew only the segments around its window)
 """
 
 from __future__ import annotations
@@ -40,9 +43,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=100_000, help="tasks for the lists")
     parser.add_argument("--reuse", action="store_true", help="keep a fixture already built")
     parser.add_argument("--lists-only", action="store_true", help="only the lists and overview")
+    parser.add_argument("--commit-pages", action="store_true", help="only the commit pages")
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/strata_bench_console")
     if args.reuse and _built(url, args):
+        if args.commit_pages:
+            return _commit_pages_again(url, args)
         return _lists_again(url, args)
     name, admin = url.rsplit("/", 1)[1], url.rsplit("/", 1)[0] + "/postgres"
     subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}"], check=True)
@@ -109,6 +115,11 @@ def main() -> None:
     count += len(batch)
     CommitLogEntry.objects.create(datasource="bench", kind=CommitKind.PUBLISH, added=[], removed=[])
     print(f"inserted {count:,} segments in {time.perf_counter() - t0:.1f} s")
+    if args.commit_pages:
+        _tasks(args.tasks)  # so that --reuse finds this fixture for the lists too
+        _analyze()
+        get_user_model().objects.create_superuser("bench", password="bench-password")
+        return _commit_pages_again(url, args)
     if args.lists_only:
         from django.test import Client as _Client
 
@@ -402,6 +413,66 @@ def _timed_lists(client, args, segments: int) -> None:
         client.get(url)
         times.append(time.perf_counter() - t)
     print(f"  tasks sorted by priority, page {page} by cursor: {_ms(times)}")
+
+
+def _commit_pages_again(url: str, args) -> None:
+    """The commit pages on the fixture (--commit-pages): of the newest commit and of
+    one with 20 commits after it, each mark-unused of one segment, through the
+    services (checkpoints as they fall due). Server time, CPU and wall, median of
+    `runs`, each in a process whose timeline caches are cleared (the page reads no
+    cache), against the baseline measured in the same run: the whole timeline
+    states rebuilt as of the commit and the one before it, which the page did
+    before it drew only the segments around its window."""
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from metastore import selectors, services
+    from metastore.models import Segment, TimelineCheckpoint
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="bench"))
+    if not TimelineCheckpoint.objects.filter(datasource="bench").exists():
+        services.timeline_checkpoint_save(datasource="bench")  # as a publish leaves one
+    used = Segment.objects.filter(datasource__name="bench", used=True, partition=N)
+    middle = used.order_by("start").values_list("id", flat=True)[used.count() // 2]
+    mid = services.segments_mark_used(datasource="bench", used=False, segment_ids=[middle])
+    for sid in used.order_by("-start").values_list("id", flat=True)[:20]:
+        newest = services.segments_mark_used(datasource="bench", used=False, segment_ids=[sid])
+    print(f"commit pages at {Segment.objects.count():,} segments, load {_load()}:")
+    for label, entry in (("newest commit", newest), ("a commit 20 before the newest", mid)):
+        prev = selectors.commit_before(datasource="bench", seq=entry.seq)
+        cpu, wall = [], []
+        for _ in range(args.runs):
+            selectors.timeline_caches_clear()
+            c, t = time.process_time(), time.perf_counter()
+            selectors.timeline_state(datasource="bench", as_of=prev)
+            selectors.timeline_state(datasource="bench", as_of=entry.seq)
+            cpu.append(time.process_time() - c)
+            wall.append(time.perf_counter() - t)
+        page_cpu, page_wall = [], []
+        for _ in range(args.runs):
+            selectors.timeline_caches_clear()
+            c, t = time.process_time(), time.perf_counter()
+            response = client.get(f"/datasources/bench/commits/{entry.seq}")
+            page_cpu.append(time.process_time() - c)
+            page_wall.append(time.perf_counter() - t)
+            assert response.status_code == 200 and "Overshadowed (" in response.content.decode()
+        print(
+            f"  {label}: page CPU {_ms(page_cpu)}, wall {_ms(page_wall)}; baseline (both "
+            f"states rebuilt) CPU {_ms(cpu)}, wall {_ms(wall)}; page / baseline CPU = "
+            f"{statistics.median(page_cpu) / statistics.median(cpu):.3f}  [goal <= 100 ms]"
+        )
+    print(f"  load average after: {_load()}")
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -738,6 +738,65 @@ def segment_page(request, name: str, segment_id: str):
     return render(request, "console/segment.html", detail)
 
 
+def _commit_timelines(request, name: str, seqs, window, span, ids) -> tuple[dict, dict | None]:
+    """The timeline contexts after commit seqs[1] and before it (as of seqs[0],
+    None for the first), drawn over `window`. Both are built from the segments
+    around `window` and `span` only (`selectors.state_around`): the page costs what
+    the commit touched, not the dataSource's history. Without a window (a commit
+    that changed nothing) the whole timelines are drawn."""
+    prev, seq = seqs
+    added = {sid: "added" for sid in ids["added"]}
+    removed = {sid: "removed" for sid in ids["removed"]}
+    if window is None:
+        after = _timeline_context(request, name, as_of=seq, window=None, highlight=added)
+        before = None
+        if prev is not None:
+            before = _timeline_context(
+                request, name, as_of=prev, window=after["window"], highlight=removed
+            )
+        return after, before
+    region = _hull(window, span)
+    state = selectors.state_around(datasource=name, as_of=seq, interval=region)
+    # The window snaps to the segment granularity of what is around it.
+    granularity = timeline_svg.segment_granularity(state)
+    window = timeline_svg.snap_window(window, granularity)
+    if _hull(window, span) != region:
+        region = _hull(window, span)
+        state = selectors.state_around(datasource=name, as_of=seq, interval=region)
+    after = _commit_side(request, name, state, window, added)
+    before = None
+    if prev is not None:
+        state = selectors.state_around(datasource=name, as_of=prev, interval=region)
+        before = _commit_side(request, name, state, window, removed)
+    return after, before
+
+
+def _commit_side(request, name: str, state, window: Interval, highlight: dict) -> dict:
+    """One of the commit page's two timelines: the interval view of `window` (what
+    the page draws of `_timeline_context`, from a state of the segments around it)."""
+    chunks = state.chunks_overlapping(window)
+    n_segments = sum(len(c.segments) for c in chunks)
+    show_unused = request.GET.get("unused") == "1"
+    unused, details = _window_facts(name, chunks, n_segments, window, show_unused)
+    interval_svg, _ = timeline_svg.interval_view(
+        datasource=name,
+        state=state,
+        window=window,
+        details=details,
+        locks=[],  # a past timeline: no locks or allocations drawn
+        pendings=[],
+        unused=unused,
+        highlight=highlight,
+    )
+    return {"window": window, "interval_svg": interval_svg, "state": state}
+
+
+def _hull(window: Interval, span: Interval | None) -> Interval:
+    if span is None:
+        return window
+    return Interval(min(window.start, span.start), max(window.end, span.end))
+
+
 @role_required()
 def commit_page(request, name: str, seq: int):
     entry = selectors.commit_entry(datasource=name, seq=seq)
@@ -746,23 +805,15 @@ def commit_page(request, name: str, seq: int):
     added, removed = list(entry.added or []), list(entry.removed or [])
     span = selectors.segments_span(ids=(added + removed)[:2000])
     window = _parse_interval(request.GET.get("interval")) or span
-    highlight = {sid: "added" for sid in added}
-    after = _timeline_context(request, name, as_of=seq, window=window, highlight=highlight)
     prev = selectors.commit_before(datasource=name, seq=seq)
     refusal = retention_selectors.as_of_refusal(
         datasource=name, as_of=prev if prev is not None else seq
     )
     if refusal:  # shown, not refused: the change set itself is still true
         messages.warning(request, f"{refusal}; the timelines below may lack deleted segments")
-    before = None
-    if prev is not None:
-        before = _timeline_context(
-            request,
-            name,
-            as_of=prev,
-            window=after["window"],
-            highlight={sid: "removed" for sid in removed},
-        )
+    after, before = _commit_timelines(
+        request, name, (prev, seq), window, span, {"added": added, "removed": removed}
+    )
     change = None
     if span is not None:
         # What the commit overshadowed: segments read by queries before it and not

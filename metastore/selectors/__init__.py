@@ -24,6 +24,7 @@ from metastore.selectors.commits import (
     commit_entry,
     commit_neighbours,
     commits_for,
+    state_around,
 )
 from metastore.selectors.datasources import (
     DataSourceRow,
@@ -138,6 +139,7 @@ __all__ = [
     "commit_entry",
     "commit_neighbours",
     "commits_for",
+    "state_around",
     "datasource_exists",
     "datasource_get",
     "datasource_known",

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Max, Min, QuerySet
+from django.db import connection
+from django.db.models import BooleanField, Max, Min, QuerySet
+from django.db.models.expressions import RawSQL
 
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, Segment
-from metastore.selectors.states import TimelineState
+from metastore.selectors.states import TimelineState, state_of
+from metastore.selectors.timeline import used_ids_as_of
 from metastore.selectors.visibility import SHOWN, Tally, visibility_counts
+from metastore.timeline import REF_COLUMNS, SegmentRef, Timeline, refs_from_rows
 
 
 def commits_for(*, datasource: str) -> QuerySet[CommitLogEntry]:
@@ -119,3 +123,73 @@ def commit_after(*, datasource: str, seq: int) -> int | None:
         .values_list("seq", flat=True)
         .first()
     )
+
+
+# Past this many commits after the one wanted, which segments were used then is
+# read from the checkpoint before it instead of undoing those commits.
+UNDO_MAX = 2_000
+
+
+def state_around(*, datasource: str, as_of: int, interval: Interval) -> TimelineState:
+    """The timeline state as of commit `as_of` of the segments that decide what
+    shows in `interval`: those overlapping it, and those overlapping them. The
+    visibility of the chunks overlapping `interval` is the whole timeline's (a
+    segment's depends only on the segments overlapping it); chunks further out
+    may lack their neighbours and are not to be read. Its cost grows with the
+    segments there, not with the dataSource's history."""
+    undo = _commits_after(datasource, as_of)
+    near = _used_as_of(datasource, as_of, _rows_overlapping(datasource, interval), undo)
+    if near:
+        hull = Interval(
+            min(interval.start, *(r.interval.start for r in near)),
+            max(interval.end, *(r.interval.end for r in near)),
+        )
+        if hull != interval:
+            near = _used_as_of(datasource, as_of, _rows_overlapping(datasource, hull), undo)
+    return state_of(Timeline.build(near), as_of)
+
+
+# On PostgreSQL the time ranges' GiST index (migration 0020) finds them, wherever
+# the window lies in the history; the two comparisons keep the b-trees' meaning.
+_PG_OVERLAPPING = (
+    'tstzrange("metastore_segment"."start", "metastore_segment"."end") && tstzrange(%s, %s)'
+)
+
+
+def _rows_overlapping(datasource: str, interval: Interval) -> dict[str, tuple[SegmentRef, bool]]:
+    """id -> (ref, used now) of every segment row overlapping `interval`."""
+    qs = Segment.objects.filter(
+        datasource__name=datasource, start__lt=interval.end, end__gt=interval.start
+    )
+    if connection.vendor == "postgresql":
+        overlaps = RawSQL(_PG_OVERLAPPING, (interval.start, interval.end), BooleanField())
+        qs = qs.filter(overlaps)
+    rows = list(qs.order_by().values_list(*REF_COLUMNS, "used"))
+    refs = refs_from_rows(r[:-1] for r in rows)
+    return {ref.id: (ref, r[-1]) for ref, r in zip(refs, rows, strict=True)}
+
+
+def _commits_after(datasource: str, seq: int) -> list[tuple[list, list]] | None:
+    """(added, removed) of the commits after `seq`, newest first; None past UNDO_MAX."""
+    entries = list(
+        CommitLogEntry.objects.filter(datasource=datasource, seq__gt=seq)
+        .order_by("-seq")
+        .values_list("added", "removed")[: UNDO_MAX + 1]
+    )
+    return None if len(entries) > UNDO_MAX else entries
+
+
+def _used_as_of(
+    datasource: str, as_of: int, rows: dict[str, tuple[SegmentRef, bool]], undo
+) -> list[SegmentRef]:
+    """The refs of `rows` used right after commit `as_of`: those used now with the
+    commits after it undone, newest first (or, past UNDO_MAX of them, as the
+    checkpoint before it and the log after that say). A killed segment has no row."""
+    if undo is None:
+        used = used_ids_as_of(datasource=datasource, as_of=as_of)
+        return [ref for sid, (ref, _) in rows.items() if sid in used]
+    now = {sid for sid, (_, is_used) in rows.items() if is_used}
+    for added, removed in undo:
+        now.difference_update(added or ())
+        now.update(sid for sid in removed or () if sid in rows)
+    return [ref for sid, (ref, _) in rows.items() if sid in now]
