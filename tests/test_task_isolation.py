@@ -295,6 +295,33 @@ def test_shutdown_while_reading_or_shuffling_stops_within_10_s(
     wait_for_slots(slot_worker)  # a killed slot process is replaced
 
 
+def test_shutdown_during_a_long_regex_parse_stops_within_10_s(slot_worker, api_client, strata_dirs):
+    """The regex input format parses with Spark's own regexp functions (RLIKE,
+    regexp_extract, and a regexp_replace probe per optional group), no Python UDF:
+    its jobs stop on a cancel like any other, between two rows of a task."""
+    wait_for_slots(slot_worker)
+    base = big_csv(strata_dirs, "big.csv", 600_000)
+    before = deep_files(strata_dirs)
+    spec = local_spec("iso_regex", base, "big.csv")
+    spec["spec"]["ioConfig"]["inputFormat"] = {
+        "type": "regex",
+        # an optional group each row is probed for, the costliest shape the format has
+        "pattern": r"([^,]+),(k\d+),(\d*)(?:,(\w+))?",
+        "columns": ["ts", "key", "n", "extra"],
+    }
+    task_id = submit(spec)
+    wait_for_phase(task_id, ("phase 1",))
+    time.sleep(2)  # well into parsing
+
+    asked = shutdown(api_client, task_id)
+    task, ended = wait_ended(task_id, slot_worker)
+
+    assert task.status == TaskStatus.CANCELED, task.error
+    assert_stopped_in_time(task, asked, ended)
+    assert_stopped_clean(task, strata_dirs, before)
+    wait_for_slots(slot_worker)
+
+
 def test_preemption_while_catalyst_plans_fails_the_task_within_10_s(
     slot_worker, claimed_task, strata_dirs
 ):

@@ -107,23 +107,51 @@ def _start_driver() -> int:
     return driver_process().pid
 
 
-@contextlib.contextmanager
-def _task_session(task_id: str) -> Iterator[None]:
-    """On a cluster, the task's own application on the warm JVM, stopped (its
-    executors released) when the task ends; on a local master, the warm session."""
-    from workers.spark import get_spark, stop_spark
+def _start_application(task_id: str) -> str:
+    """On a cluster, start the task's own application on the warm JVM; why it
+    failed to start ("" if it started, or on a local master: the warm session)."""
+    from workers import slots
+    from workers.spark import get_spark
 
     if not on_cluster():
-        yield
-        return
-    get_spark(**_session_options(), scheduler_mode="FIFO", app_name=app_name(task_id))
+        return ""
     try:
-        yield
-    finally:
-        try:
-            stop_spark()
-        except Exception:  # a dead driver: the supervisor replaces this process
-            log.warning("stopping task %s's application failed", task_id, exc_info=True)
+        get_spark(**_session_options(), scheduler_mode="FIFO", app_name=app_name(task_id))
+    except Exception as exc:  # noqa: BLE001 - any cause: the task fails with it
+        log.exception("task %s's Spark application failed to start", task_id)
+        path = os.environ.get("STRATA_SLOT_JVM_LOG")
+        return slots.start_failure(
+            "the task's Spark application", exc, Path(path) if path else None, slots.TASK_LOG_START
+        )
+    return ""
+
+
+def _stop_application(task_id: str) -> None:
+    """On a cluster, stop the task's application (its executors released, and
+    what was derived from its session, `workers.spark.on_stop`)."""
+    from workers.spark import stop_spark
+
+    if not on_cluster():
+        return
+    try:
+        stop_spark()
+    except Exception:  # a dead driver: the supervisor replaces this process
+        log.warning("stopping task %s's application failed", task_id, exc_info=True)
+
+
+def _fail_unstarted(task_id: str, reason: str) -> None:
+    """End a task whose application never started: nothing of it ran (no lock,
+    no file), so only its status and error are recorded."""
+    from metastore import services
+    from metastore.models import TaskStatus
+    from workers.steps import retrying_db
+
+    try:
+        retrying_db(
+            lambda: services.task_finish(task_id=task_id, status=TaskStatus.FAILED, error=reason)
+        )
+    except Exception:
+        log.exception("could not record the end of %s", task_id)
 
 
 def _run(task_id: str) -> None:
@@ -135,8 +163,31 @@ def _run(task_id: str) -> None:
     slots.TASK_LOG_START = slots.log_size(Path(path) if path else None)
     with task_log_capture(task_id):
         log.info("task %s runs in slot process %s", task_id, os.getpid())
-        with _task_session(task_id):
+        failed = _start_application(task_id)
+        if failed:
+            _fail_unstarted(task_id, failed)
+            return
+        try:
             run_task(task_id)
+        finally:
+            _stop_application(task_id)
+
+
+def _started_driver(conn: socket.socket) -> bool:
+    """Start the driver and say so on `conn`: {"ready": its pid}, or {"failed":
+    why} (the first error lines of its output) when it could not start."""
+    from workers import slots
+
+    try:
+        pid = _start_driver()
+    except Exception as exc:  # noqa: BLE001 - any cause: said, then this process exits
+        log.exception("the slot's Spark driver failed to start")
+        path = os.environ.get("STRATA_SLOT_JVM_LOG")
+        reason = slots.start_failure("Spark driver", exc, Path(path) if path else None)
+        conn.sendall(json.dumps({"failed": reason}).encode() + b"\n")
+        return False
+    conn.sendall(json.dumps({"ready": pid}).encode() + b"\n")
+    return True
 
 
 def main(fd: int) -> None:
@@ -149,7 +200,9 @@ def main(fd: int) -> None:
     )
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     conn = socket.socket(fileno=fd)
-    conn.sendall(json.dumps({"ready": _start_driver()}).encode() + b"\n")
+    if not _started_driver(conn):
+        _end_driver()
+        sys.exit(1)
     reader = conn.makefile("rb")
     from workers.spark import driver_process
 

@@ -66,6 +66,46 @@ def driver_failure(returncode: int | None, log_path: Path | None, since: int = 0
     return f"Spark driver exited with {exit_text(returncode)}"
 
 
+# A line naming an error: a JVM exception ("Exception in thread "main"
+# org.apache.spark.SparkException: …", "java.io.FileNotFoundException: …"),
+# spark-submit's "Error: …", or Py4J's ": java.lang.…Exception: …".
+_ERROR_LINE = re.compile(
+    r'(?:Exception in thread "[^"]*" |: |Caused by: )?'
+    r"((?:[A-Za-z_$][\w$]*\.)+[\w$]*(?:Exception|Error)\b.*|Error: .*)"
+)
+
+
+def error_lines(text: str, limit: int = 3) -> list[str]:
+    """The first `limit` distinct lines of `text` (a driver's output, or an
+    exception's text) that say what went wrong: its ERROR log lines and exception
+    lines, without stack frames, warnings or informational lines."""
+    found: list[str] = []
+    for raw in text.splitlines():
+        parsed = _log4j_line(raw.rstrip().encode("utf-8", "replace"))
+        if parsed is not None:
+            named = parsed[2].removeprefix("jvm: ").removeprefix("jvm.")
+            line = named if parsed[1] in ("ERROR", "CRITICAL") else ""
+        else:
+            match = _ERROR_LINE.fullmatch(raw.strip())
+            line = match[1] if match else ""
+        if line and line not in found:
+            found.append(line)
+            if len(found) == limit:
+                break
+    return found
+
+
+def start_failure(what: str, exc: BaseException, log_path: Path | None, since: int = 0) -> str:
+    """Why `what` ("Spark driver", "the task's Spark application") failed to start,
+    in words: the first error lines of the driver's output after byte `since` of
+    `log_path`, else of the exception, else the exception's first line."""
+    lines = error_lines(_read_from(log_path, since)) or error_lines(str(exc))
+    if not lines:
+        text = str(exc).strip()
+        lines = [f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")]
+    return f"{what} failed to start: {' | '.join(lines)}"[:2000]
+
+
 # Where the slot's driver log stood when its current task started (set by
 # slot_main): an OutOfMemoryError logged before it belongs to an earlier driver.
 TASK_LOG_START = 0
@@ -195,7 +235,8 @@ class SlotProcess:
     """One slot's child process and the socket the supervisor talks to it on.
 
     Messages are JSON lines: the child says {"ready": jvm_pid} once its driver
-    is warm and {"done": task_id} after each task; the supervisor sends
+    is warm (or {"failed": reason} if it could not start it, and exits) and
+    {"done": task_id} after each task; the supervisor sends
     {"run": task_id}. The process's own output goes to `log_path`, its driver
     JVM's (log4j, the JVM's messages) to `jvm_log_path`."""
 
@@ -205,6 +246,7 @@ class SlotProcess:
     jvm_log_path: Path
     ready: bool = False
     jvm_pid: int | None = None
+    start_error: str = ""  # why its driver failed to start ({"failed": …}), if it did
     _buffer: bytes = b""
 
     @classmethod
@@ -264,6 +306,8 @@ class SlotProcess:
         message = json.loads(line)
         if "ready" in message:
             self.ready, self.jvm_pid = True, message["ready"]
+        if "failed" in message:
+            self.start_error = message["failed"]
         return message
 
     def kill(self) -> list[str]:

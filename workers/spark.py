@@ -17,6 +17,15 @@ LOG4J_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
 _lock = threading.Lock()
 _session = None
+# Called with the session `stop_spark` just stopped: what was derived from it goes too.
+_stop_hooks: list = []
+
+
+def on_stop(hook) -> None:
+    """Have `hook(session)` called whenever `stop_spark` stops the process's session
+    (on a cluster, after each task's application)."""
+    if hook not in _stop_hooks:
+        _stop_hooks.append(hook)
 
 
 def get_spark(
@@ -84,9 +93,14 @@ def _java_options(extra: str) -> str:
 def stop_spark() -> None:
     global _session
     with _lock:
-        if _session is not None:
-            _session.stop()
-            _session = None
+        stopped, _session = _session, None
+        if stopped is None:
+            return
+        try:
+            stopped.stop()
+        finally:
+            for hook in _stop_hooks:
+                hook(stopped)
 
 
 def start_gateway(*, master: str, driver_memory: str, java_options: str = "") -> None:

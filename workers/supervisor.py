@@ -243,7 +243,9 @@ def _ended_in_slot(sup: Supervision, *, driver_exited: bool) -> None:
 def _slot_died(sup: Supervision) -> None:
     """The slot process exited under the task (its driver crashed, or it was
     killed from outside): fail the task with the reason, replace the process."""
-    reason = driver_failure(sup.slot.process.poll(), sup.slot.jvm_log_path, sup.log_start)
+    reason = sup.slot.start_error or driver_failure(
+        sup.slot.process.poll(), sup.slot.jvm_log_path, sup.log_start
+    )
     log.warning("the slot process of %s died: %s", sup.task_id, reason)
     stop = sup.stop
     if stop is not None:

@@ -6,8 +6,8 @@ Reads only: checkpoints are written by `services.checkpoints`, after a publish."
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
-from zlib import error as zlib_error
 
 from django.db import connection
 
@@ -23,6 +23,8 @@ from metastore.timeline import (
     fold_commits,
     refs_from_rows,
 )
+
+log = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -98,30 +100,83 @@ def used_ids_as_of(*, datasource: str, as_of: int) -> set[str]:
 
 
 def _checkpoint_at(datasource: str, seq: int) -> tuple[int, list[SegmentRef] | None]:
-    """(its seq, its refs) of the newest checkpoint at or before `seq`, or (0, None)."""
-    found = (
-        TimelineCheckpoint.objects.filter(datasource=datasource, seq__lte=seq)
-        .order_by("-seq")
-        .values_list("seq", "refs")
-        .first()
-    )
-    if found is None:
-        return 0, None
+    """(its seq, its refs) of the newest readable checkpoint at or before `seq`, or
+    (0, None). One whose bytes do not decode is skipped, with a warning, for the
+    one before it: it is never where a read starts (nor, for the service, the newest)."""
+    below = seq + 1
+    while True:
+        found = (
+            TimelineCheckpoint.objects.filter(datasource=datasource, seq__lt=below)
+            .order_by("-seq")
+            .values_list("seq", "refs")
+            .first()
+        )
+        if found is None:
+            return 0, None
+        refs = _decoded(datasource, *found)
+        if refs is not None:
+            return found[0], refs
+        below = found[0]
+
+
+# Per dataSource, which of its checkpoints decode (seq -> bool), as this process
+# found them: the service's due check reads each of them at most once.
+_readable: dict[str, dict[int, bool]] = {}
+
+
+def _decoded(datasource: str, seq: int, data) -> list[SegmentRef] | None:
+    """A checkpoint's refs, or None (logged, remembered) if its bytes do not decode."""
     try:
-        return found[0], decode_refs(found[1])
-    except (ValueError, KeyError, TypeError, zlib_error):
-        return 0, None  # a checkpoint of an unknown format is ignored, never trusted
+        refs = decode_refs(data)
+    except Exception as exc:  # noqa: BLE001 - any decoding error: not a checkpoint
+        log.warning(
+            "timeline checkpoint %s #%s is unreadable (%s: %s); reading from the one before it",
+            datasource,
+            seq,
+            type(exc).__name__,
+            exc,
+        )
+        refs = None
+    known = _readable.setdefault(datasource, {})
+    if len(known) > 4 * 64:  # bounded: the checkpoints a dataSource keeps are fewer
+        known.clear()
+    known[seq] = refs is not None
+    return refs
 
 
-def checkpoint_due(*, datasource: str, seq: int, after: int) -> bool:
-    """Whether a checkpoint at commit `seq` is due: there is none at or before it,
-    or more than `after` commits were logged since the newest one."""
-    newest = (
+def checkpoint_written(*, datasource: str, seq: int) -> None:
+    """Remember that the checkpoint this process just stored at `seq` decodes."""
+    _readable.setdefault(datasource, {})[seq] = True
+
+
+def unreadable_checkpoints(*, datasource: str) -> list[int]:
+    """The seqs of the dataSource's checkpoints this process found unreadable."""
+    return [seq for seq, ok in _readable.get(datasource, {}).items() if not ok]
+
+
+def _newest_readable(datasource: str, seq: int) -> int | None:
+    """The seq of the newest checkpoint at or before `seq` that decodes (each one
+    decoded at most once per process; the usual newest one is known already)."""
+    seqs = (
         TimelineCheckpoint.objects.filter(datasource=datasource, seq__lte=seq)
         .order_by("-seq")
         .values_list("seq", flat=True)
-        .first()
     )
+    for found in seqs:
+        ok = _readable.get(datasource, {}).get(found)
+        if ok is None:
+            data = TimelineCheckpoint.objects.filter(datasource=datasource, seq=found)
+            data = data.values_list("refs", flat=True).first()
+            ok = data is not None and _decoded(datasource, found, data) is not None
+        if ok:
+            return found
+    return None
+
+
+def checkpoint_due(*, datasource: str, seq: int, after: int) -> bool:
+    """Whether a checkpoint at commit `seq` is due: there is no readable one at or
+    before it, or more than `after` commits were logged since the newest one."""
+    newest = _newest_readable(datasource, seq)
     if newest is None:
         return True
     tail = CommitLogEntry.objects.filter(datasource=datasource, seq__gt=newest, seq__lte=seq)
@@ -288,5 +343,7 @@ def _follow_state(datasource: str, base: Timeline, timeline: Timeline, seqs, spa
 
 
 def timeline_caches_clear() -> None:
-    """Forget the current timelines and their console states (tests, benchmarks)."""
+    """Forget the current timelines and their console states (tests, benchmarks),
+    and which checkpoints were found readable: as a fresh process."""
     _cache.clear()
+    _readable.clear()

@@ -1,7 +1,8 @@
 """Timeline checkpoints: the used segments of a dataSource right after one commit,
 stored so that a process without the timeline (and time travel) replays only the
 log after the newest one (`selectors.timeline`). A checkpoint is a derived cache:
-failing to write one loses nothing, so the failure is ignored.
+failing to write one loses nothing, so the failure is ignored; one whose bytes
+do not decode counts for nothing (reads skip it) and is replaced by the next.
 
 Written after a publish commits (`checkpoint_after_commit`), never by a read.
 """
@@ -44,7 +45,10 @@ def timeline_checkpoint_save(*, datasource: str) -> int | None:
 
 
 def _save(datasource: str, seq: int, refs: list[SegmentRef]) -> None:
+    unreadable = timeline_reads.unreadable_checkpoints(datasource=datasource)
     with transaction.atomic():
+        if unreadable:  # never read from again; one at `seq` makes room for the new one
+            TimelineCheckpoint.objects.filter(datasource=datasource, seq__in=unreadable).delete()
         TimelineCheckpoint.objects.bulk_create(
             [
                 TimelineCheckpoint(
@@ -61,6 +65,7 @@ def _save(datasource: str, seq: int, refs: list[SegmentRef]) -> None:
         if len(seqs) > CHECKPOINTS_KEPT:
             older = seqs[CHECKPOINTS_NEWEST:]
             TimelineCheckpoint.objects.filter(datasource=datasource, seq__in=older[1::2]).delete()
+    timeline_reads.checkpoint_written(datasource=datasource, seq=seq)
 
 
 def checkpoint_after_commit(datasource: str) -> None:

@@ -57,6 +57,7 @@ from workers.jobs.parsing import (
 )
 from workers.jobs.partitioning import PartitionPlan, determine_partitions, plan_needs_determining
 from workers.jobs.rollup import roll_up
+from workers.spark import on_stop
 
 __all__ = [
     "IngestResult",
@@ -177,8 +178,26 @@ def _job_class(spec: IngestionSpec):
     return _OneShuffle if shuffles_once(spec) else _TwoPhase
 
 
-_sessions: dict[int, tuple[object, object]] = {}  # id(session) -> (session, ingest session)
+# id(session) -> (session, ingest session), for the sessions that run: an entry
+# goes when its session stops (`_forget`), so a slot process on a cluster, which
+# starts and stops an application per task, holds none of the stopped ones.
+_sessions: dict[int, tuple[object, object]] = {}
 _sessions_lock = threading.Lock()
+
+
+def _forget(spark) -> None:
+    """Drop what was derived from `spark` (stopped), and from any other stopped session."""
+    with _sessions_lock:
+        for key, (parent, _) in list(_sessions.items()):
+            if parent is spark or _stopped(parent):
+                del _sessions[key]
+
+
+def _stopped(spark) -> bool:
+    return getattr(getattr(spark, "_sc", None), "_jsc", None) is None
+
+
+on_stop(_forget)
 
 
 def ingest_session(spark):
@@ -187,6 +206,7 @@ def ingest_session(spark):
     each alias of a projection it rewrites every constraint gathered so far, so
     planning the parse projection of a wide input (an alias per column) grew with
     the square of its columns; ingestion has no joins, whose filters it infers."""
+    _forget(None)  # sessions stopped other than by `stop_spark`
     with _sessions_lock:
         parent, session = _sessions.get(id(spark), (None, None))
         if parent is not spark:
