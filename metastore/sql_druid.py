@@ -296,6 +296,7 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
         _replace(node, translate_call(con, call, rule))
         if rule.category == "string" and name not in _NOT_TEXT:
             strings.add(_shape({**node, "alias": ""}))
+    _refuse_engine_only_forms(tree)
     if columns is not None:
         apply_types(con, tree, columns, strings)
     for select in _query_nodes(tree):
@@ -452,6 +453,29 @@ def _null_order(root: dict) -> None:
         if "null_order" in node and node.get("null_order") == "ORDER_DEFAULT":
             descending = node.get("type") == "DESCENDING"
             node["null_order"] = "NULLS LAST" if descending else "NULLS FIRST"
+
+
+_ENGINE_ONLY_JOINS = {"ASOF": "ASOF", "POSITIONAL": "POSITIONAL", "ANTI": "ANTI", "SEMI": "SEMI"}
+
+
+def _refuse_engine_only_forms(tree: dict) -> None:
+    """Join kinds and window frames of the engine's grammar that Druid SQL (Calcite)
+    has no syntax for, refused as Druid's parser refuses them, never answered."""
+    for node in _all_dicts(tree["statements"][0]["node"]):
+        if node.get("type") == "JOIN":
+            word = _ENGINE_ONLY_JOINS.get(node.get("ref_type")) or _ENGINE_ONLY_JOINS.get(
+                node.get("join_type")
+            )
+        elif node.get("class") == "WINDOW":
+            groups = "GROUPS" in f"{node.get('start')} {node.get('end')}"
+            exclude = node.get("exclude_clause", "NO_OTHER") != "NO_OTHER"
+            word = "GROUPS" if groups else "EXCLUDE" if exclude else None
+        else:
+            continue
+        if word:
+            raise DruidFunctionRefused(
+                f"Incorrect syntax near the keyword '{word}': not part of Druid SQL"
+            )
 
 
 def _range_frame_bounds(node: dict) -> None:

@@ -213,3 +213,13 @@ CASES: list[tuple[str, str, object, bool]] = [
 ]  # fmt: skip
 
 assert len({c[0] for c in CASES}) == len(CASES)
+
+# Forms of the engine's own grammar beside these constructs that Druid SQL has no syntax
+# for: refused in Druid's error shape, naming the keyword (not from Druid's tests).
+REFUSED: list[tuple[str, str]] = [
+    ("asof_join", "SELECT foo.dim1 FROM foo ASOF JOIN numfoo ON foo.dim1 = numfoo.dim1 AND foo.m1 >= numfoo.m1"),
+    ("positional_join", "SELECT foo.dim1 FROM foo POSITIONAL JOIN numfoo"),
+    ("anti_join", "SELECT foo.dim1 FROM foo ANTI JOIN numfoo ON foo.dim1 = numfoo.dim1"),
+    ("groups_frame", "SELECT COUNT(*) OVER (ORDER BY m1 GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM foo"),
+    ("exclude_frame", "SELECT SUM(m1) OVER (ORDER BY m1 ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE CURRENT ROW) FROM foo"),
+]  # fmt: skip

@@ -9,7 +9,7 @@ import os
 
 import pytest
 from druid_sql_sweep import run
-from druid_sql_sweep_relational import CASES
+from druid_sql_sweep_relational import CASES, REFUSED
 from druid_test_data import publish_foo, publish_lookyloo, publish_nested, publish_numfoo
 
 pytestmark = pytest.mark.django_db
@@ -34,3 +34,7 @@ def test_druid_relational_sql_test_queries_answer_as_druid_answers_them(api_clie
                 if not o.ok:
                     out.write(f"{o.name}: {o.cause} {o.detail}\n")
     assert passed >= PASSING_AT_LEAST, [o for o in outcomes if not o.ok]
+    for name, query in REFUSED:
+        response = api_client.post("/druid/v2/sql", {"query": query}, format="json")
+        assert response.status_code == 400, name
+        assert response.json()["errorMessage"].startswith("query: Incorrect syntax"), name
