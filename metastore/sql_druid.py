@@ -207,8 +207,8 @@ def translate_call(con, call: Call, rule: Rule) -> dict | None:
         raise DruidFunctionRefused(f"Function [{rule.name}] is not supported here: {rule.refused}")
     low, high = rule.arity
     count = len(call.args)
-    if call.node.get("function_name") == "count_star":
-        count = 1
+    if call.node.get("function_name") == "count_star" or (call.window and rule.name == "COUNT"):
+        count = max(count, 1)  # COUNT(*), over a window too (the engine's `count` of nothing)
     if count < low or (high is not None and count > high):
         raise _arity_error(rule, count)
     if rule.sql is None:
@@ -280,6 +280,8 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
                 _replace(node, translate_call(con, Call(engine, _call_args(node), node), operator))
             continue  # an operator (+, ||, ~~ ...): the guard decides
         name = written_name(sql, node)
+        if name is None and is_table and engine == "unnest":
+            name = "UNNEST"  # the engine gives FROM's UNNEST no place in the text
         if name is None:
             continue  # standard syntax (INTERVAL, SIMILAR TO, a[1]): the guard decides
         rule = rules.get(name)
@@ -289,12 +291,16 @@ def translate(con, sql: str, tree: dict, rules: dict[str, Rule], columns=None) -
             raise DruidFunctionRefused(f"{name} is not a table function")
         call = Call(name, _call_args(node), node, window=node.get("class") == "WINDOW")
         if call.window:
+            _range_frame_bounds(node)
             _whole_partition_frame(node)
         _replace(node, translate_call(con, call, rule))
         if rule.category == "string" and name not in _NOT_TEXT:
             strings.add(_shape({**node, "alias": ""}))
+    _refuse_engine_only_forms(tree)
     if columns is not None:
         apply_types(con, tree, columns, strings)
+    for select in _query_nodes(tree):
+        _window_group_order(select)
     _group_order(tree["statements"][0]["node"])
     _null_order(tree["statements"][0]["node"])
 
@@ -405,6 +411,41 @@ def _group_order(select: dict) -> None:
         modifiers.insert(0, {"type": "ORDER_MODIFIER", "orders": orders})
 
 
+_ORDERED_WINDOWS = frozenset({"WINDOW_LAG", "WINDOW_LEAD", "WINDOW_ROW_NUMBER", "WINDOW_NTILE"})
+
+
+def _window_group_order(select: dict) -> None:
+    """In Druid a window runs over a GROUP BY's rows in their order, by the grouping
+    keys: `LAG(x) OVER ()` of a grouped query looks at the previous group. The engine
+    runs the window over the groups in no order, so a window function that depends on
+    the order and has no ORDER BY is given the grouping keys as its order (aggregates
+    over the window are left alone: an order would narrow their frame)."""
+    if select.get("type") != "SELECT_NODE" or not select.get("group_expressions"):
+        return
+    keys = []
+    for group in select["group_expressions"]:
+        if group.get("class") == "CONSTANT" and group["literal"].get("kind") == "INTEGER":
+            position = int(group["literal"]["text"]) - 1
+            items = select.get("select_list") or []
+            if not 0 <= position < len(items) or any(
+                n.get("class") == "WINDOW" for n in _all_dicts(items[position])
+            ):
+                return
+            group = {**items[position], "alias": ""}
+        keys.append(group)
+    for part in _expressions(select):
+        for node in _walk(part):
+            if node.get("type") in _ORDERED_WINDOWS and not node.get("orders"):
+                node["orders"] = [
+                    {
+                        "type": "ASCENDING",
+                        "null_order": "NULLS FIRST",
+                        "expression": copy.deepcopy(k),
+                    }
+                    for k in keys
+                ]
+
+
 def _null_order(root: dict) -> None:
     """Druid sorts nulls first ascending and last descending (its comparators put
     null lowest); the engine's default is nulls last both ways."""
@@ -412,6 +453,38 @@ def _null_order(root: dict) -> None:
         if "null_order" in node and node.get("null_order") == "ORDER_DEFAULT":
             descending = node.get("type") == "DESCENDING"
             node["null_order"] = "NULLS LAST" if descending else "NULLS FIRST"
+
+
+_ENGINE_ONLY_JOINS = {"ASOF": "ASOF", "POSITIONAL": "POSITIONAL", "ANTI": "ANTI", "SEMI": "SEMI"}
+
+
+def _refuse_engine_only_forms(tree: dict) -> None:
+    """Join kinds and window frames of the engine's grammar that Druid SQL (Calcite)
+    has no syntax for, refused as Druid's parser refuses them, never answered."""
+    for node in _all_dicts(tree["statements"][0]["node"]):
+        if node.get("type") == "JOIN":
+            word = _ENGINE_ONLY_JOINS.get(node.get("ref_type")) or _ENGINE_ONLY_JOINS.get(
+                node.get("join_type")
+            )
+        elif node.get("class") == "WINDOW":
+            groups = "GROUPS" in f"{node.get('start')} {node.get('end')}"
+            exclude = node.get("exclude_clause", "NO_OTHER") != "NO_OTHER"
+            word = "GROUPS" if groups else "EXCLUDE" if exclude else None
+        else:
+            continue
+        if word:
+            raise DruidFunctionRefused(
+                f"Incorrect syntax near the keyword '{word}': not part of Druid SQL"
+            )
+
+
+def _range_frame_bounds(node: dict) -> None:
+    """Druid's validator takes a RANGE frame only to UNBOUNDED or CURRENT ROW."""
+    if {node.get("start"), node.get("end")} & {"EXPR_PRECEDING_RANGE", "EXPR_FOLLOWING_RANGE"}:
+        raise DruidFunctionRefused(
+            "Order By with RANGE clause currently supports only UNBOUNDED or CURRENT ROW. "
+            "Use ROWS clause instead."
+        )
 
 
 def _whole_partition_frame(node: dict) -> None:
@@ -614,6 +687,12 @@ def _expressions(select: dict) -> list:
     parts += [select.get("having"), select.get("qualify")]
     for modifier in select.get("modifiers") or []:
         parts.extend(order.get("expression") for order in modifier.get("orders") or [])
+    joins = [select.get("from_table")]
+    while joins:  # the ON conditions of the FROM's joins (not of its subqueries)
+        join = joins.pop()
+        if isinstance(join, dict) and join.get("type") == "JOIN":
+            parts.append(join.get("condition"))
+            joins += [join.get("left"), join.get("right")]
     return [p for p in parts if p]
 
 
@@ -669,6 +748,8 @@ class _Kinds:
             return _LITERAL_KINDS.get(
                 literal, "double" if literal in ("NUMERIC", "DECIMAL", "DOUBLE", "FLOAT") else None
             )
+        if kind == "FUNCTION" and node.get("function_name") == "druid_json_value":
+            return "string"  # JSON_VALUE without RETURNING: cast as text is
         if kind == "CAST" and not node.get("try_cast"):
             return _TYPE_KINDS.get(str((node.get("type_expr") or {}).get("type_name", "")).upper())
         if kind == "FUNCTION" and node.get("function_name") in _ARITHMETIC:
@@ -772,6 +853,9 @@ def _implicit_cast(con, node: dict, kinds: _Kinds) -> None:
             and rest_kinds <= {"long", "double"}
         ):
             _cast(con, first, _ENGINE_TYPE[rest_kinds.pop()])
+        elif kinds.of(first) == "string" and "string" in rest_kinds:
+            for number in (n for n in rest if kinds.of(n) in ("long", "double")):
+                _cast(con, number, "VARCHAR")  # `s IN ('a', 1)`: Druid matches the text '1'
         return
     elif node.get("class") == "FUNCTION" and node.get("function_name") in _ARITHMETIC:
         sides = _call_args(node)

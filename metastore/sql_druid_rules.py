@@ -6,6 +6,8 @@ that the checked-in file is what the table says. No Django."""
 
 from __future__ import annotations
 
+import re
+
 from metastore import sql_druid_sketches as sk
 from metastore import sql_druid_time as tm
 from metastore.sql_druid import Call, DruidFunctionRefused, Rule
@@ -729,7 +731,17 @@ _add(
 _add("scalar", _ARR, "ARRAY_TO_STRING", (2, 2), "array_to_string($a0, $a1)")
 _add("scalar", _ARR, "STRING_TO_ARRAY", (2, 2), "regexp_split_to_array($a0, $a1)")
 _add("scalar", _ARR, "ARRAY_TO_MV", (1, 1), "druid_mv_out(CAST($a0 AS VARCHAR[]))")
-_add("table", _ARR, "UNNEST", (1, 1))
+
+
+def _unnest(call: Call) -> str | None:
+    """A multi-value string's row without values (null) unnests to one null row in
+    Druid (its unnest cursor over the dimension); the engine's unnest drops it."""
+    if call.args[0].get("function_name") == "druid_mv":
+        return "unnest(coalesce($a0, [NULL::VARCHAR]))"
+    return None
+
+
+_add("table", _ARR, "UNNEST", (1, 1), _unnest)
 
 # --- multi-value strings -----------------------------------------------------------------
 
@@ -844,8 +856,8 @@ _add("scalar", _MV, "STRING_TO_MV", (2, 2), "druid_mv_out(regexp_split_to_array(
 
 _JSON = "JSON"
 _JSON_TEXT = "CAST($a0 AS VARCHAR)"
-_VALUE = (
-    f"CASE WHEN NOT json_valid({_JSON_TEXT}) THEN NULL "
+_VALUE = (  # a scalar is stored as itself (workers.jobs.parsing): the root path reads it
+    f"CASE WHEN NOT json_valid({_JSON_TEXT}) THEN CASE WHEN $a1 = '$' THEN {_JSON_TEXT} END "
     f"WHEN json_type({_JSON_TEXT}, $a1) IN ('OBJECT', 'ARRAY') THEN NULL "
     f"ELSE json_extract_string({_JSON_TEXT}, $a1) END"
 )
@@ -861,8 +873,42 @@ _SQL_TYPES = {
 }
 
 
+_ON_CLAUSE = re.compile(r"\s+(NULL|ERROR|DEFAULT\s+\S+)\s+ON\s+(EMPTY|ERROR)\b", re.I)
+
+
+def _json_path(call: Call, name: str) -> None:
+    """A literal path must be JSONPath (`$...`), as Druid's nested-field reader checks."""
+    arg = call.args[1] if len(call.args) > 1 else {}
+    path = arg.get("literal", {}).get("text") if arg.get("class") == "CONSTANT" else None
+    if path == "$.":  # Druid reads `$.` as the root, as `$`
+        arg["literal"]["text"] = "$"
+    elif isinstance(path, str) and not path.startswith("$"):
+        raise DruidFunctionRefused(
+            f"Cannot use [{name}]: [Bad format, '{path}' is not a valid JSONPath path: "
+            "must start with '$']"
+        )
+
+
+def _json_value(call: Call) -> str:
+    _json_path(call, "JSON_VALUE_VARCHAR")
+    return f"druid_json_value({_VALUE})"
+
+
+def _without_on_clauses(text: str) -> str:
+    """`RETURNING t NULL ON EMPTY NULL ON ERROR`: Druid's (undocumented) default,
+    accepted; any other ON EMPTY / ON ERROR behaviour is refused as Druid refuses it."""
+    for match in _ON_CLAUSE.finditer(text):
+        if match.group(1).upper() != "NULL":
+            raise DruidFunctionRefused(
+                f"Unsupported JSON_VALUE parameter 'ON {match.group(2).upper()}' defined - "
+                "please re-issue this query without this argument"
+            )
+    return _ON_CLAUSE.sub("", text)
+
+
 def _json_value_returning(call: Call) -> str:
-    sql_type = str(call.literal(2, "the type")).upper().split()
+    _json_path(call, "JSON_VALUE")
+    sql_type = _without_on_clauses(str(call.literal(2, "the type"))).upper().split()
     if not sql_type or sql_type[0] not in _SQL_TYPES or sql_type[1:] not in ([], ["ARRAY"]):
         raise DruidFunctionRefused(
             f"JSON_VALUE: RETURNING {' '.join(sql_type)} is not supported; "
@@ -877,14 +923,20 @@ def _json_value_returning(call: Call) -> str:
     return f"TRY_CAST({_VALUE} AS {engine})"
 
 
-_add("scalar", _JSON, "JSON_VALUE", (2, 2), _VALUE)
+_add("scalar", _JSON, "JSON_VALUE", (2, 2), _json_value)
 _add("scalar", _JSON, "DRUID_JSON_VALUE_RETURNING", (3, 3), _json_value_returning, internal=True)
 _add(
     "scalar",
     _JSON,
     "JSON_QUERY",
     (2, 2),
-    f"CASE WHEN json_valid({_JSON_TEXT}) THEN json_extract({_JSON_TEXT}, $a1) END",
+    lambda call: (
+        _json_path(call, "JSON_QUERY")
+        or (
+            f"CASE WHEN json_valid({_JSON_TEXT}) THEN json_extract({_JSON_TEXT}, $a1) "
+            f"WHEN $a1 = '$' THEN to_json({_JSON_TEXT}) END"  # a scalar stored as itself
+        )
+    ),
 )
 _add(
     "scalar",
@@ -901,8 +953,13 @@ _add(
     _JSON,
     "JSON_KEYS",
     (2, 2),
-    f"CASE WHEN json_valid({_JSON_TEXT}) AND json_type({_JSON_TEXT}, $a1) = 'OBJECT' "
-    f"THEN json_keys({_JSON_TEXT}, $a1) END",
+    lambda call: (
+        _json_path(call, "JSON_KEYS")
+        or (
+            f"CASE WHEN json_valid({_JSON_TEXT}) AND json_type({_JSON_TEXT}, $a1) = 'OBJECT' "
+            f"THEN json_keys({_JSON_TEXT}, $a1) END"
+        )
+    ),
 )
 _add("scalar", _JSON, "JSON_OBJECT", (0, None), lambda c: f"json_object({_args(c)})")
 _add(

@@ -2,7 +2,8 @@
 Django). Druid SQL is Calcite's dialect; a few of its forms are not in DuckDB's
 grammar: `FLOOR(t TO unit)` / `CEIL(t TO unit)`, `JSON_VALUE(x, path RETURNING
 type)`, `JSON_OBJECT(KEY k VALUE v, ...)` and `JSON_OBJECT(k: v)`, `<type> ARRAY`
-in a cast, `POSITION(x IN y FROM n)`, and `EXPLAIN PLAN FOR <query>`. Each is rewritten on DuckDB's tokens
+in a cast, `POSITION(x IN y FROM n)`, a window frame of one FOLLOWING bound
+(`ROWS 1 FOLLOWING`), and `EXPLAIN PLAN FOR <query>`. Each is rewritten on DuckDB's tokens
 (so a string constant, a quoted name or a comment is never touched) into a call
 of an internal function (`druid_floor_to(t, 'UNIT')`, ...) that
 `metastore.sql_druid` then translates on the parse tree like any Druid function.
@@ -164,6 +165,22 @@ def _array_type_edits(tokens: list[_Token]) -> list[tuple[int, int, str]]:
     return edits
 
 
+def _frame_edits(tokens: list[_Token]) -> list[tuple[int, int, str]]:
+    """`ROWS 1 FOLLOWING` / `ROWS UNBOUNDED FOLLOWING` (a frame written by its one bound,
+    that bound after the current row): Calcite's frame from the current row to it,
+    `BETWEEN CURRENT ROW AND ...`, which DuckDB's grammar does not read from one bound."""
+    edits = []
+    for i in range(len(tokens) - 2):
+        if tokens[i].word not in ("ROWS", "RANGE") or tokens[i + 1].word == "BETWEEN":
+            continue
+        bound = tokens[i + 1]
+        if (bound.word == "UNBOUNDED" or bound.kind == "number") and tokens[
+            i + 2
+        ].word == "FOLLOWING":
+            edits.append((bound.start, bound.start, "BETWEEN CURRENT ROW AND "))
+    return edits
+
+
 _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+PLAN\s+(?:(?:WITH|WITHOUT)\s+IMPLEMENTATION\s+)?FOR\s+", re.I)
 
 
@@ -184,7 +201,8 @@ def split_explain(sql: str) -> tuple[bool, str]:
 def rewrite(sql: str) -> str:
     """The query with Druid's own forms written as engine-readable calls."""
     if not any(
-        word in sql.upper() for word in (" TO ", "RETURNING", "JSON_OBJECT", "ARRAY", "POSITION")
+        word in sql.upper()
+        for word in (" TO ", "RETURNING", "JSON_OBJECT", "ARRAY", "POSITION", "FOLLOWING")
     ):
         return sql  # the common case: nothing to rewrite, no tokenizing
     tokens = _operators(_tokens(sql))
@@ -193,6 +211,7 @@ def rewrite(sql: str) -> str:
         if token.kind in ("identifier", "keyword"):
             edits.extend(_edits_for_call(tokens, i))
     edits.extend(_array_type_edits(tokens))
+    edits.extend(_frame_edits(tokens))
     for start, end, text in sorted(edits, reverse=True):
         sql = sql[:start] + text + sql[end:]
     return sql

@@ -37,6 +37,9 @@ DRUID_MACROS = [
     "ELSE [CAST(x AS VARCHAR)] END",
     "CREATE MACRO druid_mv_out(l) AS CASE WHEN l IS NULL OR len(l) = 0 THEN NULL "
     "WHEN len(l) = 1 THEN l[1] ELSE CAST(to_json(l) AS VARCHAR) END",
+    # JSON_VALUE without RETURNING: its value as text, marked so that Druid's implicit
+    # casts apply to it as to a string column (metastore.sql_druid.apply_types).
+    "CREATE MACRO druid_json_value(v) AS v",
     # IPv4: a dotted-decimal string or an integer in range; anything else null.
     "CREATE MACRO druid_ipv4_parse(a) AS CASE "
     "WHEN regexp_full_match(CAST(a AS VARCHAR), '[0-9]+') "

@@ -12,6 +12,7 @@ fixes them as a multiset.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -333,7 +334,12 @@ def _same(value, expected) -> str:
 
 
 def _key(row) -> str:
-    return repr([(v is not None, repr(v)) for v in row])
+    """A row's sort key; a JSON object's keys in their order (Druid's may differ)."""
+    return repr([(v is not None, _text(v)) for v in row])
+
+
+def _text(value) -> str:
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else repr(value)
 
 
 def compare(rows: list, expected: list, ordered: bool) -> str:

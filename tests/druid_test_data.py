@@ -59,18 +59,19 @@ _TYPES = {
 }
 
 
-def publish(inline_spec, datasource: str, columns: dict[str, list], times: list[str]) -> None:
+def publish(
+    inline_spec, datasource: str, columns: dict[str, list], times: list[str], types=None
+) -> None:
     """One segment of these rows (`times` as ISO dates or times, UTC), published as
-    a task would publish it."""
+    a task would publish it; a column is typed by `types`, else `_TYPES`, else a string."""
+    types = {**_TYPES, **(types or {})}
     path = settings.STRATA_DEEP_STORAGE / datasource / uuid.uuid4().hex / "data.parquet"
     path.parent.mkdir(parents=True)
     moments = [datetime.fromisoformat(t).replace(tzinfo=UTC) for t in times]
     table = pa.table(
         {
             "__time": pa.array(moments, type=pa.timestamp("us", tz="UTC")),
-            **{
-                name: pa.array(v, type=_TYPES.get(name, pa.string())) for name, v in columns.items()
-            },
+            **{name: pa.array(v, type=types.get(name, pa.string())) for name, v in columns.items()},
         }
     )
     pq.write_table(table, path)
@@ -81,7 +82,7 @@ def publish(inline_spec, datasource: str, columns: dict[str, list], times: list[
     years = Interval.parse("2000-01-01/2002-01-01")
     services.lock_acquire(task=task, interval=years)
     alloc = services.segments_allocate(task=task, interval=years, count=1, append=False)
-    dimensions = [n for n in columns if n not in _TYPES]
+    dimensions = [n for n in columns if n not in types]
     services.segments_publish(
         task=task,
         segments=[
@@ -106,3 +107,37 @@ def publish_foo(inline_spec) -> None:
 
 def publish_numfoo(inline_spec) -> None:
     publish(inline_spec, "numfoo", NUMFOO, TIMES)
+
+
+# Druid's CalciteNestedDataQueryTest `nested` rows: its JSON columns stored as ingestion
+# stores a nested or mixed field (an object as its JSON text, a scalar as itself).
+NESTED_TIMES = ["2000-01-01"] * 5 + ["2000-01-02"] * 2
+_NEST = [
+    '{"x":100,"y":2.02,"z":"300","mixed":1,"mixed2":"1"}',
+    None,
+    '{"x":200,"y":3.03,"z":"abcdef","mixed":1.1,"mixed2":1}',
+    None,
+    None,
+    '{"x":100,"y":2.02,"z":"400","mixed2":1.1}',
+    None,
+]
+NESTED = {
+    "string": ["aaa", "bbb", "ccc", "ddd", "eee", "aaa", "ddd"],
+    "string_sparse": ["zzz", None, None, "yyy", None, None, None],
+    "nest": _NEST,
+    "nester": ['{"array":["a","b"],"n":{"x":"hello"}}', "hello", None, None, None,
+               '{"array":["a","b"],"n":{"x":1}}', "2"],
+    "long": [5, 4, 3, 2, 1, 5, 2],
+    "cnt": [1] * 7,
+}  # fmt: skip
+
+# Druid's test lookup `lookyloo` (k -> v) as a dataSource of two string columns.
+LOOKYLOO = {"k": ["a", "abc", "nosuchkey", "6"], "v": ["xa", "xabc", "mysteryvalue", "x6"]}
+
+
+def publish_nested(inline_spec) -> None:
+    publish(inline_spec, "nested", NESTED, NESTED_TIMES, types={"long": pa.int64()})
+
+
+def publish_lookyloo(inline_spec) -> None:
+    publish(inline_spec, "lookyloo", LOOKYLOO, ["2000-01-01"] * 4)
