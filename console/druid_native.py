@@ -22,7 +22,7 @@ from rest_framework import exceptions
 
 from console.druid import DruidView
 from console.druid_schema import NATIVE_REQUEST, NATIVE_RESPONSES
-from metastore import query, selectors
+from metastore import query, selectors, time_stats
 from metastore.druid import native
 from metastore.druid.native_results import shape
 from metastore.intervals import MAX_TS, MIN_TS, Interval
@@ -89,6 +89,18 @@ def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval]]]:
     return [(seg_id, interval, ivs) for seg_id, (interval, ivs) in pieces.items()]
 
 
+def _first_time(commits: dict[str, int]):
+    """`compile_query`'s `first_time`: from the visible files' footers (metastore.time_stats)."""
+
+    def first_time(tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None:
+        if any(t not in commits for t in tables):
+            return None
+        sources = [visible_source(datasource=t, seq=commits[t]) for t in tables]
+        return time_stats.first_time_ms(sources, intervals)
+
+    return first_time
+
+
 class NativeQueryView(DruidView):
     """POST /druid/v2: a native query -> its results, as Druid returns them."""
 
@@ -113,7 +125,9 @@ class NativeQueryView(DruidView):
             # Druid answers a dataSource with no segments with no rows
             return HttpResponse("[]", content_type="application/json")
         segments = _segments(datasource) if kind == "segmentMetadata" else None
-        plan = native.compile_query(request.data, None, segments=segments, tables=tables)
+        plan = native.compile_query(
+            request.data, None, segments=segments, tables=tables, first_time=_first_time(commits)
+        )
         result = _run(plan.sql, plan.timeout_ms, commits)
         # json.dumps writes NaN and Infinity as Druid's Jackson does.
         return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -1539,6 +1540,9 @@ class _Query:
     where: str
     context: dict
     relation: _Relation | None = None
+    # (tables, intervals) -> the first `__time` of their rows, (epoch ms,) or (None,)
+    # if none; None if unknown (then the SQL reads it). See `compile_query`.
+    first_time: Callable[[tuple[str, ...], list[Interval]], tuple | None] | None = None
 
 
 # --- dataSources: what a query reads ---------------------------------------------------
@@ -1555,6 +1559,7 @@ class _Query:
 class _Relation:
     sql: str  # a SELECT of __time (TIMESTAMP) and the columns of `kinds`
     kinds: dict[str, str]  # column -> kind (as column_kinds gives them; __time: time)
+    tables: tuple[str, ...] = ()  # the tables it is, each cut to the query's intervals
 
 
 _EMPTY_TABLE = _Relation("SELECT CAST(NULL AS TIMESTAMP) AS __time WHERE false", {"__time": "time"})
@@ -1667,7 +1672,7 @@ def _tables_relation(spec, field: str, reading: _Reading, where: str | None) -> 
             kinds.setdefault(name, column_kind)
     cut = f" WHERE {where}" if where else ""
     sql = " UNION ALL BY NAME ".join(f"SELECT * FROM {_q(n)}{cut}" for n in names)
-    return _Relation(sql, kinds)
+    return _Relation(sql, kinds, tuple(names) if cut else ())
 
 
 _INLINE_TYPES = {
@@ -2021,7 +2026,7 @@ def _virtual_columns(specs) -> dict[str, tuple]:
     return out
 
 
-def _parse_common(body: dict, tables: dict[str, dict[str, str] | None]) -> _Query:
+def _parse_common(body: dict, tables: dict[str, dict[str, str] | None], first_time=None) -> _Query:
     kind = body["queryType"]
     for key in body:
         if key not in _ALLOWED[kind]:
@@ -2040,7 +2045,7 @@ def _parse_common(body: dict, tables: dict[str, dict[str, str] | None]) -> _Quer
     where = "true"
     if body.get("filter") is not None:
         where = compile_filter(body["filter"], cols)
-    return _Query(body, _datasource(spec), intervals, cols, where, context, relation)
+    return _Query(body, _datasource(spec), intervals, cols, where, context, relation, first_time)
 
 
 def _base(q: _Query) -> str:
@@ -2183,16 +2188,20 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
     time span of the rows is read in the grouping's own pass over them."""
     agg_sql = [(a.name, a.sql) for a in aggs]
     one_pass = q.where == "true"
+    known = _known_first_time(q) if gran.kind == "all" else None
     ctes = (
-        [] if one_pass else ["__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
+        []
+        if one_pass or known
+        else ["__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
     )
     if gran.kind == "all":
         having = " HAVING COUNT(*) > 0" if skip else ""
         # One row whenever the intervals hold data, even if the filter matches none of it.
+        stamp = known or _epoch_ms("__span.lo")
         grouped = (
             f"SELECT {_epoch_ms('min(__time)')} AS __bucket{_comma(agg_sql)} FROM __base{having}"
-            if one_pass
-            else f"SELECT {_epoch_ms('__span.lo')} AS __bucket, g.* FROM __span, "
+            if one_pass and not known
+            else f"SELECT {stamp} AS __bucket, g.* FROM {'' if known else '__span, '}"
             f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
             f"WHERE {q.where}{having}) AS g"
         )
@@ -2277,11 +2286,26 @@ def _materialized() -> str:
     return "" if _spark() else " MATERIALIZED"
 
 
+def _known_first_time(q: _Query) -> str | None:
+    """The first time of the query's rows (matched by its filter or not) as an epoch
+    millis literal, if the caller knows it without reading them (`compile_query`)."""
+    if q.first_time is None or not q.relation.tables:
+        return None
+    known = q.first_time(q.relation.tables, q.intervals)
+    if known is None:
+        return None
+    return "CAST(NULL AS BIGINT)" if known[0] is None else f"CAST({int(known[0])} AS BIGINT)"
+
+
 def _first_time(q: _Query) -> tuple[str, str, str]:
     """(the SQL of the first time in the query's rows, as epoch millis; a CTE to add
     after __base; a column to add to __grouped) for a granularity `all` result's
-    timestamp. Without a filter the grouping reads it in the same pass (`__lo`);
-    with one, a CTE of its own reads every row of the intervals, matched or not."""
+    timestamp. Known already: a literal. Without a filter the grouping reads it in
+    the same pass (`__lo`); with one, a CTE of its own reads every row of the
+    intervals, matched or not."""
+    known = _known_first_time(q)
+    if known is not None:
+        return known, "", ""
     if q.where == "true":
         return f"(SELECT {_epoch_ms('min(__lo)')} FROM __grouped)", "", ", min(__time) AS __lo"
     span = ", __span AS (SELECT min(__time) AS lo FROM __base)"
@@ -2782,13 +2806,22 @@ def query_datasource(body) -> tuple[str, str]:
 
 
 def compile_query(
-    body, schema: dict[str, str] | None, dialect: str = "duckdb", segments=None, tables=None
+    body,
+    schema: dict[str, str] | None,
+    dialect: str = "duckdb",
+    segments=None,
+    tables=None,
+    first_time=None,
 ) -> Plan:
     """A native query (parsed JSON) as a Plan, in DuckDB's or Spark's SQL (`dialect`).
     `tables`: the columns (name -> kind, see `column_kinds`) of each table its
     dataSource reads (`datasource_names`), None for one that does not exist; or
     `schema`, the columns of them all. A segmentMetadata query also needs the
-    visible `segments`: (id, interval, visible pieces). Raises NativeQueryError."""
+    visible `segments`: (id, interval, visible pieces). `first_time(tables,
+    intervals)`, if given: the first `__time` of those tables' rows within those
+    intervals as `(epoch ms,)` (`(None,)`: no rows), or None if it cannot tell
+    without reading them; a granularity `all` timestamp then needs no pass over
+    `__time`. Raises NativeQueryError."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {DIALECTS}")
     query_datasource(body)
@@ -2796,16 +2829,16 @@ def compile_query(
         tables = {name: schema for name in datasource_names(body.get("dataSource"))}
     token = _DIALECT.set(dialect)
     try:
-        return _compile(body, tables, segments)
+        return _compile(body, tables, segments, first_time)
     except RecursionError:
         raise NativeQueryError("(body)", "the query is nested too deeply") from None
     finally:
         _DIALECT.reset(token)
 
 
-def _compile(body: dict, tables: dict, segments) -> Plan:
+def _compile(body: dict, tables: dict, segments, first_time=None) -> Plan:
     query_datasource(body)
-    q = _parse_common(body, tables)
+    q = _parse_common(body, tables, first_time)
     if body["queryType"] == "segmentMetadata":
         plan = _segment_metadata(q, list(segments or []))
     else:
