@@ -50,8 +50,8 @@ def _query_error(exc: query.QueryError) -> HttpResponse:
     return _druid_error(_TOO_LARGE if too_large else _INVALID, exc.message)
 
 
-def _run(sql: str, timeout_ms: int | None, commits: dict[str, int]) -> query.QueryResult:
-    return query.run_query(sql=sql, timeout_ms=timeout_ms, commits=commits)
+def _run(sql: str, timeout_ms: int | None, commits: dict[str, int], cuts=None) -> query.QueryResult:
+    return query.run_query(sql=sql, timeout_ms=timeout_ms, commits=commits, cuts=cuts)
 
 
 _schemas_lock = threading.Lock()
@@ -89,16 +89,25 @@ def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval]]]:
     return [(seg_id, interval, ivs) for seg_id, (interval, ivs) in pieces.items()]
 
 
-def _first_time(commits: dict[str, int]):
-    """`compile_query`'s `first_time`: from the visible files' footers (metastore.time_stats)."""
+class _FooterTimes:
+    """`compile_query`'s `times` (native.TableTimes): from the Parquet footers of the
+    visible files (metastore.time_stats) as of `commits`, which the query runs on."""
 
-    def first_time(tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None:
-        if any(t not in commits for t in tables):
+    def __init__(self, commits: dict[str, int]) -> None:
+        self.commits = commits
+
+    def _sources(self, tables: tuple[str, ...]) -> list | None:
+        if any(t not in self.commits for t in tables):
             return None
-        sources = [visible_source(datasource=t, seq=commits[t]) for t in tables]
-        return time_stats.first_time_ms(sources, intervals)
+        return [visible_source(datasource=t, seq=self.commits[t]) for t in tables]
 
-    return first_time
+    def first_time(self, tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None:
+        sources = self._sources(tables)
+        return None if sources is None else time_stats.first_time_ms(sources, intervals)
+
+    def within(self, tables: tuple[str, ...], intervals: list[Interval]) -> bool:
+        sources = self._sources(tables)
+        return sources is not None and time_stats.within(sources, intervals)
 
 
 class NativeQueryView(DruidView):
@@ -126,9 +135,9 @@ class NativeQueryView(DruidView):
             return HttpResponse("[]", content_type="application/json")
         segments = _segments(datasource) if kind == "segmentMetadata" else None
         plan = native.compile_query(
-            request.data, None, segments=segments, tables=tables, first_time=_first_time(commits)
+            request.data, None, segments=segments, tables=tables, times=_FooterTimes(commits)
         )
-        result = _run(plan.sql, plan.timeout_ms, commits)
+        result = _run(plan.sql, plan.timeout_ms, commits, plan.cuts)
         # json.dumps writes NaN and Infinity as Druid's Jackson does.
         return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")
 

@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from console.druid_native import _schema
+from console.druid_native import _FooterTimes, _schema
 from metastore import query, time_stats
 from metastore.druid import native as compiler
 from metastore.druid.native_results import shape
 from metastore.intervals import Interval
-from metastore.sql_sources import TableSource, latest_commits, visible_source
+from metastore.sql_sources import TableSource, latest_commits
 from tests.test_native_queries import native, publish_wiki
 
 
@@ -106,22 +106,25 @@ def _first_row(intervals: list[str]) -> str | None:
 
 
 @pytest.mark.parametrize(
-    ("intervals", "from_footers"),
+    ("intervals", "from_footers", "unfiltered"),
     [
-        (["2024-01-01/2024-01-04"], True),
-        (["2024-01-01T03:00/2024-01-04"], False),  # starts inside partition 0's rows
-        (["2024-01-01T06:00/2024-01-04"], True),
-        (["2024-01-01T00:00/2024-01-01T02:00", "2024-01-03/2024-01-04"], True),
-        (["2024-01-02/2024-01-03"], True),  # no rows
+        (["2024-01-01/2024-01-04"], True, True),
+        (["2024-01-01T03:00/2024-01-04"], False, False),  # starts inside partition 0's rows
+        (["2024-01-01T06:00/2024-01-04"], True, False),
+        (["2024-01-01T00:00/2024-01-01T02:00", "2024-01-03/2024-01-04"], True, False),
+        (["2024-01-02/2024-01-03"], True, True),  # no rows: no files either
+        (["2024-01-03/2024-01-04"], True, True),  # day 3's file alone
     ],
 )
 def test_all_granularity_timestamp_is_the_first_row_as_the_rows_give_it(
-    wiki, api_client, intervals, from_footers
+    wiki, api_client, intervals, from_footers, unfiltered
 ):
-    known = time_stats.first_time_ms(
-        [visible_source(datasource="wiki")], [Interval.parse(i) for i in intervals]
-    )
-    assert (known is not None) == from_footers
+    """The answer is the same whether the time and the time filter come from the
+    footers or from the rows, with a filter or without, matching rows or none."""
+    ivs = [Interval.parse(i) for i in intervals]
+    times = _FooterTimes(latest_commits())
+    assert (times.first_time(("wiki",), ivs) is not None) == from_footers
+    assert times.within(("wiki",), ivs) == unfiltered
     first = _first_row(intervals)
     aggregations = [{"type": "count", "name": "rows"}]
     topn = {
@@ -134,10 +137,10 @@ def test_all_granularity_timestamp_is_the_first_row_as_the_rows_give_it(
         "intervals": intervals,
         "aggregations": aggregations,
     }
-    series = {**topn, "queryType": "timeseries"}
-    for key in ("dimension", "metric", "threshold"):
-        series.pop(key)
-    for body in (topn, series):
+    series = {k: v for k, v in topn.items() if k not in ("dimension", "metric", "threshold")}
+    series["queryType"] = "timeseries"
+    grouped = {**series, "queryType": "groupBy", "dimensions": ["user"], "granularity": "hour"}
+    for body in (topn, series, grouped):
         for matched in (None, "Main", "nothing"):
             if matched is not None:
                 body = {
@@ -146,4 +149,45 @@ def test_all_granularity_timestamp_is_the_first_row_as_the_rows_give_it(
                 }
             result = native(api_client, body)
             assert result == _scanned(body), (body, result)
-            assert [r["timestamp"] for r in result] in ([first], [])
+            if body["queryType"] != "groupBy":
+                assert [r["timestamp"] for r in result] in ([first], [])
+
+
+def test_a_join_reads_its_table_filtered_by_time(wiki):
+    """A join's sides may read the same table over other times: no cut by files."""
+    body = {
+        "queryType": "groupBy",
+        "dataSource": {
+            "type": "join",
+            "left": "wiki",
+            "right": {
+                "type": "query",
+                "query": {
+                    "queryType": "scan",
+                    "dataSource": "wiki",
+                    "intervals": ["2000/2100"],
+                    "columns": ["page"],
+                },
+            },
+            "rightPrefix": "r.",
+            "condition": 'page == "r.page"',
+            "joinType": "INNER",
+        },
+        "intervals": ["2024-01-03/2024-01-04"],
+        "granularity": "all",
+        "dimensions": ["page"],
+        "aggregations": [{"type": "count", "name": "rows"}],
+    }
+    tables = {"wiki": _schema("wiki", latest_commits())}
+    plan = compiler.compile_query(body, None, tables=tables, times=_FooterTimes(latest_commits()))
+    assert plan.cuts == {}
+    series = {
+        "queryType": "timeseries",
+        "dataSource": "wiki",
+        "intervals": ["2024-01-03/2024-01-04"],
+        "granularity": "all",
+        "aggregations": [{"type": "count", "name": "rows"}],
+    }
+    plan = compiler.compile_query(series, None, tables=tables, times=_FooterTimes(latest_commits()))
+    assert plan.cuts == {"wiki": [Interval.parse("2024-01-03/2024-01-04")]}
+    assert "2024-01-03" not in plan.sql
