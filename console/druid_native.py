@@ -22,7 +22,7 @@ from rest_framework import exceptions
 
 from console.druid import DruidView
 from console.druid_schema import NATIVE_REQUEST, NATIVE_RESPONSES
-from metastore import query, selectors
+from metastore import query, selectors, time_stats
 from metastore.druid import native
 from metastore.druid.native_results import shape
 from metastore.intervals import MAX_TS, MIN_TS, Interval
@@ -50,8 +50,8 @@ def _query_error(exc: query.QueryError) -> HttpResponse:
     return _druid_error(_TOO_LARGE if too_large else _INVALID, exc.message)
 
 
-def _run(sql: str, timeout_ms: int | None, commits: dict[str, int]) -> query.QueryResult:
-    return query.run_query(sql=sql, timeout_ms=timeout_ms, commits=commits)
+def _run(sql: str, timeout_ms: int | None, commits: dict[str, int], cuts=None) -> query.QueryResult:
+    return query.run_query(sql=sql, timeout_ms=timeout_ms, commits=commits, cuts=cuts)
 
 
 _schemas_lock = threading.Lock()
@@ -89,6 +89,27 @@ def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval]]]:
     return [(seg_id, interval, ivs) for seg_id, (interval, ivs) in pieces.items()]
 
 
+class _FooterTimes:
+    """`compile_query`'s `times` (native.TableTimes): from the Parquet footers of the
+    visible files (metastore.time_stats) as of `commits`, which the query runs on."""
+
+    def __init__(self, commits: dict[str, int]) -> None:
+        self.commits = commits
+
+    def _sources(self, tables: tuple[str, ...]) -> list | None:
+        if any(t not in self.commits for t in tables):
+            return None
+        return [visible_source(datasource=t, seq=self.commits[t]) for t in tables]
+
+    def first_time(self, tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None:
+        sources = self._sources(tables)
+        return None if sources is None else time_stats.first_time_ms(sources, intervals)
+
+    def within(self, tables: tuple[str, ...], intervals: list[Interval]) -> bool:
+        sources = self._sources(tables)
+        return sources is not None and time_stats.within(sources, intervals)
+
+
 class NativeQueryView(DruidView):
     """POST /druid/v2: a native query -> its results, as Druid returns them."""
 
@@ -113,8 +134,10 @@ class NativeQueryView(DruidView):
             # Druid answers a dataSource with no segments with no rows
             return HttpResponse("[]", content_type="application/json")
         segments = _segments(datasource) if kind == "segmentMetadata" else None
-        plan = native.compile_query(request.data, None, segments=segments, tables=tables)
-        result = _run(plan.sql, plan.timeout_ms, commits)
+        plan = native.compile_query(
+            request.data, None, segments=segments, tables=tables, times=_FooterTimes(commits)
+        )
+        result = _run(plan.sql, plan.timeout_ms, commits, plan.cuts)
         # json.dumps writes NaN and Infinity as Druid's Jackson does.
         return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")
 

@@ -34,6 +34,7 @@ from metastore import (
     sql_druid,
     sql_druid_syntax,
     sql_guard,
+    time_stats,
 )
 from metastore.intervals import Interval
 from metastore.models import DataSource
@@ -323,6 +324,7 @@ def bind_query(
     druid_sql: bool = False,
     commits: dict[str, int] | None = None,
     params: list | None = None,
+    cuts: dict[str, list[Interval]] | None = None,
 ) -> BoundQuery:
     """Parse `sql` with DuckDB, refuse what Strata does not run (metastore.sql_guard),
     and bind the tables it reads: a bare or `druid.` name is a dataSource (its
@@ -330,9 +332,9 @@ def bind_query(
     metadata tables (metastore.sql_catalog). Anything else is not found.
     `druid_sql`: the query is Druid SQL (its functions translated, metastore.sql_druid).
     `commits`: `latest_commits()` if the caller has just read it. `params`: Druid SQL's
-    parameters, bound into the query as literals (sql_druid.bind_parameters)."""
-    # Read at the first table named (none for `SELECT 1`), unless given.
-    known: list[dict[str, int]] = [] if commits is None else [commits]
+    parameters, bound into the query as literals (sql_druid.bind_parameters). `cuts`:
+    dataSource -> intervals its files are cut to (time_stats.cut_to), unsaid in `sql`."""
+    known: list[dict[str, int]] = [] if commits is None else [commits]  # or read at 1st table named
     sources: dict[str, TableSource] = {}
     system: dict[str, sql_catalog.Table] = {}
 
@@ -370,6 +372,8 @@ def bind_query(
 
     options = {"druid_names": druid_names, "druid_sql": druid_sql, "params": params}
     text = _guarded(con, sql, bind, columns=kinds, checked=prune, **options)
+    for name in set(cuts or ()) & set(sources):
+        sources[name] = time_stats.cut_to(sources[name], cuts[name])
     return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
 
 
@@ -831,6 +835,7 @@ def run_query(
     explain: bool = False,
     query_id: str | None = None,
     commits: dict[str, int] | None = None,
+    cuts: dict[str, list[Interval]] | None = None,
 ) -> QueryResult:
     """SQL over the visible rows of the dataSources it names and Druid's metadata
     tables, on DuckDB, within the time limit `timeout_ms` (Druid's context.timeout;
@@ -840,7 +845,7 @@ def run_query(
     Druid SQL -- Druid's syntax, functions and names, `EXPLAIN PLAN FOR` answered
     as Druid answers it (metastore.sql_druid); otherwise the engine's dialect. `explain`: DuckDB's
     plan (and the SQL Strata runs) instead of the rows. `query_id`: a name under which
-    `query_cancel` can interrupt it. `commits`: `latest_commits()` if just read."""
+    `query_cancel` can interrupt it. `commits`: `latest_commits()` if just read. `cuts`: see `bind_query`."""
     from django.conf import settings
 
     if as_of is not None and (
@@ -856,6 +861,7 @@ def run_query(
     try:
         check_read_only(sql)
         druid = {"druid_names": druid_names, "druid_sql": druid_sql, "commits": commits}
+        druid["cuts"] = cuts
         bound = bind_query(con, sql, as_of=as_of, params=params if druid_sql else None, **druid)
         params = None if druid_sql else params  # bound into the Druid SQL already
         _register(con, bound.sources, bound.system, as_of=bound.as_of, views=lease[2])

@@ -22,6 +22,7 @@ import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from metastore.druid import native_sketches as sketch_sql
@@ -1493,6 +1494,9 @@ class Plan:
     granularity: Granularity | None = None
     options: dict = field(default_factory=dict)
     timeout_ms: int | None = None
+    # table -> the intervals the SQL reads it only within, though it does not filter
+    # it by time (TableTimes.within): the tables must be cut to them (query.bind_query)
+    cuts: dict[str, list[Interval]] = field(default_factory=dict)
 
 
 _COMMON = {"queryType", "dataSource", "intervals", "filter", "virtualColumns", "context"}
@@ -1539,6 +1543,20 @@ class _Query:
     where: str
     context: dict
     relation: _Relation | None = None
+    times: TableTimes | None = None
+
+
+class TableTimes(Protocol):
+    """What the caller knows of its tables' `__time` without reading their rows (the
+    files' statistics), each of `tables` as the query sees it (its visible rows).
+    `first_time`: the first `__time` of their rows within `intervals`, `(epoch ms,)`,
+    `(None,)` if none; None if unknown (then the SQL reads it). `within`: whether
+    every row of theirs is within `intervals` (False if unknown); the SQL then does
+    not filter them by time."""
+
+    def first_time(self, tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None: ...
+
+    def within(self, tables: tuple[str, ...], intervals: list[Interval]) -> bool: ...
 
 
 # --- dataSources: what a query reads ---------------------------------------------------
@@ -1555,6 +1573,8 @@ class _Query:
 class _Relation:
     sql: str  # a SELECT of __time (TIMESTAMP) and the columns of `kinds`
     kinds: dict[str, str]  # column -> kind (as column_kinds gives them; __time: time)
+    tables: tuple[str, ...] = ()  # the tables it is, each cut to the query's intervals
+    unfiltered: bool = False  # whether that cut is left to the tables' files (Plan.cuts)
 
 
 _EMPTY_TABLE = _Relation("SELECT CAST(NULL AS TIMESTAMP) AS __time WHERE false", {"__time": "time"})
@@ -1623,6 +1643,7 @@ class _Reading:
 
     tables: dict[str, dict[str, str] | None]
     intervals: list[Interval]
+    times: TableTimes | None = None
 
 
 def _relation(spec, field: str, reading: _Reading, bounded: bool = True) -> _Relation:
@@ -1666,8 +1687,18 @@ def _tables_relation(spec, field: str, reading: _Reading, where: str | None) -> 
         for name, column_kind in columns.items():
             kinds.setdefault(name, column_kind)
     cut = f" WHERE {where}" if where else ""
+    # The query's own dataSource (not a join's side nor a subquery's: the table may be
+    # read whole there), whose rows in the files of the intervals all are within them.
+    unfiltered = bool(
+        cut
+        and field == "dataSource"
+        and reading.times is not None
+        and reading.times.within(tuple(names), reading.intervals)
+    )
+    if unfiltered:
+        cut = ""  # a filter by time would keep every row: the files are cut instead
     sql = " UNION ALL BY NAME ".join(f"SELECT * FROM {_q(n)}{cut}" for n in names)
-    return _Relation(sql, kinds)
+    return _Relation(sql, kinds, tuple(names) if where else (), unfiltered)
 
 
 _INLINE_TYPES = {
@@ -2021,7 +2052,7 @@ def _virtual_columns(specs) -> dict[str, tuple]:
     return out
 
 
-def _parse_common(body: dict, tables: dict[str, dict[str, str] | None]) -> _Query:
+def _parse_common(body: dict, tables: dict[str, dict[str, str] | None], times=None) -> _Query:
     kind = body["queryType"]
     for key in body:
         if key not in _ALLOWED[kind]:
@@ -2033,14 +2064,16 @@ def _parse_common(body: dict, tables: dict[str, dict[str, str] | None]) -> _Quer
     spec = body.get("dataSource")
     if optional and _datasource_type(spec, "dataSource") != "table":
         raise _unsupported("dataSource.type", f"a {spec.get('type')} dataSource in a {kind} query")
-    relation = _relation(spec, "dataSource", _Reading(tables, intervals))
+    # Only these read their dataSource through the relation alone, cut to the intervals.
+    cut_by_files = times if kind in ("timeseries", "topN", "groupBy") else None
+    relation = _relation(spec, "dataSource", _Reading(tables, intervals, cut_by_files))
     cols = _Columns(relation.kinds, _virtual_columns(body.get("virtualColumns")))
     for name in cols.virtual:
         cols.get(name)  # validate every virtual column, used or not
     where = "true"
     if body.get("filter") is not None:
         where = compile_filter(body["filter"], cols)
-    return _Query(body, _datasource(spec), intervals, cols, where, context, relation)
+    return _Query(body, _datasource(spec), intervals, cols, where, context, relation, times)
 
 
 def _base(q: _Query) -> str:
@@ -2183,16 +2216,20 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
     time span of the rows is read in the grouping's own pass over them."""
     agg_sql = [(a.name, a.sql) for a in aggs]
     one_pass = q.where == "true"
+    known = _known_first_time(q) if gran.kind == "all" else None
     ctes = (
-        [] if one_pass else ["__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
+        []
+        if one_pass or known
+        else ["__span AS (SELECT min(__time) AS lo, max(__time) AS hi FROM __base)"]
     )
     if gran.kind == "all":
         having = " HAVING COUNT(*) > 0" if skip else ""
         # One row whenever the intervals hold data, even if the filter matches none of it.
+        stamp = known or _epoch_ms("__span.lo")
         grouped = (
             f"SELECT {_epoch_ms('min(__time)')} AS __bucket{_comma(agg_sql)} FROM __base{having}"
-            if one_pass
-            else f"SELECT {_epoch_ms('__span.lo')} AS __bucket, g.* FROM __span, "
+            if one_pass and not known
+            else f"SELECT {stamp} AS __bucket, g.* FROM {'' if known else '__span, '}"
             f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
             f"WHERE {q.where}{having}) AS g"
         )
@@ -2277,11 +2314,26 @@ def _materialized() -> str:
     return "" if _spark() else " MATERIALIZED"
 
 
+def _known_first_time(q: _Query) -> str | None:
+    """The first time of the query's rows (matched by its filter or not) as an epoch
+    millis literal, if the caller knows it without reading them (`compile_query`)."""
+    if q.times is None or not q.relation.tables:
+        return None
+    known = q.times.first_time(q.relation.tables, q.intervals)
+    if known is None:
+        return None
+    return "CAST(NULL AS BIGINT)" if known[0] is None else f"CAST({int(known[0])} AS BIGINT)"
+
+
 def _first_time(q: _Query) -> tuple[str, str, str]:
     """(the SQL of the first time in the query's rows, as epoch millis; a CTE to add
     after __base; a column to add to __grouped) for a granularity `all` result's
-    timestamp. Without a filter the grouping reads it in the same pass (`__lo`);
-    with one, a CTE of its own reads every row of the intervals, matched or not."""
+    timestamp. Known already: a literal. Without a filter the grouping reads it in
+    the same pass (`__lo`); with one, a CTE of its own reads every row of the
+    intervals, matched or not."""
+    known = _known_first_time(q)
+    if known is not None:
+        return known, "", ""
     if q.where == "true":
         return f"(SELECT {_epoch_ms('min(__lo)')} FROM __grouped)", "", ", min(__time) AS __lo"
     span = ", __span AS (SELECT min(__time) AS lo FROM __base)"
@@ -2782,13 +2834,21 @@ def query_datasource(body) -> tuple[str, str]:
 
 
 def compile_query(
-    body, schema: dict[str, str] | None, dialect: str = "duckdb", segments=None, tables=None
+    body,
+    schema: dict[str, str] | None,
+    dialect: str = "duckdb",
+    segments=None,
+    tables=None,
+    times: TableTimes | None = None,
 ) -> Plan:
     """A native query (parsed JSON) as a Plan, in DuckDB's or Spark's SQL (`dialect`).
     `tables`: the columns (name -> kind, see `column_kinds`) of each table its
     dataSource reads (`datasource_names`), None for one that does not exist; or
     `schema`, the columns of them all. A segmentMetadata query also needs the
-    visible `segments`: (id, interval, visible pieces). Raises NativeQueryError."""
+    visible `segments`: (id, interval, visible pieces). `times`, if given: what
+    is known of the tables' `__time` without reading them (TableTimes): a
+    granularity `all` timestamp then needs no pass over `__time`, nor tables whose
+    rows are all within the intervals a time filter. Raises NativeQueryError."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {DIALECTS}")
     query_datasource(body)
@@ -2796,16 +2856,16 @@ def compile_query(
         tables = {name: schema for name in datasource_names(body.get("dataSource"))}
     token = _DIALECT.set(dialect)
     try:
-        return _compile(body, tables, segments)
+        return _compile(body, tables, segments, times)
     except RecursionError:
         raise NativeQueryError("(body)", "the query is nested too deeply") from None
     finally:
         _DIALECT.reset(token)
 
 
-def _compile(body: dict, tables: dict, segments) -> Plan:
+def _compile(body: dict, tables: dict, segments, times=None) -> Plan:
     query_datasource(body)
-    q = _parse_common(body, tables)
+    q = _parse_common(body, tables, times)
     if body["queryType"] == "segmentMetadata":
         plan = _segment_metadata(q, list(segments or []))
     else:
@@ -2818,4 +2878,5 @@ def _compile(body: dict, tables: dict, segments) -> Plan:
         plan.granularity,
         plan.options,
         _timeout(q.context),
+        {t: q.intervals for t in q.relation.tables} if q.relation.unfiltered else {},
     )
