@@ -126,3 +126,28 @@ def test_a_lock_grant_of_its_own_commits_the_grant_and_the_revocation_it_made():
     assert elsewhere(
         "SELECT task_id, revoked FROM metastore_tasklock WHERE datasource = %s ORDER BY id", [DS]
     ) == [(low.id, True), (high.id, False)]
+
+
+def flushed(table: str, row_id: int) -> bool:
+    """Whether the WAL that wrote the row is on disk: the flush position is past
+    the row's page's last change (pageinspect)."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+        cursor.execute(
+            f"SELECT pg_current_wal_flush_lsn() >= (SELECT lsn FROM page_header(get_raw_page("  # noqa: S608
+            f"'{table}', (SELECT (ctid::text::point)[0]::int FROM {table} WHERE id = %s))))",
+            [row_id],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_lock_grant_is_on_disk_when_it_is_handed_out():
+    """A decision of its own commits without waiting for the disk (the dataSource's
+    lock is let go at once) and waits for it after that: the lock it returns is
+    on disk. (Without the wait, the background WAL writer flushes within 200 ms,
+    well after this looks.)"""
+    for priority in (50, 90):  # a plain grant, then one that preempts it
+        t = claimed_task(priority=priority)
+        lock = services.lock_try_acquire(task=t, interval=DAY)
+        assert flushed("metastore_tasklock", lock.id)
+        idle_and_holding_nothing()

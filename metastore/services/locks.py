@@ -182,8 +182,10 @@ def lock_decide(*, task_id: str, requests: Sequence[locking.LockSpec]) -> LockRe
     the task is WAITING, queued with its request, nothing else changes.
 
     One round trip reads (`decision_reads`), one writes (`grant_writes`) and,
-    in a transaction of its own on PostgreSQL, commits. Inside a caller's
-    transaction (allocation) it joins it.
+    in a transaction of its own on PostgreSQL, commits, letting the
+    dataSource's lock go before its WAL flush and returning after it
+    (`lockbox_sql._locked`'s `async_commit`). Inside a caller's transaction
+    (allocation) it joins it.
     """
     requests = list(requests)
     datasource = requests[0].datasource
@@ -191,12 +193,12 @@ def lock_decide(*, task_id: str, requests: Sequence[locking.LockSpec]) -> LockRe
     commit = lockbox_sql.commits_with_last_write()
     with transaction.atomic():
         reads = lockbox_sql.decision_reads(
-            datasource=datasource, task_id=task_id, intervals=intervals
+            datasource=datasource, task_id=task_id, intervals=intervals, async_commit=commit
         )
         if reads is None:  # the dataSource's first lock: create its row, then read again
             datasource_for_update(datasource)
             reads = lockbox_sql.decision_reads(
-                datasource=datasource, task_id=task_id, intervals=intervals
+                datasource=datasource, task_id=task_id, intervals=intervals, async_commit=commit
             )
         task = reads.task
         if task is None:
@@ -260,8 +262,8 @@ def _grant(task, requests, decision: locking.BoxDecision, held, reads, commit) -
     resume = task.status == TaskStatus.WAITING or task.has_waiting_request
     granted = iter(
         lockbox_sql.grant_writes(
+            task_id=task.id,
             revoke=[v.id for v in victims],
-            revoked_by=task.id,
             datasource_version=new_version,
             new_locks=new_locks,
             resume_task=task.id if resume else None,
