@@ -515,6 +515,9 @@ def _limited(engine: str, size_of: str, default: int = 1024):
             value = "flatten(list_filter(array_agg($a0), lambda v: v IS NOT NULL))"
             if call.node.get("distinct"):
                 value = f"list_distinct({value})"
+        if engine != "string_agg" and call.node.get("distinct"):
+            # Druid's DISTINCT arrays are sorted sets (array_set_add), nulls first
+            value = f"list_sort({value}, 'ASC', 'NULLS FIRST')"
         message = (
             f"{call.name}: the result is larger than {limit} bytes (the size argument); "
             "give a larger size"
