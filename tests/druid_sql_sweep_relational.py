@@ -4,8 +4,9 @@ nested JSON columns (issue 26). Sources: Druid's window `.sqlTest` files
 (sql/src/test/resources/calcite/tests/window, `w_*`, over `foo`/`numfoo`),
 CalciteJoinQueryTest (`j_*`), CalciteArraysQueryTest (its newer version where two
 differ: ARRAY_AGG(DISTINCT) as a sorted set) and its MSQ twin (`a_*`, `u_*`)
-and CalciteNestedDataQueryTest (`n_*`, over its `nested` rows,
-tests/druid_test_data.py), each with the rows Druid's test states in SQL-compatible
+and CalciteNestedDataQueryTest (`n_*`, over its `nested` rows, tests/druid_test_data.py;
+its current version where two differ: range filters leave out the nulls the older
+bound filters matched), each with the rows Druid's test states in SQL-compatible
 null handling. Druid's `lookup.lookyloo` is the dataSource `druid.lookyloo` here
 (same keys and values; a lookup table has no `__time`, so where a query's `*` or an
 unqualified `__time` would reach it, the query names foo's columns). Times Druid's
@@ -144,13 +145,25 @@ CASES: list[tuple[str, str, object, bool]] = [
     ("n_bound_double_no_upper", "SELECT JSON_VALUE(nest, '$.y'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.y') >= 1.0 GROUP BY 1",
      [["2.02", 2], ["3.03", 1]], False),
     ("n_bound_double_no_lower", "SELECT JSON_VALUE(nest, '$.y'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.y') <= 2.02 GROUP BY 1",
-     [[N, 4], ["2.02", 2]], False),
+     [["2.02", 2]], False),
+    ("n_numeric_bound_long_no_upper_returning", "SELECT JSON_VALUE(nest, '$.x' RETURNING BIGINT),SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.x' RETURNING BIGINT) >= 100 GROUP BY 1",
+     [[100, 2], [200, 1]], False),
+    ("n_bound_long_no_lower_numeric", "SELECT JSON_VALUE(nest, '$.x'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.x') <= 100 GROUP BY 1",
+     [["100", 2]], False),
+    ("n_bound_double_string_bounds", "SELECT JSON_VALUE(nest, '$.y'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.y') >= '1.01' AND JSON_VALUE(nest, '$.y') <= '3.03' GROUP BY 1",
+     [["2.02", 2], ["3.03", 1]], False),
+    ("n_bound_double_string_no_upper", "SELECT JSON_VALUE(nest, '$.y'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.y') >= '1.01' GROUP BY 1",
+     [["2.02", 2], ["3.03", 1]], False),
+    ("n_bound_double_string_no_lower", "SELECT JSON_VALUE(nest, '$.y'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.y') <= '2.02' GROUP BY 1",
+     [["2.02", 2]], False),
+    ("n_bound_double_filter_numeric", "SELECT JSON_VALUE(nest, '$.y'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.y') >= 2.0 AND JSON_VALUE(nest, '$.y') <= 3.5 GROUP BY 1",
+     [["2.02", 2], ["3.03", 1]], False),
     ("n_bound_string", "SELECT JSON_VALUE(nest, '$.x'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.x') >= '100' AND JSON_VALUE(nest, '$.x') <= '300' GROUP BY 1",
      [["100", 2], ["200", 1]], False),
     ("n_bound_string_no_upper", "SELECT JSON_VALUE(nest, '$.x'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.z') >= '400' GROUP BY 1",
      [["100", 1], ["200", 1]], False),
     ("n_bound_string_no_lower", "SELECT JSON_VALUE(nest, '$.x'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.z') <= '400' GROUP BY 1",
-     [[N, 4], ["100", 2]], False),
+     [["100", 2]], False),
     ("n_like", "SELECT JSON_VALUE(nest, '$.x'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.x') LIKE '10%' GROUP BY 1", [["100", 2]], False),
     ("n_like_string_prefix", "SELECT JSON_VALUE(nest, '$.x'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.z') LIKE '30%' GROUP BY 1", [["100", 1]], False),
     ("n_like_string", "SELECT JSON_VALUE(nest, '$.x'), SUM(cnt) FROM druid.nested WHERE JSON_VALUE(nest, '$.z') LIKE '%00%' GROUP BY 1", [["100", 2]], False),
