@@ -928,6 +928,9 @@ def _json_value_returning(call: Call) -> str:
 
 _add("scalar", _JSON, "JSON_VALUE", (2, 2), _json_value)
 _add("scalar", _JSON, "DRUID_JSON_VALUE_RETURNING", (3, 3), _json_value_returning, internal=True)
+# Druid's undocumented JSON_VALUE_ANY (NestedDataOperatorConversions): JSON_VALUE typed
+# by the value; kept out of the catalog and the function list as Druid's docs leave it out.
+_add("scalar", _JSON, "JSON_VALUE_ANY", (2, 2), _json_value, internal=True)
 _add(
     "scalar",
     _JSON,
