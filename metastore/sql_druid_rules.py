@@ -515,6 +515,9 @@ def _limited(engine: str, size_of: str, default: int = 1024):
             value = "flatten(list_filter(array_agg($a0), lambda v: v IS NOT NULL))"
             if call.node.get("distinct"):
                 value = f"list_distinct({value})"
+        if engine != "string_agg" and call.node.get("distinct"):
+            # Druid's DISTINCT arrays are sorted sets (array_set_add), nulls first
+            value = f"list_sort({value}, 'ASC', 'NULLS FIRST')"
         message = (
             f"{call.name}: the result is larger than {limit} bytes (the size argument); "
             "give a larger size"
@@ -925,6 +928,9 @@ def _json_value_returning(call: Call) -> str:
 
 _add("scalar", _JSON, "JSON_VALUE", (2, 2), _json_value)
 _add("scalar", _JSON, "DRUID_JSON_VALUE_RETURNING", (3, 3), _json_value_returning, internal=True)
+# Druid's undocumented JSON_VALUE_ANY (NestedDataOperatorConversions): JSON_VALUE typed
+# by the value; kept out of the catalog and the function list as Druid's docs leave it out.
+_add("scalar", _JSON, "JSON_VALUE_ANY", (2, 2), _json_value, internal=True)
 _add(
     "scalar",
     _JSON,
