@@ -175,3 +175,21 @@ def test_commit_page_cost_does_not_grow_with_the_history(logged_in, history, bui
     assert cost["small"] == cost["large"]
     # each timeline built holds the window's segments only: 6 after it, 4 before
     assert max(cost["large"][1]) <= 6, cost
+
+
+def test_segments_overlapping_a_window_are_found_by_the_time_range_index(history):
+    from metastore.selectors.segments import overlapping
+
+    history(DS, old=10)
+    day2 = Interval.parse(_day(2))
+
+    found = set(overlapping(Segment.objects.all(), day2).values_list("id", flat=True))
+
+    # the same segments as the b-tree comparisons: day 1's end touching it is not in
+    assert found == set(
+        Segment.objects.filter(start__lt=day2.end, end__gt=day2.start).values_list("id", flat=True)
+    )
+    assert found and not any(s.startswith(f"{DS}_2024-03-01T") for s in found)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    assert "segment_time_range" in overlapping(Segment.objects.all(), day2).explain()

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db import connection
-from django.db.models import BooleanField, Max, Min, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import Max, Min, QuerySet
 
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, Segment
+from metastore.selectors.segments import overlapping
 from metastore.selectors.states import TimelineState, state_of
 from metastore.selectors.timeline import used_ids_as_of
 from metastore.selectors.visibility import SHOWN, Tally, visibility_counts
@@ -149,21 +148,9 @@ def state_around(*, datasource: str, as_of: int, interval: Interval) -> Timeline
     return state_of(Timeline.build(near), as_of)
 
 
-# On PostgreSQL the time ranges' GiST index (migration 0020) finds them, wherever
-# the window lies in the history; the two comparisons keep the b-trees' meaning.
-_PG_OVERLAPPING = (
-    'tstzrange("metastore_segment"."start", "metastore_segment"."end") && tstzrange(%s, %s)'
-)
-
-
 def _rows_overlapping(datasource: str, interval: Interval) -> dict[str, tuple[SegmentRef, bool]]:
     """id -> (ref, used now) of every segment row overlapping `interval`."""
-    qs = Segment.objects.filter(
-        datasource__name=datasource, start__lt=interval.end, end__gt=interval.start
-    )
-    if connection.vendor == "postgresql":
-        overlaps = RawSQL(_PG_OVERLAPPING, (interval.start, interval.end), BooleanField())
-        qs = qs.filter(overlaps)
+    qs = overlapping(Segment.objects.filter(datasource__name=datasource), interval)
     rows = list(qs.order_by().values_list(*REF_COLUMNS, "used"))
     refs = refs_from_rows(r[:-1] for r in rows)
     return {ref.id: (ref, r[-1]) for ref, r in zip(refs, rows, strict=True)}

@@ -21,6 +21,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from metastore.intervals import Interval, format_ts, parse_ts
 from metastore.models import DataSource, Segment
+from metastore.selectors.segments import overlapping
 from metastore.selectors.states import timeline_state
 
 TIMELINE_STATES = ("visible", "partial", "overshadowed", "incomplete")
@@ -81,7 +82,7 @@ def _base(filters: SegmentFilters):
         ids = _named(DataSource.objects.all(), filters.datasource).values("id")
         qs = qs.filter(datasource_id__in=ids)
     if filters.interval is not None:
-        qs = qs.filter(start__lt=filters.interval.end, end__gt=filters.interval.start)
+        qs = overlapping(qs, filters.interval)
     if filters.version:
         qs = qs.filter(version__startswith=filters.version)
     if filters.shard_type:

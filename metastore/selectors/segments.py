@@ -8,12 +8,50 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Exists, Max, Min, OuterRef, Q, QuerySet
+from django.db.models import (
+    BooleanField,
+    DateTimeField,
+    Exists,
+    F,
+    Func,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Value,
+)
 
 from metastore.intervals import Interval
 from metastore.models import FINAL_STATUSES, CommitLogEntry, PendingSegment, Segment, TaskStatus
 from metastore.selectors.states import timeline_state
 from metastore.selectors.timeline import timeline_for
+
+
+class _TimeRangesOverlap(Func):
+    """tstzrange(start, end) && tstzrange(a, b): what the GiST index of the segments'
+    time ranges (migration 0020, PostgreSQL) answers."""
+
+    output_field = BooleanField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        sqls, params = [], []
+        for expression in self.source_expressions:
+            sql, more = compiler.compile(expression)
+            sqls.append(sql)
+            params.extend(more)
+        return f"tstzrange({sqls[0]}, {sqls[1]}) && tstzrange({sqls[2]}, {sqls[3]})", params
+
+
+def overlapping(qs: QuerySet[Segment], interval: Interval) -> QuerySet[Segment]:
+    """`qs`'s segments overlapping `interval`. On PostgreSQL the time ranges' GiST
+    index finds them wherever `interval` lies: the (start, end) b-trees bound only
+    one side, so a window in the middle of a long history read every row before it."""
+    qs = qs.filter(start__lt=interval.end, end__gt=interval.start)
+    if connection.vendor != "postgresql":
+        return qs
+    bounds = (Value(interval.start, DateTimeField()), Value(interval.end, DateTimeField()))
+    return qs.filter(_TimeRangesOverlap(F("start"), F("end"), *bounds))
 
 
 def segments_for(
