@@ -5,7 +5,10 @@ a shared-session worker uses.
     python -m workers.slot_main <fd of the supervisor's socket>
 
 It exits when the supervisor goes away (its socket closes, or its parent
-changes) and after a task whose driver JVM died: a fresh process replaces it.
+changes), after a task whose driver JVM died, and when its driver cannot start
+(it says why first: {"failed": the first error lines of the driver's output}):
+a fresh process replaces it. On a cluster, a task whose own application cannot
+start fails with the cause, and the process stays for the next task.
 """
 
 from __future__ import annotations

@@ -120,8 +120,17 @@ def _checkpoint_at(datasource: str, seq: int) -> tuple[int, list[SegmentRef] | N
 
 
 # Per dataSource, which of its checkpoints decode (seq -> bool), as this process
-# found them: the service's due check reads each of them at most once.
+# found them: the service's due check reads each of them at most once. Bounded:
+# past this many seqs a dataSource's are forgotten (it keeps fewer checkpoints).
 _readable: dict[str, dict[int, bool]] = {}
+_REMEMBERED = 256
+
+
+def _remember(datasource: str, seq: int, readable: bool) -> None:
+    known = _readable.setdefault(datasource, {})
+    if len(known) >= _REMEMBERED:
+        known.clear()
+    known[seq] = readable
 
 
 def _decoded(datasource: str, seq: int, data) -> list[SegmentRef] | None:
@@ -137,21 +146,18 @@ def _decoded(datasource: str, seq: int, data) -> list[SegmentRef] | None:
             exc,
         )
         refs = None
-    known = _readable.setdefault(datasource, {})
-    if len(known) > 4 * 64:  # bounded: the checkpoints a dataSource keeps are fewer
-        known.clear()
-    known[seq] = refs is not None
+    _remember(datasource, seq, refs is not None)
     return refs
 
 
 def checkpoint_written(*, datasource: str, seq: int) -> None:
     """Remember that the checkpoint this process just stored at `seq` decodes."""
-    _readable.setdefault(datasource, {})[seq] = True
+    _remember(datasource, seq, True)
 
 
 def unreadable_checkpoints(*, datasource: str) -> list[int]:
     """The seqs of the dataSource's checkpoints this process found unreadable."""
-    return [seq for seq, ok in _readable.get(datasource, {}).items() if not ok]
+    return [seq for seq, ok in tuple(_readable.get(datasource, {}).items()) if not ok]
 
 
 def _newest_readable(datasource: str, seq: int) -> int | None:
@@ -165,8 +171,11 @@ def _newest_readable(datasource: str, seq: int) -> int | None:
     for found in seqs:
         ok = _readable.get(datasource, {}).get(found)
         if ok is None:
-            data = TimelineCheckpoint.objects.filter(datasource=datasource, seq=found)
-            data = data.values_list("refs", flat=True).first()
+            data = (
+                TimelineCheckpoint.objects.filter(datasource=datasource, seq=found)
+                .values_list("refs", flat=True)
+                .first()
+            )
             ok = data is not None and _decoded(datasource, found, data) is not None
         if ok:
             return found
