@@ -412,13 +412,22 @@ def datasource_for_update(name: str) -> DataSource | None:
 
 
 def lock_delete(lock_id: int) -> int:
-    """Delete one lock and wake the dataSource's waiters (`wait_for_release`)."""
+    """Delete one lock and wake the dataSource's waiters (`wait_for_release`).
+
+    On PostgreSQL, in a transaction of its own, one statement that commits
+    without waiting for the disk (as a decision does, `_locked`), and returns
+    without waiting for it either: a release lost by a crash is a lock held a
+    little longer, never one held twice. Whatever was decided over it (a
+    waiter granted, the task's end) is later in the WAL and waits for the
+    disk, so the release is on disk before any of it."""
     deleted = Query("DELETE FROM metastore_tasklock WHERE id = %s RETURNING datasource", [lock_id])
     if connection.vendor != "postgresql":
         return run(Query("DELETE FROM metastore_tasklock WHERE id = %s", [lock_id]))[0]
+    # Only for a transaction of its own: inside a caller's it would hold for the caller's commit.
+    own = ", set_config('synchronous_commit', 'off', true)" if commits_with_last_write() else ""
     rows = run(
         Query(
-            f"WITH gone AS ({deleted.sql}) SELECT pg_notify(%s, datasource) FROM gone",
+            f"WITH gone AS ({deleted.sql}) SELECT pg_notify(%s, datasource){own} FROM gone",
             [*deleted.params, RELEASE_CHANNEL],
         )
     )[0]

@@ -151,3 +151,19 @@ def test_a_lock_grant_is_on_disk_when_it_is_handed_out():
         lock = services.lock_try_acquire(task=t, interval=DAY)
         assert flushed("metastore_tasklock", lock.id)
         idle_and_holding_nothing()
+
+
+def test_a_release_is_committed_at_once_and_leaves_a_callers_commit_waiting_for_the_disk():
+    """A release of its own commits without waiting for the disk (a lost release
+    is a lock held longer); inside a caller's transaction it must not make the
+    caller's commit asynchronous too."""
+    t = claimed_task()
+    lock = services.lock_try_acquire(task=t, interval=DAY)
+    services.lock_release(lock_id=lock.id)
+    idle_and_holding_nothing()
+    assert elsewhere("SELECT count(*) FROM metastore_tasklock WHERE id = %s", [lock.id]) == [(0,)]
+    lock = services.lock_try_acquire(task=t, interval=DAY)
+    with transaction.atomic():
+        services.lock_release(lock_id=lock.id)
+        Task.objects.filter(id=t.id).update(phase="released")
+    assert flushed("metastore_task", t.id)
