@@ -24,8 +24,9 @@ from console.druid import DruidView
 from console.druid_schema import NATIVE_REQUEST, NATIVE_RESPONSES
 from metastore import query, selectors
 from metastore.druid import native
-from metastore.druid.native_results import shape
+from metastore.druid.native_results import shape, to_json
 from metastore.intervals import MAX_TS, MIN_TS, Interval
+from metastore.models import Segment
 from metastore.sql_sources import latest_commits, visible_source
 
 _INVALID = ("Unknown exception", "java.lang.IllegalArgumentException")
@@ -79,14 +80,19 @@ def _schema(datasource: str, commits: dict[str, int]) -> dict[str, str] | None:
     return kinds
 
 
-def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval]]]:
-    """The visible segments with data: (id, interval, the pieces of it that show)."""
+def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval], dict]]:
+    """The visible segments with data: (id, interval, the pieces of it that show, the
+    schema it recorded: metrics, rollup, queryGranularity)."""
     pieces: dict[str, tuple[Interval, list[Interval]]] = {}
     timeline = selectors.timeline_for(datasource=datasource)
     for piece, ref in timeline.lookup(Interval(MIN_TS, MAX_TS)):
         if not ref.tombstone:
             pieces.setdefault(ref.id, (ref.interval, []))[1].append(piece)
-    return [(seg_id, interval, ivs) for seg_id, (interval, ivs) in pieces.items()]
+    schemas = dict(Segment.objects.filter(id__in=list(pieces)).values_list("id", "schema"))
+    return [
+        (seg_id, interval, ivs, schemas.get(seg_id) or {})
+        for seg_id, (interval, ivs) in pieces.items()
+    ]
 
 
 class NativeQueryView(DruidView):
@@ -115,8 +121,7 @@ class NativeQueryView(DruidView):
         segments = _segments(datasource) if kind == "segmentMetadata" else None
         plan = native.compile_query(request.data, None, segments=segments, tables=tables)
         result = _run(plan.sql, plan.timeout_ms, commits)
-        # json.dumps writes NaN and Infinity as Druid's Jackson does.
-        return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")
+        return HttpResponse(to_json(shape(plan, result.rows)), content_type="application/json")
 
 
 urlpatterns = [re_path(r"^druid/v2/?$", NativeQueryView.as_view(), name="druid-native")]
