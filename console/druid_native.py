@@ -24,7 +24,7 @@ from console.druid import DruidView
 from console.druid_schema import NATIVE_REQUEST, NATIVE_RESPONSES
 from metastore import query, selectors, time_stats
 from metastore.druid import native
-from metastore.druid.native_results import shape
+from metastore.druid.native_results import shape, to_json
 from metastore.intervals import MAX_TS, MIN_TS, Interval
 from metastore.sql_sources import latest_commits, visible_source
 
@@ -79,14 +79,19 @@ def _schema(datasource: str, commits: dict[str, int]) -> dict[str, str] | None:
     return kinds
 
 
-def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval]]]:
-    """The visible segments with data: (id, interval, the pieces of it that show)."""
+def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval], dict]]:
+    """The visible segments with data: (id, interval, the pieces of it that show, the
+    schema it recorded: metrics, rollup, queryGranularity)."""
     pieces: dict[str, tuple[Interval, list[Interval]]] = {}
     timeline = selectors.timeline_for(datasource=datasource)
     for piece, ref in timeline.lookup(Interval(MIN_TS, MAX_TS)):
         if not ref.tombstone:
             pieces.setdefault(ref.id, (ref.interval, []))[1].append(piece)
-    return [(seg_id, interval, ivs) for seg_id, (interval, ivs) in pieces.items()]
+    schemas = selectors.segment_schemas(ids=list(pieces))
+    return [
+        (seg_id, interval, ivs, schemas.get(seg_id) or {})
+        for seg_id, (interval, ivs) in pieces.items()
+    ]
 
 
 class _FooterTimes:
@@ -138,8 +143,8 @@ class NativeQueryView(DruidView):
             request.data, None, segments=segments, tables=tables, times=_FooterTimes(commits)
         )
         result = _run(plan.sql, plan.timeout_ms, commits, plan.cuts)
-        # json.dumps writes NaN and Infinity as Druid's Jackson does.
-        return HttpResponse(json.dumps(shape(plan, result.rows)), content_type="application/json")
+        # NaN and Infinity are written as Druid's Jackson writes them.
+        return HttpResponse(to_json(shape(plan, result.rows)), content_type="application/json")
 
 
 urlpatterns = [re_path(r"^druid/v2/?$", NativeQueryView.as_view(), name="druid-native")]

@@ -586,6 +586,8 @@ def parse_intervals(spec, field: str = "intervals", required: bool = True) -> li
 def _period_end(parts: list[str], i: int, path: str) -> datetime:
     """One end of `start/end`, `start/period` or `period/end`."""
     text = parts[i]
+    if text.startswith("p"):  # Joda reads a period in any case (pydruid's docs: "pt1h")
+        text = text.upper()
     if not text.startswith("P"):
         return _instant(text, i == 1, path)
     other = _instant(parts[1 - i], i == 0, path)
@@ -743,6 +745,9 @@ def _compare(col: Col, op: str, bound, ordering: str) -> str:
 
 def _bound(spec, field, cols):
     col = _filter_column(spec, field, cols)
+    if _bool(spec.get("alphaNumeric"), f"{field}.alphaNumeric"):
+        # Druid's older spelling of the alphanumeric ordering (pydruid's Bound sends it)
+        raise _unsupported(f"{field}.alphaNumeric", "the alphanumeric ordering")
     ordering = _ordering(spec, field)
     lower, upper = spec.get("lower"), spec.get("upper")
     conds = []
@@ -809,8 +814,12 @@ def _search_match(text: str, query: dict, field: str) -> str:
         values = [query.get("value")]
     elif kind == "fragment":
         values = _list(query.get("values"), f"{field}.values")
+    elif kind == "regex":  # found anywhere in the value, as Java's Matcher.find
+        return _matches(text, _lit(_str(query.get("pattern"), f"{field}.pattern")))
     else:
-        raise _unsupported(f"{field}.type", f"{kind!r} (contains, insensitive_contains, fragment)")
+        raise _unsupported(
+            f"{field}.type", f"{kind!r} (contains, insensitive_contains, fragment, regex)"
+        )
     if not all(isinstance(v, str) for v in values):
         raise NativeQueryError(field, "search values must be strings")
     subject = text if sensitive else f"lower({text})"
@@ -1040,7 +1049,14 @@ def _pick_agg(spec, field, cols, cond) -> Agg:
 
 
 def _cardinality(spec, field, cols, cond) -> Agg:
-    fields = _list(spec.get("fields"), f"{field}.fields")
+    if "fieldNames" in spec:  # Druid's older spelling, still read (pydruid writes it)
+        if spec.get("fields") is not None:
+            raise NativeQueryError(f"{field}.fieldNames", "give fieldNames or fields, not both")
+        fields = _list(spec.get("fieldNames"), f"{field}.fieldNames")
+        if not all(isinstance(f, str) for f in fields):
+            raise NativeQueryError(f"{field}.fieldNames", "must be column names")
+    else:
+        fields = _list(spec.get("fields"), f"{field}.fields")
     if not fields:
         raise NativeQueryError(f"{field}.fields", "name at least one dimension")
     texts = []
@@ -2210,6 +2226,12 @@ def _select_list(items: list[tuple[str, str]]) -> str:
     return ", ".join(f"{sql} AS {_q(name)}" for name, sql in items)
 
 
+def _first_start_ms(q: _Query) -> int:
+    """The start of the query's first interval (Druid sorts them), as epoch millis."""
+    start = min(iv.start for iv in q.intervals)
+    return ETERNITY_START_MS if start == MIN_TS else _ms(start)
+
+
 def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: bool) -> list[str]:
     """The CTEs `__grouped` (a row per bucket with data) and `__filled` (with the
     empty buckets Druid fills, unless `skip`) of a timeseries. Without a filter the
@@ -2233,9 +2255,13 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
             f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
             f"WHERE {q.where}{having}) AS g"
         )
+        # Intervals without rows: still one row (unless `skip`), at their start, as
+        # Druid's toolchest adds it.
+        first = f"CAST({_first_start_ms(q)} AS BIGINT)"
         return ctes + [
             f"__grouped AS ({grouped})",
-            "__filled AS (SELECT * FROM __grouped WHERE __bucket IS NOT NULL)",
+            f"__filled AS (SELECT coalesce(__bucket, {first}) AS __bucket"
+            f"{_comma([(a.name, _q(a.name)) for a in aggs])} FROM __grouped)",
         ]
     grouped = (
         f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)} "
@@ -2357,7 +2383,13 @@ def _metric_order(spec, names: dict[str, str], dim: str, field: str = "metric"):
         order, where = _metric_order(spec.get("metric"), names, dim, f"{field}.metric")
         flipped = {"ASC NULLS FIRST": "DESC NULLS LAST", "DESC NULLS LAST": "ASC NULLS FIRST"}
         parts = [p.rsplit(" ", 3) for p in order]
-        return [f"{e} {flipped[' '.join(rest)]}" for e, *rest in parts], where and f"NOT {where}"
+        order = [f"{e} {flipped[' '.join(rest)]}" for e, *rest in parts]
+        inner = spec.get("metric")
+        if isinstance(inner, str) or (isinstance(inner, dict) and inner.get("type") == "numeric"):
+            # Druid inverts the metric's comparator only: ties stay by the dimension
+            # ascending, null first (TopNNumericResultBuilder)
+            order[-1] = f"{_q(dim)} ASC NULLS FIRST"
+        return order, where and f"NOT {where}"
     if kind == "numeric":
         metric = _str(spec.get("metric"), f"{field}.metric")
         if metric not in names:
@@ -2557,9 +2589,7 @@ def _groupby(q: _Query) -> Plan:
     }
     posts = compile_post_aggregators(q.body.get("postAggregations"), known)
     if gran.kind == "all":  # Druid stamps every row with the first interval's start
-        start = q.intervals[0].start
-        stamp = ETERNITY_START_MS if start == MIN_TS else _ms(start)
-        bucket, span = f"CAST({stamp} AS BIGINT)", ""
+        bucket, span = f"CAST({_first_start_ms(q)} AS BIGINT)", ""
     else:
         bucket, span = _grouped_bucket(q, gran)
     outputs = [(n, _q(n)) for n, _, _ in dims] + [(a.name, a.out()) for a in aggs]
@@ -2688,10 +2718,7 @@ def _search_query(q: _Query) -> Plan:
     hits = []
     for name, out in dims:
         value = _cast(q.cols.get(name), "string")
-        if spec.get("type") == "regex":
-            match = _matches(value, _lit(_str(spec.get("pattern"), "query.pattern")))
-        else:
-            match = _search_match(value, spec, "query")
+        match = _search_match(value, spec, "query")
         hits.append(
             f"SELECT {bucket} AS __bucket, {_lit(out)} AS dimension, {value} AS value, "
             f"COUNT(*) AS count FROM __base{span} WHERE ({q.where}) AND {match} GROUP BY 1, 3"
@@ -2720,6 +2747,8 @@ def _datasource_metadata(q: _Query) -> Plan:
 
 
 _ANALYSES = ("cardinality", "interval", "minmax")
+# What each segment records of its ingestion (metastore.schema), merged across segments
+_SEGMENT_FACTS = ("aggregators", "rollup", "queryGranularity", "timestampSpec")
 _TYPE_NAMES = {"long": "LONG", "double": "DOUBLE", "float": "FLOAT", "string": "STRING"}
 
 
@@ -2738,20 +2767,43 @@ def _included_columns(q: _Query) -> list[str]:
 
 
 def _shared_pieces(segments) -> bool:
-    pieces = sorted(iv for _, _, ivs in segments for iv in ivs)
+    pieces = sorted(iv for s in segments for iv in s[2])
     return any(a.end > b.start for a, b in zip(pieces, pieces[1:], strict=False))
 
 
-def _segment_metadata(q: _Query, segments: list[tuple[str, Interval, list[Interval]]]) -> Plan:
+def _aggregator_merge_lenient(body: dict) -> bool:
+    """Whether segments' aggregators merge leniently: `aggregatorMergeStrategy`, or the
+    older `lenientAggregatorMerge`; strict by default."""
+    strategy = body.get("aggregatorMergeStrategy")
+    if strategy is None:
+        return _bool(body.get("lenientAggregatorMerge"), "lenientAggregatorMerge")
+    strategy = _str(strategy, "aggregatorMergeStrategy").lower()
+    if strategy in ("earliest", "latest"):
+        raise _unsupported("aggregatorMergeStrategy", f"{strategy!r} (strict, lenient)")
+    if strategy not in ("strict", "lenient"):
+        raise NativeQueryError(
+            "aggregatorMergeStrategy", "must be strict, lenient, earliest or latest"
+        )
+    return strategy == "lenient"
+
+
+def _analysis_types(body: dict) -> list:
+    analyses = _list(body.get("analysisTypes", list(_ANALYSES)), "analysisTypes")
+    known = _ANALYSES + _SEGMENT_FACTS
+    for i, a in enumerate(analyses):
+        if a not in known:
+            raise _unsupported(f"analysisTypes[{i}]", f"{a!r} (supported: {', '.join(known)})")
+    return analyses
+
+
+def _segment_metadata(q: _Query, segments: list[tuple]) -> Plan:
     """Per visible segment (or merged): row count and, per column, its type, nulls,
     and for strings the number of distinct values and the smallest and largest."""
-    analyses = _list(q.body.get("analysisTypes", list(_ANALYSES)), "analysisTypes")
-    for i, a in enumerate(analyses):
-        if a not in _ANALYSES:
-            raise _unsupported(f"analysisTypes[{i}]", f"{a!r} (supported: {', '.join(_ANALYSES)})")
+    analyses = _analysis_types(q.body)
     merge = _bool(q.body.get("merge"), "merge")
+    lenient = _aggregator_merge_lenient(q.body)
     overlapping = [s for s in segments if any(s[1].overlaps(iv) for iv in q.intervals)]
-    pieces = [iv for _, _, ivs in overlapping for iv in ivs]
+    pieces = [iv for s in overlapping for iv in s[2]]
     if not pieces:
         return Plan(
             "segmentMetadata",
@@ -2771,9 +2823,7 @@ def _segment_metadata(q: _Query, segments: list[tuple[str, Interval, list[Interv
         "0"
         if merge
         else "CASE "
-        + " ".join(
-            f"WHEN {_intervals_sql(ivs)} THEN {i}" for i, (_, _, ivs) in enumerate(overlapping)
-        )
+        + " ".join(f"WHEN {_intervals_sql(s[2])} THEN {i}" for i, s in enumerate(overlapping))
         + " END"
     )
     stats, columns = [], []
@@ -2796,8 +2846,10 @@ def _segment_metadata(q: _Query, segments: list[tuple[str, Interval, list[Interv
         (),
         None,
         {
-            "segments": [(seg_id, interval) for seg_id, interval, _ in overlapping],
+            "segments": [(s[0], s[1]) for s in overlapping],
+            "schemas": [s[3] if len(s) > 3 else None for s in overlapping],
             "merge": merge,
+            "lenient": lenient,
             "analyses": analyses,
             "columns": columns,
         },
@@ -2845,10 +2897,11 @@ def compile_query(
     `tables`: the columns (name -> kind, see `column_kinds`) of each table its
     dataSource reads (`datasource_names`), None for one that does not exist; or
     `schema`, the columns of them all. A segmentMetadata query also needs the
-    visible `segments`: (id, interval, visible pieces). `times`, if given: what
-    is known of the tables' `__time` without reading them (TableTimes): a
-    granularity `all` timestamp then needs no pass over `__time`, nor tables whose
-    rows are all within the intervals a time filter. Raises NativeQueryError."""
+    visible `segments`: (id, interval, visible pieces[, recorded schema]). `times`,
+    if given: what is known of the tables' `__time` without reading them
+    (TableTimes): a granularity `all` timestamp then needs no pass over `__time`,
+    nor tables whose rows are all within the intervals a time filter. Raises
+    NativeQueryError."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect must be one of {DIALECTS}")
     query_datasource(body)

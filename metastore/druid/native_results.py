@@ -10,6 +10,8 @@ Pure: no Django, no I/O.
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -17,7 +19,7 @@ import numpy as np
 from metastore.druid.native import ETERNITY_START_MS, Plan
 from metastore.intervals import format_ts
 
-__all__ = ["shape", "druid_timestamp"]
+__all__ = ["shape", "druid_timestamp", "to_json"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -176,16 +178,71 @@ def _condensed(intervals: list) -> list[str]:
     return [f"{format_ts(a)}/{format_ts(b)}" for a, b in out]
 
 
+def _query_granularity(name):
+    """A recorded queryGranularity as Druid writes it: a standard one by its name
+    (`"HOUR"`), none and all as objects."""
+    if not isinstance(name, str):
+        return name
+    name = name.upper()
+    return {"type": name.lower()} if name in ("NONE", "ALL") else name
+
+
+def _aggregators(schema) -> dict | None:
+    """A segment's aggregators (the combining ones, as Druid's segment metadata holds
+    them), None where the segment recorded none."""
+    if not schema or "metrics" not in schema:
+        return None
+    return {m["name"]: m.get("combining") for m in schema["metrics"]}
+
+
+def _merged_aggregators(each: list, lenient: bool) -> dict | None:
+    """Strict: null on any unknown segment or conflict. Lenient: unknown segments are
+    skipped, and a conflict nulls that column's aggregator only."""
+    if not lenient and any(a is None for a in each):
+        return None
+    merged: dict = {}
+    for aggs in each:
+        for name, agg in (aggs or {}).items():
+            if name not in merged:
+                merged[name] = agg
+            elif merged[name] is not None and (agg or {}).get("type") != merged[name].get("type"):
+                if not lenient:
+                    return None
+                merged[name] = None
+    return merged or None
+
+
+def _agreed(values: list):
+    return values[0] if values and all(v == values[0] for v in values) else None
+
+
+def _segment_facts(plan: Plan, schemas: list) -> dict:
+    """aggregators, timestampSpec, queryGranularity, rollup: where asked for, from what
+    each segment recorded, merged as Druid merges them."""
+    analyses = plan.options["analyses"]
+    facts: dict = {}
+    if "aggregators" in analyses:
+        each = [_aggregators(s) for s in schemas]
+        facts["aggregators"] = _merged_aggregators(each, plan.options.get("lenient", False))
+    for key in ("timestampSpec", "queryGranularity", "rollup"):
+        if key in analyses:
+            facts[key] = _agreed([(s or {}).get(key) for s in schemas])
+    if facts.get("queryGranularity") is not None:
+        facts["queryGranularity"] = _query_granularity(facts["queryGranularity"])
+    return facts
+
+
 def _segment_metadata(plan: Plan, rows: list[list]) -> list:
     segments = plan.options["segments"]
+    schemas = plan.options.get("schemas") or [None] * len(segments)
     with_intervals = "interval" in plan.options["analyses"]
     out = []
     for row in rows:
         if plan.options["merge"]:
-            seg_id, intervals = "merged", [iv for _, iv in segments]
+            seg_id, intervals, recorded = "merged", [iv for _, iv in segments], schemas
         else:
             seg_id, interval = segments[row[0]]
-            intervals = [interval]
+            intervals, recorded = [interval], [schemas[row[0]]]
         out.append(
             {
                 "id": seg_id,
@@ -197,6 +254,7 @@ def _segment_metadata(plan: Plan, rows: list[list]) -> list:
                 "timestampSpec": None,
                 "queryGranularity": None,
                 "rollup": None,
+                **_segment_facts(plan, recorded),
             }
         )
     return out
@@ -217,3 +275,23 @@ _SHAPES = {
 def shape(plan: Plan, rows: list[list]) -> list:
     """The JSON result Druid returns for `plan`'s query, from the rows of its SQL."""
     return _SHAPES[plan.query_type](plan, rows)
+
+
+def _quoted_non_finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, list):
+        return [_quoted_non_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _quoted_non_finite(v) for k, v in value.items()}
+    return value
+
+
+def to_json(result) -> str:
+    """`result` as the JSON text Druid sends: Jackson writes a double that is NaN or
+    infinite as the string "NaN", "Infinity" or "-Infinity" (the bare words are not
+    JSON, and JavaScript clients refuse them)."""
+    try:
+        return json.dumps(result, allow_nan=False)
+    except ValueError:  # rare: walk the result only when it holds such a number
+        return json.dumps(_quoted_non_finite(result))

@@ -94,6 +94,11 @@ def used_segment(*, datasource: str, segment_id: str) -> Segment | None:
     )
 
 
+def segment_schemas(*, ids: Collection[str]) -> dict[str, dict]:
+    """The recorded schema (metastore.schema) of each of the segments `ids`."""
+    return dict(Segment.objects.filter(id__in=list(ids)).values_list("id", "schema"))
+
+
 def segments_with_ids(*, ids: Collection[str]) -> QuerySet[Segment]:
     """The segments `ids` (used or not now), in segments_for's order."""
     return (

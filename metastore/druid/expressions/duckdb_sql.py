@@ -66,7 +66,8 @@ _SPELLING = {
     "string_array": "try(from_json({0}, '[\"VARCHAR\"]'))",
     "starts_with": "starts_with({0}, {1})",
     "long_divide": "({0} // NULLIF({1}, 0))",
-    "double_divide": "(CAST({0} AS DOUBLE) / NULLIF({1}, 0))",
+    # Java's double division, as Druid's: by zero, +-Infinity or NaN (DuckDB's too)
+    "double_divide": "(CAST({0} AS DOUBLE) / {1})",
     "modulo": "({0} % NULLIF({1}, 0))",
     "safe_divide_double": "({0} / NULLIF({1}, 0))",
     "int_arg": "CAST({0} AS INTEGER)",

@@ -52,8 +52,11 @@ lambda: (LAMBDA_PARAMS | LAMBDA_PARAM) _expr
 
 array: [ARRAY_TYPE] "[" [element (","? element)*] "]"
 
+// The sign is an OPERATOR token, not a "-" of its own: LALR shares the state after a
+// number between an array and an operator chain, where a "-" terminal of its own would
+// win the contextual lexer and `1 - x` would not parse.
 ?element: literal
-    | "-" (LONG | DOUBLE | INFINITY) -> negative
+    | OPERATOR (LONG | DOUBLE | INFINITY) -> negative
 
 ARRAY_TYPE.2: /<(LONG|DOUBLE|STRING)>/
     | /ARRAY<(ARRAY<)*(LONG|DOUBLE|STRING|COMPLEX<[_$a-zA-Z][_$a-zA-Z0-9]*>)>+/

@@ -104,7 +104,10 @@ class _Build(Transformer):
         return tree.NullLiteral()
 
     def negative(self, children):
-        text = str(children[0])
+        sign, number = children
+        if sign != "-":
+            raise ExpressionError(f"an array element is a literal, not {sign}{number}")
+        text = str(number)
         return tree.LongLiteral(-int(text)) if text.isdigit() else _double("-" + text)
 
     def array(self, children):

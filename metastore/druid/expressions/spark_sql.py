@@ -60,7 +60,12 @@ _SPELLING = {
     "string_array": "from_json({0}, 'array<string>')",
     "starts_with": "startswith({0}, {1})",
     "long_divide": "(CASE WHEN {1} = 0 THEN NULL ELSE {0} DIV {1} END)",
-    "double_divide": "try_divide({0}, {1})",
+    # Java's double division, as Druid's: by zero, +-Infinity or NaN (Spark's is null)
+    "double_divide": (
+        "(CASE WHEN {1} = 0 THEN (CASE WHEN isnan({0}) OR {0} = 0 THEN CAST('NaN' AS DOUBLE) "
+        "WHEN {0} > 0 THEN CAST('Infinity' AS DOUBLE) WHEN {0} < 0 THEN CAST('-Infinity' AS DOUBLE) "
+        "END) ELSE try_divide({0}, {1}) END)"
+    ),
     "modulo": "try_mod({0}, {1})",
     "safe_divide_double": "(CASE WHEN {1} = 0 THEN NULL ELSE {0} / {1} END)",
     "int_arg": "{0}",
