@@ -159,7 +159,7 @@ def interval_layout(
     `locks`, `pendings`, `unused`: objects with the fields of TaskLock,
     PendingSegment and Segment; `highlight`: id -> "added" | "removed"."""
     chunks = state.chunks_overlapping(window)
-    total = sum(len(c.segments) for c in chunks) + len(unused)
+    total = sum(c.size for c in chunks) + len(unused)
     mode = "segments" if total <= MAX_SEGMENT_MARKS else "chunks"
     if mode == "chunks" and len(chunks) > MAX_CHUNK_MARKS:
         return IntervalLayout("zoom", window, total, len(chunks), 0, (), (), 0)
@@ -193,7 +193,7 @@ def _lanes(chunks, mode: str, unused, pendings, *, top: float) -> tuple[list[Lan
     needs (with its unused segments and pending allocations); and the y below them."""
     rows: dict[str, int] = {}
     for c in chunks:
-        need = len(c.segments) if mode == "segments" else 1
+        need = c.size if mode == "segments" else 1
         rows[c.version] = max(rows.get(c.version, 0), need)
     extra: dict[tuple, int] = {}
     for seg in unused if mode == "segments" else ():
@@ -205,7 +205,7 @@ def _lanes(chunks, mode: str, unused, pendings, *, top: float) -> tuple[list[Lan
     for (s, e, v), k in extra.items():
         base = max(
             (
-                len(c.segments)
+                c.size
                 for c in chunks
                 if c.version == v and c.interval.start == s and c.interval.end == e
             ),
@@ -222,7 +222,7 @@ def _lanes(chunks, mode: str, unused, pendings, *, top: float) -> tuple[list[Lan
 
 
 def _chunk_mark(c, y: float, window: Interval) -> ChunkMark:
-    n = len(c.segments)
+    n = c.size
     if not c.complete:
         status = "incomplete"
     elif c.n_visible == n:
@@ -244,7 +244,7 @@ def _chunk_mark(c, y: float, window: Interval) -> ChunkMark:
 
 def _segment_mark(state, c, ref, y: float, window: Interval, details, highlight) -> SegmentMark:
     timeline = state.timeline
-    status = state.status.get(ref.id, "overshadowed")
+    status = c.status_of(ref)
     by = sorted(timeline.overshadowed_by(ref.id)) if status in ("partial", "overshadowed") else []
     vis = timeline.visible_intervals(ref.id) if status == "partial" else []
     d = details.get(ref.id)

@@ -30,7 +30,7 @@ from console.timeline_layout import (
 from console.timeline_layout import MAX_CHUNK_MARKS as MAX_CHUNK_MARKS
 from console.timeline_layout import MAX_SEGMENT_MARKS as MAX_SEGMENT_MARKS
 from metastore.intervals import Granularity, Interval, format_ts
-from metastore.selectors.states import TimelineState
+from metastore.selectors.states import TimelineState, chunk_counts
 
 MAX_BUCKETS = 1000
 _STEPS = (
@@ -146,11 +146,7 @@ def window_counts(state: TimelineState, window: Interval) -> dict[str, int]:
     extent = state.extent
     if extent is None or (window.start <= extent.start and extent.end <= window.end):
         return dict(state.counts)
-    counts = dict.fromkeys(("visible", "partial", "overshadowed", "incomplete"), 0)
-    for c in state.chunks_overlapping(window):
-        for r in c.segments:
-            counts[state.status.get(r.id, "overshadowed")] += 1
-    return counts
+    return chunk_counts(state.chunks_overlapping(window))
 
 
 # --- overview ---------------------------------------------------------------------------------
@@ -207,7 +203,7 @@ def bucket_facts(state, window: Interval, rows, locks, pendings, n: int):
             b0 = window.start + i * step
             b1 = b0 + step
             overlap = (min(b1, iv.end) - max(b0, iv.start)).total_seconds()
-            segs[i] += len(chunk.segments)
+            segs[i] += chunk.size
             if shown:
                 nrows[i] += chunk_rows * overlap / length
             f = flags[i]

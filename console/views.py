@@ -498,7 +498,7 @@ def _segment_table(name: str, state, chunks, details: dict, unused) -> list[dict
         for ref in sorted(
             c.segments, key=lambda r: (r.version, r.minor_version, r.partition), reverse=True
         ):
-            table.append(_used_row(state, ref, details.get(ref.id, (0, 0, "")), segment_href))
+            table.append(_used_row(state, c, ref, details.get(ref.id, (0, 0, "")), segment_href))
     for seg in unused:
         table.append(
             {
@@ -522,8 +522,8 @@ def _segment_table(name: str, state, chunks, details: dict, unused) -> list[dict
     return table
 
 
-def _used_row(state, ref, d: tuple, segment_href) -> dict:
-    st = state.status.get(ref.id, "overshadowed")
+def _used_row(state, chunk, ref, d: tuple, segment_href) -> dict:
+    st = chunk.status_of(ref)
     return {
         "id": ref.id,
         "href": segment_href(ref.id),
@@ -601,7 +601,7 @@ def _timeline_context(
         _int_param(request, "buckets", 400),
     )
     chunks = state.chunks_overlapping(window)
-    n_segments = sum(len(c.segments) for c in chunks)
+    n_segments = sum(c.size for c in chunks)
     unused, details = _window_facts(name, chunks, n_segments, window, show_unused)
     interval_svg, info = timeline_svg.interval_view(
         datasource=name,

@@ -48,7 +48,7 @@ import gc
 import json
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -60,6 +60,7 @@ from typing import NamedTuple
 from metastore.intervals import MIN_TS, Interval
 
 __all__ = [
+    "ChunkVisibility",
     "LogChange",
     "OVERSHADOWED",
     "PARTIAL",
@@ -249,6 +250,20 @@ class TimelinePiece(NamedTuple):
     interval: Interval
     segment: SegmentRef
     complete: bool
+
+
+class ChunkVisibility(NamedTuple):
+    """One chunk (all segments of one interval and version) as ``Timeline.chunk_visibility``
+    sees it: what the console draws, without a pass over the chunk's segments."""
+
+    interval: Interval
+    version: str
+    size: int  # how many segments it holds
+    complete: bool  # rule 4
+    visible: list[SegmentRef]  # the segments it shows (rules 1–3), by partition; [] if incomplete
+    shown: timedelta  # for how long of its interval it shows them (zero: outranked everywhere)
+    tombstones: int | None  # how many of its segments are tombstones (None: not counted)
+    segments: Callable[[], Iterator[SegmentRef]]  # its segments, in no particular order
 
 
 _partition_of = attrgetter("partition")
@@ -1052,6 +1067,7 @@ class Timeline:
         "_dirty_all",
         "_lock",
         "_owned",
+        "_tombstones",
     )
 
     def __init__(self) -> None:
@@ -1073,6 +1089,8 @@ class Timeline:
         # else (after ``copy``) only those it made or cloned; the others are
         # shared with another timeline.
         self._owned: set[_Chunk] | None = None
+        # Whether a tombstone may be among the segments (None: not looked yet).
+        self._tombstones: bool | None = None
 
     # ----------------------------------------------------------------- changes
 
@@ -1091,6 +1109,7 @@ class Timeline:
             # From now on both share every chunk: each clones one before changing it.
             self._owned = set()
             new._owned = set()
+            new._tombstones = self._tombstones
         return new
 
     def _writable(self, chunk: _Chunk) -> _Chunk:
@@ -1135,6 +1154,8 @@ class Timeline:
         """Add a used segment. Re-adding an identical segment does nothing; a changed one replaces it."""
         by_id = self._ids()
         self._built = None
+        if seg.tombstone and self._tombstones is False:
+            self._tombstones = True
         old = by_id.get(seg.id)
         if old is not None and old == seg:
             return
@@ -1437,6 +1458,46 @@ class Timeline:
                 out.update(s.id for s in chunk.segments())
         return out
 
+    def chunk_visibility(
+        self, start: datetime | None = None, end: datetime | None = None
+    ) -> list[ChunkVisibility]:
+        """Every chunk (those overlapping [start, end) if given), no particular order:
+        its visible segments and for how long it shows them. A segment of a complete
+        chunk is visible when the chunk shows it for the whole interval, partial when
+        for part of it, else overshadowed; all of an incomplete chunk's are neither.
+        O(chunks + runs): no segment is looked at."""
+        runs = self._runs(False)
+        zero = timedelta(0)
+        tombstones = self._tombstones
+        if tombstones is None:  # one pass in C, then none per chunk when there are none
+            tombstones = self._tombstones = any(map(_tombstone_of, self.segments()))
+        if start is None or end is None:
+            chunks: Iterable[_Chunk] = self._chunks.values()
+            shown: dict[_Chunk, timedelta] = {}
+            for run in runs:
+                chunk = _chunk_of(run)
+                shown[chunk] = shown.get(chunk, zero) + (run.end - run.start)
+        else:
+            chunks = self._index.overlapping(start, end)
+            shown = {
+                chunk: sum((e - s for s, e in self._own_runs(chunk)), zero)
+                for chunk in chunks
+                if chunk.complete
+            }
+        return [
+            ChunkVisibility(
+                chunk.interval,
+                chunk.version,
+                len(chunk),
+                chunk.complete,
+                chunk.visible if chunk.complete else [],
+                shown.get(chunk, zero),
+                None if tombstones else 0,
+                chunk.segments,
+            )
+            for chunk in chunks
+        ]
+
     def chunk_complete(self, key: tuple[Interval, str]) -> bool:
         """Whether the chunk ``(interval, version)`` is complete (rule 4); False if it has no segments."""
         interval, version = key
@@ -1448,6 +1509,7 @@ class Timeline:
 
 
 _id_of = attrgetter("id")
+_tombstone_of = attrgetter("tombstone")
 
 
 def _raise_repeated_id(segments: list[SegmentRef]) -> None:

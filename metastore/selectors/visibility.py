@@ -88,12 +88,12 @@ def _visibility_counts(
     per_chunk = state_rows(datasource=datasource, state=state, interval=interval)
     mixed: dict[str, str] = {}
     for c in chunks:
-        states = {state.status.get(r.id, "overshadowed") for r in c.segments}
-        if len(states) == 1:
+        uniform = c.uniform_status
+        if uniform is not None:
             rows, size = per_chunk.get((c.interval.start, c.interval.end, c.version), (0, 0))
-            counts.of(states.pop()).add(len(c.segments), rows, size)
+            counts.of(uniform).add(c.size, rows, size)
         else:
-            mixed.update({r.id: state.status.get(r.id, "overshadowed") for r in c.segments})
+            mixed.update({r.id: c.status_of(r) for r in c.segments})
     if len(mixed) <= MIXED_BY_ID_MAX:
         facts = {sid: (rows, size) for sid, (rows, size, _) in segment_facts(ids=mixed).items()}
     else:  # most chunks mixed (compacted with appends): one pass over the used rows
