@@ -32,7 +32,7 @@ from metastore.sql_sources import within as within_span
 __all__ = ["cut_to", "first_time_ms", "within"]
 
 _UNITS = {"milliseconds": 1_000, "microseconds": 1, "nanoseconds": None}  # -> per µs
-_KEPT_FILES = 200_000
+_KEPT_FILES = 100_000
 _KEPT_ANSWERS = 256
 _lock = threading.Lock()
 # path -> (least, greatest) `__time` in epoch µs and whether it may be null; None: unknown
