@@ -1549,12 +1549,15 @@ class _Query:
 class TableTimes(Protocol):
     """What the caller knows of its tables' `__time` without reading their rows (the
     files' statistics), each of `tables` as the query sees it (its visible rows).
-    `first_time`: the first `__time` of their rows within `intervals`, `(epoch ms,)`,
-    `(None,)` if none; None if unknown (then the SQL reads it). `within`: whether
+    `stamp`: Druid's timestamp of a granularity-`all` timeseries or topN of them
+    within `intervals` (the earliest of their segments' buckets: the interval cut to
+    a segment's visible part and to [its first row, +∞), filter or not), `(epoch
+    ms,)`; `(None,)` if none; None if unknown (then the SQL reads the first row of
+    the intervals instead, an approximation). `within`: whether
     every row of theirs is within `intervals` (False if unknown); the SQL then does
     not filter them by time."""
 
-    def first_time(self, tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None: ...
+    def stamp(self, tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None: ...
 
     def within(self, tables: tuple[str, ...], intervals: list[Interval]) -> bool: ...
 
@@ -2224,10 +2227,18 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
     )
     if gran.kind == "all":
         having = " HAVING COUNT(*) > 0" if skip else ""
-        # One row whenever the intervals hold data, even if the filter matches none of it.
-        stamp = known or _epoch_ms("__span.lo")
+        # One row even if the filter matches nothing; with no data in the intervals,
+        # Druid's broker adds one stamped with their start (getNullTimeseriesResultValue)
+        start = q.intervals[0].start if q.intervals else None
+        empty = (
+            ""
+            if skip or start is None
+            else f", {ETERNITY_START_MS if start == MIN_TS else _ms(start)}"
+        )
+        stamp = f"coalesce({known or _epoch_ms('__span.lo')}{empty})"
         grouped = (
-            f"SELECT {_epoch_ms('min(__time)')} AS __bucket{_comma(agg_sql)} FROM __base{having}"
+            f"SELECT coalesce({_epoch_ms('min(__time)')}{empty}) AS __bucket{_comma(agg_sql)} "
+            f"FROM __base{having}"
             if one_pass and not known
             else f"SELECT {stamp} AS __bucket, g.* FROM {'' if known else '__span, '}"
             f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
@@ -2315,11 +2326,11 @@ def _materialized() -> str:
 
 
 def _known_first_time(q: _Query) -> str | None:
-    """The first time of the query's rows (matched by its filter or not) as an epoch
-    millis literal, if the caller knows it without reading them (`compile_query`)."""
+    """Druid's timestamp of a granularity-`all` result (`TableTimes.stamp`) as an
+    epoch millis literal, if the caller knows it without the rows (`compile_query`)."""
     if q.times is None or not q.relation.tables:
         return None
-    known = q.times.first_time(q.relation.tables, q.intervals)
+    known = q.times.stamp(q.relation.tables, q.intervals)
     if known is None:
         return None
     return "CAST(NULL AS BIGINT)" if known[0] is None else f"CAST({int(known[0])} AS BIGINT)"
