@@ -175,12 +175,15 @@ def test_all_granularity_timestamp_is_druids(wiki, api_client, intervals, stamp,
             if body["queryType"] == "groupBy":
                 assert result == _scanned(body), (body, result)
                 continue
-            assert _values(result) == _values(_scanned(body)), (body, result)
+            scanned = _values(_scanned(body))  # the plan without the footers: no stamp
+            if body["queryType"] == "topN" and not scanned and stamp:
+                scanned = [[]]  # it knows no bucket to answer with no values
+            assert _values(result) == scanned, (body, result)
             if body["queryType"] == "timeseries":
                 first = expected or f"{ivs[0].start:%Y-%m-%dT%H:%M:%S}.000Z"
                 assert [r["timestamp"] for r in result] == [first], (body, result)
-            else:  # Druid: [{timestamp, result: []}] when nothing matches; Strata: []
-                assert [r["timestamp"] for r in result] in ([expected], []), (body, result)
+            else:  # nothing matched: Druid answers the bucket with no values
+                assert [r["timestamp"] for r in result] == ([expected] if stamp else [])
 
 
 def test_a_join_reads_its_table_filtered_by_time(wiki):

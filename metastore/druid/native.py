@@ -2325,12 +2325,17 @@ def _materialized() -> str:
     return "" if _spark() else " MATERIALIZED"
 
 
+def _known_stamp(q: _Query) -> tuple | None:
+    """`TableTimes.stamp` of the query's own tables, or None if unknown."""
+    if q.times is None or not q.relation.tables:
+        return None
+    return q.times.stamp(q.relation.tables, q.intervals)
+
+
 def _known_first_time(q: _Query) -> str | None:
     """Druid's timestamp of a granularity-`all` result (`TableTimes.stamp`) as an
     epoch millis literal, if the caller knows it without the rows (`compile_query`)."""
-    if q.times is None or not q.relation.tables:
-        return None
-    known = q.times.stamp(q.relation.tables, q.intervals)
+    known = _known_stamp(q)
     if known is None:
         return None
     return "CAST(NULL AS BIGINT)" if known[0] is None else f"CAST({int(known[0])} AS BIGINT)"
@@ -2423,7 +2428,11 @@ def _topn(q: _Query) -> Plan:
             f"ORDER BY __bucket, __rank"
         )
     columns = [(dim, dim_kind)] + [(a.name, a.kind) for a in aggs] + [(n, c.kind) for n, c in posts]
-    return Plan("topN", q.datasource, sql, tuple(columns), gran)
+    # Where the stamp is known, a filter matching nothing still answers its bucket
+    # (TopNQueryEngine maps each segment's cursor to a result, of no values then).
+    known = _known_stamp(q) if gran.kind == "all" else None
+    stamp = {"stamp": known[0]} if known else {}
+    return Plan("topN", q.datasource, sql, tuple(columns), gran, stamp)
 
 
 def _having(spec, field: str, row: _Outputs) -> str:
