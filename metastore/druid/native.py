@@ -2219,7 +2219,7 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
     time span of the rows is read in the grouping's own pass over them."""
     agg_sql = [(a.name, a.sql) for a in aggs]
     one_pass = q.where == "true"
-    known = _known_first_time(q) if gran.kind == "all" else None
+    known = _known_stamp_sql(q) if gran.kind == "all" else None
     ctes = (
         []
         if one_pass or known
@@ -2332,7 +2332,7 @@ def _known_stamp(q: _Query) -> tuple | None:
     return q.times.stamp(q.relation.tables, q.intervals)
 
 
-def _known_first_time(q: _Query) -> str | None:
+def _known_stamp_sql(q: _Query) -> str | None:
     """Druid's timestamp of a granularity-`all` result (`TableTimes.stamp`) as an
     epoch millis literal, if the caller knows it without the rows (`compile_query`)."""
     known = _known_stamp(q)
@@ -2342,12 +2342,11 @@ def _known_first_time(q: _Query) -> str | None:
 
 
 def _first_time(q: _Query) -> tuple[str, str, str]:
-    """(the SQL of the first time in the query's rows, as epoch millis; a CTE to add
-    after __base; a column to add to __grouped) for a granularity `all` result's
-    timestamp. Known already: a literal. Without a filter the grouping reads it in
-    the same pass (`__lo`); with one, a CTE of its own reads every row of the
-    intervals, matched or not."""
-    known = _known_first_time(q)
+    """(the SQL of a granularity `all` result's timestamp, as epoch millis; a CTE to
+    add after __base; a column to add to __grouped). Known (Druid's, from the files):
+    a literal. Else the first row of the intervals, matched or not: without a filter
+    the grouping reads it in the same pass (`__lo`); with one, a CTE of its own."""
+    known = _known_stamp_sql(q)
     if known is not None:
         return known, "", ""
     if q.where == "true":
