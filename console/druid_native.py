@@ -106,9 +106,9 @@ class _FooterTimes:
             return None
         return [visible_source(datasource=t, seq=self.commits[t]) for t in tables]
 
-    def first_time(self, tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None:
+    def stamp(self, tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None:
         sources = self._sources(tables)
-        return None if sources is None else time_stats.first_time_ms(sources, intervals)
+        return None if sources is None else time_stats.stamp_ms(sources, intervals)
 
     def within(self, tables: tuple[str, ...], intervals: list[Interval]) -> bool:
         sources = self._sources(tables)

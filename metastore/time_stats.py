@@ -1,17 +1,14 @@
-"""The first `__time` of a table's visible rows within intervals, from the Parquet
-footers' statistics instead of the rows.
+"""What a native query needs of a table's `__time` without reading its rows: the
+Parquet footers' statistics of each file's least and greatest `__time`.
 
-A native query of granularity `all` (topN, timeseries) is stamped with the first
-row of its intervals (`metastore.druid.native`). Reading `__time` for that costs a
-pass over every file (~30 ms of CPU over a year of DAY segments); each file's
-footer already holds its least and greatest `__time`. Segment files are immutable,
-so a file's span is kept by path, in process memory, with a bound.
-
-A file's span proves its first row within the intervals when its least `__time` is
-inside them. When it is not (an interval starts inside the file's span), the file's
-first row within them is only bounded below by the next interval's start; if that
-bound could be the answer, the statistics cannot tell, and `first_time_ms` says so
-(None): the query then reads the rows as before.
+A granularity-`all` timeseries or topN is stamped as Druid stamps it (`stamp_ms`):
+each segment's cursor covers the query interval cut to the segment's visible part
+and to [the segment's first row, +∞), and its one bucket is stamped with that
+interval's start, whether the filter matches rows or not; the broker keeps the
+earliest. That is the segment's least `__time` over all its rows, not the first
+row within the intervals, so the footers answer it exactly. Segment files are
+immutable, so a file's span is kept by path, in process memory, with a bound. A
+file whose footer does not say (no statistics) has its `__time` read instead.
 
 The same spans say when every visible row of a table is within a query's intervals
 (`within`): the query's filter by time would keep them all, and costs a read of
@@ -22,17 +19,17 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from metastore.intervals import MAX_TS, MIN_TS, Interval
 from metastore.sql_sources import TableSource
 from metastore.sql_sources import within as within_span
 
-__all__ = ["cut_to", "first_time_ms", "within"]
+__all__ = ["cut_to", "stamp_ms", "within"]
 
 _UNITS = {"milliseconds": 1_000, "microseconds": 1, "nanoseconds": None}  # -> per µs
-_KEPT_FILES = 200_000
+_KEPT_FILES = 100_000
 _KEPT_ANSWERS = 256
 _lock = threading.Lock()
 # path -> (least, greatest) `__time` in epoch µs and whether it may be null; None: unknown
@@ -56,8 +53,8 @@ def _bounds(iv: Interval) -> tuple[int, int]:
 
 def _file_span(path: str) -> tuple[int, int, bool] | None:
     """(least, greatest) `__time` of a file in epoch µs, from its footer, and whether
-    any may be null; None if the footer does not say (no statistics, a type other
-    than an INT64 timestamp)."""
+    any may be null; where the footer does not say (no statistics, a type other
+    than an INT64 timestamp), from the rows; None if `__time` is not a timestamp."""
     import pyarrow.parquet as pq
 
     try:
@@ -77,13 +74,30 @@ def _file_span(path: str) -> tuple[int, int, bool] | None:
         if chunk.physical_type != "INT64" or stats is None or not stats.has_min_max:
             if meta.row_group(g).num_rows == 0:
                 continue
-            return None
+            return _rows_span(path)
         lows.append(stats.min_raw)
         highs.append(stats.max_raw)
         nulls = nulls or not stats.has_null_count or stats.null_count > 0
     if unit is None or not lows:
-        return None
+        return _rows_span(path)
     return min(lows) * unit, max(highs) * unit, nulls
+
+
+def _rows_span(path: str) -> tuple[int, int, bool] | None:
+    """`_file_span` from the file's `__time` values, where its footer does not say."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        times = pq.read_table(path, columns=["__time"]).column("__time")
+    except (OSError, KeyError, pa.ArrowException):
+        return None
+    if not pa.types.is_timestamp(times.type) or len(times) == times.null_count:
+        return None
+    micros = pc.cast(times, pa.timestamp("us", tz=times.type.tz), safe=False).cast(pa.int64())
+    least, greatest = pc.min_max(micros).values()
+    return least.as_py(), greatest.as_py(), times.null_count > 0
 
 
 def _unit_of(logical_json: str) -> str:
@@ -102,46 +116,42 @@ def _span(path: str) -> tuple[int, int, bool] | None:
     return span
 
 
-def _clip(allowed: list[tuple[int, int]], within: Iterable[Interval]) -> list[tuple[int, int]]:
-    out = []
-    for lo, hi in (_bounds(iv) for iv in within):
-        out += [(max(lo, a), min(hi, b)) for a, b in allowed if max(lo, a) < min(hi, b)]
-    return out
+def _file_stamp(
+    least: int, shown: list[tuple[int, int]], query: list[tuple[int, int]]
+) -> int | None:
+    """Druid's timestamp of one segment file's granularity-`all` bucket, or None if
+    it has none. Each query interval cut to each visible part of the segment is a
+    cursor over `[that start, that end) ∩ [least row, +∞)` (`CursorGranularizer`:
+    the cursor interval is clipped to [minTime, bucketEnd(maxTime)), +∞ for ALL),
+    its bucket stamped with that overlap's start, rows matched or not."""
+    stamps = []
+    for a, b in shown:
+        for lo, hi in query:
+            start, end = max(a, lo), min(b, hi)
+            if start < end and least < end:
+                stamps.append(max(start, least))
+    return min(stamps, default=None)
 
 
-def _file_first(span: tuple, allowed: list[tuple[int, int]]) -> tuple[int | None, bool]:
-    """(the file's first row within `allowed`, or a lower bound of it; whether exact).
-    (None, True): the file has no row within `allowed`."""
-    least, greatest, _ = span
-    if any(lo <= least < hi for lo, hi in allowed):
-        return least, True
-    later = [lo for lo, hi in allowed if least < lo <= greatest]
-    return (min(later), False) if later else (None, True)
-
-
-def _first_of(sources: Sequence[TableSource], intervals: list[Interval]) -> tuple | None:
+def _stamp_of(sources: Sequence[TableSource], intervals: list[Interval]) -> tuple | None:
+    if any(len(s.whole_intervals) != len(s.whole) for s in sources):
+        return None  # a whole file's segment interval is unknown
     query = [_bounds(iv) for iv in intervals]
-    files = [(f, query) for s in sources for f in s.whole]
-    files += [(f, _clip(query, ivs)) for s in sources for f, ivs in s.partial]
-    best, bound = None, None
-    for path, allowed in files:
+    files = [
+        (f, [_bounds(iv)])
+        for s in sources
+        for f, iv in zip(s.whole, s.whole_intervals, strict=True)
+    ]
+    files += [(f, [_bounds(iv) for iv in ivs]) for s in sources for f, ivs in s.partial]
+    best = None
+    for path, shown in files:
         span = _span(path)
         if span is None:
             return None
-        first, exact = _file_first(span, allowed)
-        if first is None:
-            continue
-        if exact:
-            best = first if best is None else min(best, first)
-        else:
-            bound = first if bound is None else min(bound, first)
-    if bound is not None and (best is None or bound < best):
-        return None  # a file's first row within the intervals may come first: unknown
-    if best is None:
-        return (None,)
-    if best % 1000 and best < 0:  # epoch_ms truncates toward zero there: leave it to SQL
-        return None
-    return (best // 1000,)
+        stamp = _file_stamp(span[0], shown, query)
+        if stamp is not None and (best is None or stamp < best):
+            best = stamp
+    return (None,) if best is None else (best // 1000,)  # Druid's times are millis
 
 
 def _inside(span: tuple, shown: list[tuple[int, int]], query: list[tuple[int, int]]) -> bool:
@@ -201,11 +211,12 @@ def _memo(kind: str, sources: Sequence[TableSource], intervals: list[Interval], 
     return answer
 
 
-def first_time_ms(sources: Sequence[TableSource], intervals: list[Interval]) -> tuple | None:
-    """The first `__time` (epoch millis, as `epoch_ms(min(__time))`) of the visible
-    rows of `sources` within `intervals`: `(ms,)`, `(None,)` if there is none, or
-    None if the footers' statistics cannot tell."""
-    return _memo("first", sources, intervals, _first_of)
+def stamp_ms(sources: Sequence[TableSource], intervals: list[Interval]) -> tuple | None:
+    """The timestamp (epoch millis) Druid gives a granularity-`all` timeseries or
+    topN of `sources` within `intervals`: the earliest of its segments' buckets
+    (`_file_stamp`; the broker merges them in time order and keeps the first's),
+    `(ms,)`; `(None,)` if no segment has one; None if a file's `__time` is unknown."""
+    return _memo("stamp", sources, intervals, _stamp_of)
 
 
 def within(sources: Sequence[TableSource], intervals: list[Interval]) -> bool:

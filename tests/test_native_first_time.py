@@ -1,10 +1,18 @@
-"""The timestamp of a granularity-`all` topN or timeseries, the first row of its
-intervals (matched by the filter or not), read from the Parquet footers'
-statistics of `__time` (metastore.time_stats) instead of from the rows, and the
-same as the rows give (the plan compiled without it reads them), with filters and
-with intervals that start inside a file's rows (where the statistics cannot tell).
+"""The timestamp of a granularity-`all` topN or timeseries, as Druid gives it, from
+the Parquet footers' statistics of `__time` (metastore.time_stats).
 
-The `wiki` dataSource of test_native_queries:
+Druid (CursorGranularizer.create, AllGranularity.getIterable): each segment's
+cursor covers the query interval cut to the segment's visible part, clipped to
+[the segment's least __time over all its rows, bucketEnd(greatest) = +∞ for ALL);
+null -> no result from that segment. Its one bucket is stamped with that clipped
+interval's start, whether the filter matches rows or not (a zero row for a
+timeseries unless skipEmptyBuckets, TimeseriesQueryEngine; a topN result of no
+values). The broker merges in time order and keeps the first timestamp
+(TimeseriesBinaryFn / TopNBinaryFn: arg1's for ALL). A timeseries that nothing
+answers gets a null row stamped with the first interval's start
+(TimeseriesQueryQueryToolChest.getNullTimeseriesResultValue).
+
+The `wiki` dataSource of test_native_queries (DAY segments):
 
     2024-01-01T01:00, 05:00  (day 1, partition 0)
     2024-01-01T12:00         (day 1, partition 1)
@@ -49,41 +57,59 @@ def _ivs(*texts: str) -> list[Interval]:
     return [Interval.parse(t) for t in texts]
 
 
-def test_footer_statistics_prove_the_first_row_or_say_they_cannot(tmp_path):
+def test_a_segment_is_stamped_with_the_interval_start_clipped_to_its_first_row(tmp_path):
     a = _file(tmp_path, "a", ["2024-01-01T01:00", "2024-01-01T05:00"])
     b = _file(tmp_path, "b", ["2024-01-01T12:00"], unit="ms")
-    source = TableSource("t", whole=(a, b))
+    day = Interval.parse("2024-01-01/2024-01-02")
+    source = TableSource("t", whole=(a, b), whole_intervals=(day, day))
 
-    assert time_stats.first_time_ms([source], _ivs("2024-01-01/2024-01-02")) == (
+    def stamp(*intervals):
+        return time_stats.stamp_ms([source], _ivs(*intervals))
+
+    # the least row of a: after the interval's start
+    assert stamp("2024-01-01/2024-01-02") == (_ms("2024-01-01T01:00"),)
+    # an interval starting inside a's rows, or after them: its start, rows or not
+    assert stamp("2024-01-01T03:00/2024-01-02") == (_ms("2024-01-01T03:00"),)
+    assert stamp("2024-01-01T06:00/2024-01-02") == (_ms("2024-01-01T06:00"),)
+    # an interval outside the segments (DAY) holds none of them
+    assert stamp("2024-01-02T00:00/2024-01-03") == (None,)
+    assert time_stats.stamp_ms([TableSource("t", whole=(a,))], _ivs("2024/2025")) is None
+    # an interval ending before a's and b's first rows: [start, end) ∩ [least, +∞) is empty
+    assert stamp("2024-01-01T00:00/2024-01-01T00:30") == (None,)
+    # two intervals: the first holds no segment's first row, the second is b's alone
+    assert stamp("2024-01-01T00:00/2024-01-01T00:30", "2024-01-01T10:00/2024-01-01T11:00") == (
+        _ms("2024-01-01T10:00"),
+    )
+    assert stamp("2024-01-01T00:00/2024-01-01T01:30", "2024-01-01T10:00/2024-01-01T11:00") == (
         _ms("2024-01-01T01:00"),
     )
-    # a's rows after 03:00 may start before b's 12:00: only the rows can tell
-    assert time_stats.first_time_ms([source], _ivs("2024-01-01T03:00/2024-01-02")) is None
-    # a has no row after 06:00 (its greatest is 05:00)
-    assert time_stats.first_time_ms([source], _ivs("2024-01-01T06:00/2024-01-02")) == (
-        _ms("2024-01-01T12:00"),
-    )
-    # a's rows from 04:00 on cannot come before c's 04:00
-    late = TableSource("t", whole=(a, _file(tmp_path, "c", ["2024-01-01T04:00"])))
-    assert time_stats.first_time_ms([late], _ivs("2024-01-01T04:00/2024-01-02")) == (
-        _ms("2024-01-01T04:00"),
-    )
-    assert time_stats.first_time_ms([source], _ivs("2024-01-02/2024-01-03")) == (None,)
 
 
-def test_a_partial_file_counts_within_its_visible_intervals_and_no_statistics_is_unknown(
+def test_a_partial_file_counts_within_its_visible_intervals_and_no_statistics_reads_rows(
     tmp_path,
 ):
     a = _file(tmp_path, "a", ["2024-01-01T01:00", "2024-01-01T05:00"])
     b = _file(tmp_path, "b", ["2024-01-01T12:00"])
     shown = (Interval.parse("2024-01-01T06:00/2024-01-02"),)
-    source = TableSource("t", whole=(b,), partial=((a, shown),))
-    assert time_stats.first_time_ms([source], _ivs("2024-01-01/2024-01-02")) == (
+    day = (Interval.parse("2024-01-01/2024-01-02"),)
+    source = TableSource("t", whole=(b,), partial=((a, shown),), whole_intervals=day)
+    # a's visible part starts at 06:00: its cursor is [06:00, next day), stamped 06:00
+    assert time_stats.stamp_ms([source], _ivs("2024-01-01/2024-01-02")) == (
+        _ms("2024-01-01T06:00"),
+    )
+    hidden = TableSource(
+        "t",
+        whole=(b,),
+        partial=((a, (Interval.parse("2024-01-02/2024-01-03"),)),),
+        whole_intervals=day,
+    )
+    assert time_stats.stamp_ms([hidden], _ivs("2024-01-01/2024-01-02")) == (
         _ms("2024-01-01T12:00"),
     )
 
     bare = _file(tmp_path, "bare", ["2024-01-01T01:00"], write_statistics=False)
-    assert time_stats.first_time_ms([TableSource("t", whole=(bare,))], _ivs("2024/2025")) is None
+    bare_source = TableSource("t", whole=(bare,), whole_intervals=day)
+    assert time_stats.stamp_ms([bare_source], _ivs("2024/2025")) == (_ms("2024-01-01T01:00"),)
 
 
 def _scanned(body: dict) -> list:
@@ -93,39 +119,37 @@ def _scanned(body: dict) -> list:
     return shape(plan, query.run_query(sql=plan.sql).rows)
 
 
-def _first_row(intervals: list[str]) -> str | None:
-    where = " OR ".join(
-        f"(__time >= TIMESTAMP '{iv.start:%Y-%m-%d %H:%M:%S}' "
-        f"AND __time < TIMESTAMP '{iv.end:%Y-%m-%d %H:%M:%S}')"
-        for iv in _ivs(*intervals)
-    )
-    [[first]] = query.run_query(
-        sql=f"SELECT strftime(min(__time), '%Y-%m-%dT%H:%M:%S.000Z') FROM wiki WHERE {where}"
-    ).rows
-    return first
+def _values(result: list) -> list:
+    return [r["result"] for r in result]
 
 
 @pytest.mark.parametrize(
-    ("intervals", "from_footers", "unfiltered"),
+    ("intervals", "stamp", "unfiltered"),
     [
-        (["2024-01-01/2024-01-04"], True, True),
-        (["2024-01-01T03:00/2024-01-04"], False, False),  # starts inside partition 0's rows
-        (["2024-01-01T06:00/2024-01-04"], True, False),
-        (["2024-01-01T00:00/2024-01-01T02:00", "2024-01-03/2024-01-04"], True, False),
-        (["2024-01-02/2024-01-03"], True, True),  # no rows: no files either
-        (["2024-01-03/2024-01-04"], True, True),  # day 3's file alone
+        (["2024-01-01/2024-01-04"], "2024-01-01T01:00", True),
+        # starts inside partition 0's rows: the interval's start, not the next row (05:00)
+        (["2024-01-01T03:00/2024-01-04"], "2024-01-01T03:00", False),
+        # after partition 0's last row but inside its segment: still its start
+        (["2024-01-01T06:00/2024-01-04"], "2024-01-01T06:00", False),
+        # in the gap before day 3: day 3's segment starts later, its first row later still
+        (["2024-01-02T12:00/2024-01-04"], "2024-01-03T02:00", True),
+        (["2024-01-01T00:00/2024-01-01T02:00", "2024-01-03/2024-01-04"], "2024-01-01T01:00", False),
+        # the first interval ends before any row of day 1: day 3's first row
+        (["2024-01-01T00:00/2024-01-01T00:30", "2024-01-03/2024-01-04"], "2024-01-03T02:00", False),
+        # no segment: a timeseries' null row takes the first interval's start, a topN none
+        (["2024-01-02/2024-01-03"], None, True),
+        (["2024-01-03T00:00/2024-01-03T01:00"], None, False),
+        (["2024-01-03/2024-01-04"], "2024-01-03T02:00", True),
     ],
 )
-def test_all_granularity_timestamp_is_the_first_row_as_the_rows_give_it(
-    wiki, api_client, intervals, from_footers, unfiltered
-):
-    """The answer is the same whether the time and the time filter come from the
-    footers or from the rows, with a filter or without, matching rows or none."""
+def test_all_granularity_timestamp_is_druids(wiki, api_client, intervals, stamp, unfiltered):
+    """Druid's stamp whether the filter matches rows or none; the values are the
+    same as the plan that reads the rows gives (groupBy: the whole result)."""
     ivs = [Interval.parse(i) for i in intervals]
     times = _FooterTimes(latest_commits())
-    assert (times.first_time(("wiki",), ivs) is not None) == from_footers
+    assert times.stamp(("wiki",), ivs) == ((None,) if stamp is None else (_ms(stamp),))
     assert times.within(("wiki",), ivs) == unfiltered
-    first = _first_row(intervals)
+    expected = f"{stamp}:00.000Z" if stamp else None
     aggregations = [{"type": "count", "name": "rows"}]
     topn = {
         "queryType": "topN",
@@ -148,9 +172,18 @@ def test_all_granularity_timestamp_is_the_first_row_as_the_rows_give_it(
                     "filter": {"type": "selector", "dimension": "page", "value": matched},
                 }
             result = native(api_client, body)
-            assert result == _scanned(body), (body, result)
-            if body["queryType"] != "groupBy":
-                assert [r["timestamp"] for r in result] in ([first], [])
+            if body["queryType"] == "groupBy":
+                assert result == _scanned(body), (body, result)
+                continue
+            scanned = _values(_scanned(body))  # the plan without the footers: no stamp
+            if body["queryType"] == "topN" and not scanned and stamp:
+                scanned = [[]]  # it knows no bucket to answer with no values
+            assert _values(result) == scanned, (body, result)
+            if body["queryType"] == "timeseries":
+                first = expected or f"{ivs[0].start:%Y-%m-%dT%H:%M:%S}.000Z"
+                assert [r["timestamp"] for r in result] == [first], (body, result)
+            else:  # nothing matched: Druid answers the bucket with no values
+                assert [r["timestamp"] for r in result] == ([expected] if stamp else [])
 
 
 def test_a_join_reads_its_table_filtered_by_time(wiki):

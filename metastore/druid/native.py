@@ -1565,12 +1565,15 @@ class _Query:
 class TableTimes(Protocol):
     """What the caller knows of its tables' `__time` without reading their rows (the
     files' statistics), each of `tables` as the query sees it (its visible rows).
-    `first_time`: the first `__time` of their rows within `intervals`, `(epoch ms,)`,
-    `(None,)` if none; None if unknown (then the SQL reads it). `within`: whether
+    `stamp`: Druid's timestamp of a granularity-`all` timeseries or topN of them
+    within `intervals` (the earliest of their segments' buckets: the interval cut to
+    a segment's visible part and to [its first row, +∞), filter or not), `(epoch
+    ms,)`; `(None,)` if none; None if unknown (then the SQL reads the first row of
+    the intervals instead, an approximation). `within`: whether
     every row of theirs is within `intervals` (False if unknown); the SQL then does
     not filter them by time."""
 
-    def first_time(self, tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None: ...
+    def stamp(self, tables: tuple[str, ...], intervals: list[Interval]) -> tuple | None: ...
 
     def within(self, tables: tuple[str, ...], intervals: list[Interval]) -> bool: ...
 
@@ -2238,7 +2241,7 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
     time span of the rows is read in the grouping's own pass over them."""
     agg_sql = [(a.name, a.sql) for a in aggs]
     one_pass = q.where == "true"
-    known = _known_first_time(q) if gran.kind == "all" else None
+    known = _known_stamp_sql(q) if gran.kind == "all" else None
     ctes = (
         []
         if one_pass or known
@@ -2246,10 +2249,18 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
     )
     if gran.kind == "all":
         having = " HAVING COUNT(*) > 0" if skip else ""
-        # One row whenever the intervals hold data, even if the filter matches none of it.
-        stamp = known or _epoch_ms("__span.lo")
+        # One row even if the filter matches nothing; with no data in the intervals,
+        # Druid's broker adds one stamped with their start (getNullTimeseriesResultValue)
+        start = q.intervals[0].start if q.intervals else None
+        empty = (
+            ""
+            if skip or start is None
+            else f", {ETERNITY_START_MS if start == MIN_TS else _ms(start)}"
+        )
+        stamp = f"coalesce({known or _epoch_ms('__span.lo')}{empty})"
         grouped = (
-            f"SELECT {_epoch_ms('min(__time)')} AS __bucket{_comma(agg_sql)} FROM __base{having}"
+            f"SELECT coalesce({_epoch_ms('min(__time)')}{empty}) AS __bucket{_comma(agg_sql)} "
+            f"FROM __base{having}"
             if one_pass and not known
             else f"SELECT {stamp} AS __bucket, g.* FROM {'' if known else '__span, '}"
             f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
@@ -2340,24 +2351,28 @@ def _materialized() -> str:
     return "" if _spark() else " MATERIALIZED"
 
 
-def _known_first_time(q: _Query) -> str | None:
-    """The first time of the query's rows (matched by its filter or not) as an epoch
-    millis literal, if the caller knows it without reading them (`compile_query`)."""
+def _known_stamp(q: _Query) -> tuple | None:
+    """`TableTimes.stamp` of the query's own tables, or None if unknown."""
     if q.times is None or not q.relation.tables:
         return None
-    known = q.times.first_time(q.relation.tables, q.intervals)
+    return q.times.stamp(q.relation.tables, q.intervals)
+
+
+def _known_stamp_sql(q: _Query) -> str | None:
+    """Druid's timestamp of a granularity-`all` result (`TableTimes.stamp`) as an
+    epoch millis literal, if the caller knows it without the rows (`compile_query`)."""
+    known = _known_stamp(q)
     if known is None:
         return None
     return "CAST(NULL AS BIGINT)" if known[0] is None else f"CAST({int(known[0])} AS BIGINT)"
 
 
 def _first_time(q: _Query) -> tuple[str, str, str]:
-    """(the SQL of the first time in the query's rows, as epoch millis; a CTE to add
-    after __base; a column to add to __grouped) for a granularity `all` result's
-    timestamp. Known already: a literal. Without a filter the grouping reads it in
-    the same pass (`__lo`); with one, a CTE of its own reads every row of the
-    intervals, matched or not."""
-    known = _known_first_time(q)
+    """(the SQL of a granularity `all` result's timestamp, as epoch millis; a CTE to
+    add after __base; a column to add to __grouped). Known (Druid's, from the files):
+    a literal. Else the first row of the intervals, matched or not: without a filter
+    the grouping reads it in the same pass (`__lo`); with one, a CTE of its own."""
+    known = _known_stamp_sql(q)
     if known is not None:
         return known, "", ""
     if q.where == "true":
@@ -2444,7 +2459,11 @@ def _topn(q: _Query) -> Plan:
             f"ORDER BY __bucket, __rank"
         )
     columns = [(dim, dim_kind)] + [(a.name, a.kind) for a in aggs] + [(n, c.kind) for n, c in posts]
-    return Plan("topN", q.datasource, sql, tuple(columns), gran)
+    # Where the stamp is known, a filter matching nothing still answers its bucket
+    # (TopNQueryEngine maps each segment's cursor to a result, of no values then).
+    known = _known_stamp(q) if gran.kind == "all" else None
+    stamp = {"stamp": known[0]} if known else {}
+    return Plan("topN", q.datasource, sql, tuple(columns), gran, stamp)
 
 
 def _having(spec, field: str, row: _Outputs) -> str:

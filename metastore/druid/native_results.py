@@ -86,6 +86,9 @@ def _topn(plan: Plan, rows: list[list]) -> list:
         out[-1]["result"].append(_values(plan, r, 1))
     for item in out:
         del item["_bucket"]
+    stamp = plan.options.get("stamp")
+    if not out and stamp is not None:  # Druid: the bucket's result, of no values
+        out = [{"timestamp": druid_timestamp(stamp, zone), "result": []}]
     return out
 
 
