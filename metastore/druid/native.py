@@ -1971,8 +1971,10 @@ def _join_equality(node, field: str, left: _Side, right: _Side) -> str:
 
 def _unnest_relation(spec: dict, field: str, reading: _Reading, bounded: bool) -> _Relation:
     """`base` with one row per value of `virtualColumn` (an expression: each element
-    of an array, each value of a multi-value string, a scalar once; rows where it is
-    null or empty are dropped, as Druid drops them), kept where `unnestFilter` holds."""
+    of an array, each value of a multi-value string, a scalar once; a multi-value
+    string's row without values gives one null row, as Druid's unnest cursor over a
+    dimension does (apache/druid#13764); a null array or scalar gives none), kept
+    where `unnestFilter` holds."""
     _only(spec, field, {"type", "base", "virtualColumn", "unnestFilter"})
     base = _relation(spec.get("base"), f"{field}.base", reading, bounded)
     path = f"{field}.virtualColumn"
@@ -1989,7 +1991,7 @@ def _unnest_relation(spec: dict, field: str, reading: _Reading, bounded: bool) -
     if result.kind.startswith("array<"):
         values, kind = result.sql, result.kind[len("array<") : -1]
     elif result.kind == "string":
-        values, kind = f"druid_mv({result.sql})", "string"
+        values, kind = f"coalesce(druid_mv({result.sql}), [NULL::VARCHAR])", "string"
     elif result.kind in ("long", "double"):
         values, kind = (
             f"CASE WHEN ({result.sql}) IS NULL THEN [] ELSE [{result.sql}] END",
@@ -2250,13 +2252,9 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
     if gran.kind == "all":
         having = " HAVING COUNT(*) > 0" if skip else ""
         # One row even if the filter matches nothing; with no data in the intervals,
-        # Druid's broker adds one stamped with their start (getNullTimeseriesResultValue)
-        start = q.intervals[0].start if q.intervals else None
-        empty = (
-            ""
-            if skip or start is None
-            else f", {ETERNITY_START_MS if start == MIN_TS else _ms(start)}"
-        )
+        # Druid's broker adds one stamped with the first one's start, the intervals
+        # sorted (getNullTimeseriesResultValue)
+        empty = "" if skip or not q.intervals else f", {_first_start_ms(q)}"
         stamp = f"coalesce({known or _epoch_ms('__span.lo')}{empty})"
         grouped = (
             f"SELECT coalesce({_epoch_ms('min(__time)')}{empty}) AS __bucket{_comma(agg_sql)} "
@@ -2266,14 +2264,7 @@ def _timeseries_buckets(q: _Query, gran: Granularity, aggs: list[Agg], skip: boo
             f"(SELECT {_select_list(agg_sql) or '1 AS __one'} FROM __base "
             f"WHERE {q.where}{having}) AS g"
         )
-        # Intervals without rows: still one row (unless `skip`), at their start, as
-        # Druid's toolchest adds it.
-        first = f"CAST({_first_start_ms(q)} AS BIGINT)"
-        return ctes + [
-            f"__grouped AS ({grouped})",
-            f"__filled AS (SELECT coalesce(__bucket, {first}) AS __bucket"
-            f"{_comma([(a.name, _q(a.name)) for a in aggs])} FROM __grouped)",
-        ]
+        return ctes + [f"__grouped AS ({grouped})", "__filled AS (SELECT * FROM __grouped)"]
     grouped = (
         f"SELECT {gran.bucket_ms('__time')} AS __bucket{_comma(agg_sql)} "
         f"FROM __base WHERE {q.where} GROUP BY 1"
