@@ -191,6 +191,14 @@ class Segment(models.Model):
             # ... and by size or rows, largest first, the same way (across dataSources).
             models.Index(fields=["size_bytes", "id"], name="segment_size_id"),
             models.Index(fields=["num_rows", "id"], name="segment_rows_id"),
+            # The console's rows and bytes per chunk (`selectors.chunk_rows`): an
+            # index-only scan in group order, not a pass over the segment table.
+            models.Index(
+                fields=["datasource", "start", "end", "version"],
+                include=["num_rows", "size_bytes"],
+                condition=models.Q(used=True),
+                name="segment_used_chunk_rows",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1025,6 +1025,10 @@ def collector_paused() -> Iterator[None]:
     heap again and again: at 525,600 chunks that was half of the build's
     time. Concurrent builds nest; the collector is switched back on (if it
     was on) when the last one ends, even if it fails.
+
+    What the pause made then goes straight to the oldest generation
+    (`_promoted`), else the collector's next two young collections walk all of
+    it (0.37 s after a 584,000-segment build) to find no garbage.
     """
     global _gc_pauses, _gc_resume
     with _gc_lock:
@@ -1038,7 +1042,19 @@ def collector_paused() -> Iterator[None]:
         with _gc_lock:
             _gc_pauses -= 1
             if _gc_pauses == 0 and _gc_resume:
+                _promoted()
                 gc.enable()
+
+
+def _promoted() -> None:
+    """Every object the collector tracks moved to its oldest generation, without a
+    walk: `gc.freeze` moves them all to the permanent generation and `gc.unfreeze`
+    at once to the oldest. Nothing stays frozen, so nothing leaks: a cycle made
+    meanwhile is found by the next full collection. Skipped if the process keeps
+    objects frozen itself (unfreezing would undo that)."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 class Timeline:

@@ -503,6 +503,27 @@ def test_build_turns_the_garbage_collector_back_on_even_when_it_fails():
         gc.enable()
 
 
+def test_what_a_build_made_goes_to_the_oldest_generation_and_stays_collectable():
+    import gc
+    import weakref
+
+    from metastore.timeline import collector_paused
+
+    class Node:
+        pass
+
+    with collector_paused():
+        made = [[] for _ in range(10)]
+        cycle = Node()
+        cycle.me = cycle
+        gone = weakref.ref(cycle)
+        del cycle
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # nothing left frozen
+    assert any(o is made for o in gc.get_objects(generation=2))
+    gc.collect()
+    assert gone() is None  # a full collection still frees a cycle made there
+
+
 def test_ref_fields_are_segment_refs_fields_and_rows_of_ref_columns_make_refs():
     import dataclasses
 

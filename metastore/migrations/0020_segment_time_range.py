@@ -21,6 +21,6 @@ def _on_postgresql(sql: str):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("metastore", "0018_task_console_indexes")]
+    dependencies = [("metastore", "0019_chunk_rows_index")]
 
     operations = [migrations.RunPython(_on_postgresql(CREATE), _on_postgresql(DROP))]

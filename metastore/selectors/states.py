@@ -325,8 +325,8 @@ _PG_ROWS_SQL = """
 SELECT (EXTRACT(EPOCH FROM s.start) * 1000000)::bigint,
        (EXTRACT(EPOCH FROM s."end") * 1000000)::bigint,
        s.version, SUM(s.num_rows), SUM(s.size_bytes)
-  FROM metastore_segment s JOIN metastore_datasource d ON d.id = s.datasource_id
- WHERE {where}
+  FROM metastore_segment s
+ WHERE s.datasource_id = (SELECT id FROM metastore_datasource WHERE name = %s) AND {where}
  GROUP BY s.start, s."end", s.version
 """
 
@@ -351,7 +351,9 @@ def chunk_rows(
 
 
 def _pg_chunk_rows(datasource: str, ids, interval) -> dict[tuple, tuple[int, int]]:
-    where, params = ["d.name = %s"], [datasource]
+    # The dataSource's id as one value (not a join): the index segment_used_chunk_rows
+    # is then read in the GROUP BY's order, index-only, without a sort.
+    where, params = [], [datasource]
     if ids is None:
         where.append("s.used")
     else:
