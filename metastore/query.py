@@ -36,7 +36,7 @@ from metastore import (
     sql_guard,
     time_stats,
 )
-from metastore.intervals import Interval
+from metastore.intervals import MAX_TS, MIN_TS, Interval
 from metastore.models import DataSource
 from metastore.selectors import retention as retention_selectors
 from metastore.sql_macros import MACROS, macro_names
@@ -367,14 +367,21 @@ def bind_query(
         return sql_druid.table_kinds(sources[real].files) if real in sources else {}
 
     def prune(tree: dict) -> None:
-        for name, (start, end, included) in time_ranges(con, tree, set(sources)).items():
-            sources[name] = within(sources[name], start, end, end_included=included)
+        _prune(con, tree, sources)
 
     options = {"druid_names": druid_names, "druid_sql": druid_sql, "params": params}
     text = _guarded(con, sql, bind, columns=kinds, checked=prune, **options)
     for name in set(cuts or ()) & set(sources):
         sources[name] = time_stats.cut_to(sources[name], cuts[name])
     return BoundQuery(sql=text, sources=list(sources.values()), system=system, as_of=as_of)
+
+
+def _prune(con, tree: dict, sources: dict[str, TableSource]) -> None:
+    """Each table bound to the files its query's time filter can reach, and that
+    filter left out where those files prove it (`drop_proven_time_filter`)."""
+    for name, (start, end, included) in time_ranges(con, tree, set(sources)).items():
+        sources[name] = within(sources[name], start, end, end_included=included)
+    drop_proven_time_filter(con, tree, sources)
 
 
 # --- reading only the files a query's time filter can reach ------------------------------
@@ -487,7 +494,7 @@ def _timestamps(con, expressions: list[dict]) -> list | None:
     template = node["select_list"][0]
     node["select_list"] = [{**copy.deepcopy(template), "child": e} for e in expressions]
     try:
-        values = con.execute(sql_guard.deparse(con, tree)).fetchone()
+        values = con.execute(sql_guard.deparse(con, tree)).fetchall()[0]
     except (duckdb.Error, ValueError, OverflowError):
         return None
     if any(not isinstance(v, dt.datetime) for v in values):
@@ -548,6 +555,125 @@ def _span(references: list[list[tuple[str, dt.datetime]]]) -> tuple:
     start = None if None in lowers else min(lowers)
     end = None if None in uppers else max(uppers)
     return start, end and end[0], bool(end is None or end[1])
+
+
+# --- a time filter the files prove --------------------------------------------------------
+# Where a single table's query bounds `__time` by constants at the top of its WHERE
+# and the Parquet footers (metastore.time_stats) prove that every row of the files
+# left after pruning lies within those bounds, the bounds are dropped from the SQL:
+# they would keep every row, at the cost of reading and casting `__time` per row.
+
+_STRICT = {  # comparison -> (side, strict): `>` and `<` exclude their bound
+    "COMPARE_GREATERTHAN": ((_LOWER, True),),
+    "COMPARE_GREATERTHANOREQUALTO": ((_LOWER, False),),
+    "COMPARE_LESSTHAN": ((_UPPER, True),),
+    "COMPARE_LESSTHANOREQUALTO": ((_UPPER, False),),
+    "COMPARE_EQUAL": ((_LOWER, False), (_UPPER, False)),
+}
+# The types a constant compared with `__time` (a TIMESTAMP) may have for the
+# comparison to be the one of its value as a TIMESTAMP (not TIMESTAMP_NS's, say).
+_EXACT_TYPES = {"TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE", "DATE"}
+
+
+def _exact_constant(node) -> bool:
+    if node.get("class") == "CAST":
+        kind = node.get("type_expr") or {}
+        exact = kind.get("type_name", "").upper() in _EXACT_TYPES and not kind.get("children")
+        return exact and _is_constant(node)
+    return node.get("class") == "CONSTANT" and (node.get("literal") or {}).get("kind") == "STRING"
+
+
+def _is_time_value(node, alias: str) -> bool:
+    """`__time`, or it cast to TIMESTAMP (what it is: TIME_IN_INTERVAL's translation)."""
+    kind = (node.get("type_expr") or {}).get("type_name", "").upper()
+    if node.get("class") == "CAST" and kind == "TIMESTAMP" and not node.get("try_cast"):
+        node = node.get("child") or {}
+    return _is_time(node, alias)
+
+
+def _flat_conjuncts(where: dict) -> list[dict]:
+    """The ANDed terms of a WHERE, in order."""
+    if where.get("type") != "CONJUNCTION_AND":
+        return [where]
+    return [t for child in where.get("children") or () for t in _flat_conjuncts(child)]
+
+
+def _range_term(term: dict, alias: str) -> list[tuple[str, bool, dict]] | None:
+    """(side, strict, constant) of each bound a WHERE conjunct puts on `__time`, if
+    that is all it is; None otherwise."""
+    if term.get("class") == "COMPARISON" and term.get("type") in _STRICT:
+        left, right = term.get("left") or {}, term.get("right") or {}
+        kind = term["type"]
+        if _is_time_value(right, alias) and _exact_constant(left):
+            left, right, kind = right, left, _MIRRORED[kind]
+        if _is_time_value(left, alias) and _exact_constant(right):
+            return [(side, strict, right) for side, strict in _STRICT[kind]]
+    elif term.get("type") == "COMPARE_BETWEEN" and _is_time_value(term.get("input") or {}, alias):
+        lower, upper = term.get("lower") or {}, term.get("upper") or {}
+        if _exact_constant(lower) and _exact_constant(upper):
+            return [(_LOWER, False, lower), (_UPPER, False, upper)]
+    return None
+
+
+def _single_table(tree: dict, sources: dict) -> dict | None:
+    """The SELECT of a query that reads one dataSource's table, directly in its FROM,
+    and nothing else (no other table, join, subquery or CTE); None otherwise."""
+    statements = tree.get("statements") or []
+    node = statements[0].get("node") if len(statements) == 1 else None
+    if not node or node.get("type") != "SELECT_NODE":
+        return None
+    table = node.get("from_table") or {}
+    if table.get("type") != "BASE_TABLE" or table.get("table_name") not in sources:
+        return None
+    for other in _nodes(tree):
+        if other is not table and other.get("type") in ("BASE_TABLE", "SUBQUERY", "JOIN"):
+            return None
+        if other.get("class") == "SUBQUERY" or (other.get("cte_map") or {}).get("map"):
+            return None
+    return node
+
+
+def _proven_interval(values: list[tuple[str, bool, dt.datetime]]) -> Interval | None:
+    """The `__time`s the bounds keep, as a half-open interval (µs), if within time."""
+    tick = dt.timedelta(microseconds=1)
+    start, end = MIN_TS, MAX_TS
+    for side, strict, value in values:
+        at = value.replace(tzinfo=dt.UTC)
+        if not MIN_TS < at < MAX_TS - tick:
+            return None
+        if side == _LOWER:
+            start = max(start, at + tick if strict else at)
+        else:
+            end = min(end, at if strict else at + tick)
+    return Interval(start, end) if start < end else None
+
+
+def drop_proven_time_filter(con, tree: dict, sources: dict[str, TableSource]) -> None:
+    """Remove, in place, the bounds on `__time` at the top of a single table's WHERE
+    (ANDed comparisons with constants, BETWEEN) when every row of its files (as
+    bound) is within them: they would keep every row."""
+    node = _single_table(tree, sources)
+    if node is None or not node.get("where_clause"):
+        return
+    alias = node["from_table"].get("alias", "")
+    where = node["where_clause"]
+    terms = _flat_conjuncts(where)
+    ranges = [_range_term(t, alias) for t in terms]
+    bounds = [b for r in ranges if r for b in r]
+    if not bounds:
+        return
+    values = _timestamps(con, [e for _, _, e in bounds])
+    if values is None:
+        return
+    interval = _proven_interval([(s, x, v) for (s, x, _), v in zip(bounds, values, strict=True)])
+    source = sources[node["from_table"]["table_name"]]
+    if interval is None or not time_stats.rows_within([source], [interval]):
+        return
+    rest = [t for t, r in zip(terms, ranges, strict=True) if r is None]
+    if len(rest) > 1:
+        node["where_clause"] = {**where, "type": "CONJUNCTION_AND", "children": rest}
+    else:
+        node["where_clause"] = next(iter(rest), None)
 
 
 def _guarded(

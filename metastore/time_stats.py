@@ -26,7 +26,7 @@ from metastore.intervals import MAX_TS, MIN_TS, Interval
 from metastore.sql_sources import TableSource
 from metastore.sql_sources import within as within_span
 
-__all__ = ["cut_to", "stamp_ms", "within"]
+__all__ = ["cut_to", "rows_within", "stamp_ms", "within"]
 
 _UNITS = {"milliseconds": 1_000, "microseconds": 1, "nanoseconds": None}  # -> per µs
 _KEPT_FILES = 100_000
@@ -183,7 +183,10 @@ def cut_to(source: TableSource, intervals: list[Interval]) -> TableSource:
 def _within(sources: Sequence[TableSource], intervals: list[Interval]) -> bool:
     if not intervals:
         return False
-    sources = [cut_to(s, intervals) for s in sources]
+    return _rows_within([cut_to(s, intervals) for s in sources], intervals)
+
+
+def _rows_within(sources: Sequence[TableSource], intervals: list[Interval]) -> bool:
     query = [_bounds(iv) for iv in intervals]
     everything = [(_NEG_INF, _POS_INF)]
     files = [(f, everything) for s in sources for f in s.whole]
@@ -224,3 +227,10 @@ def within(sources: Sequence[TableSource], intervals: list[Interval]) -> bool:
     them (False if the footers' statistics cannot tell): a filter by time on the cut
     tables keeps every row."""
     return _memo("within", sources, intervals, _within)
+
+
+def rows_within(sources: Sequence[TableSource], intervals: list[Interval]) -> bool:
+    """Whether every visible row of `sources`, as they are (not cut), is within
+    `intervals` (False if the footers' statistics cannot tell): a filter by time
+    on exactly these files keeps every row (metastore.query, for SQL)."""
+    return _memo("rows", sources, intervals, _rows_within)
