@@ -157,7 +157,8 @@ class Interval:
             raise ValueError(
                 f"{text!r} is not an interval; expected 'start/end' in ISO-8601, e.g. 2024-01-01/2024-01-02"
             )
-        first, second = parts
+        # Joda reads a period in any case (pydruid's docs write "2013-10-04/pt1h")
+        first, second = (p.upper() if p[:1] == "p" else p for p in parts)
         try:
             if first.startswith("P") and second.startswith("P"):
                 raise ValueError("give a start or an end, not two periods")

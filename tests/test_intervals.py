@@ -357,3 +357,15 @@ def test_iter_buckets_covers_the_interval_contiguously(granularity, naive, secon
     assert buckets[0].start <= interval.start and buckets[-1].end >= interval.end
     assert all(b.overlaps(interval) for b in buckets)
     assert all(x.end == y.start for x, y in zip(buckets, buckets[1:], strict=False))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2013-10-04/pt1h", "2013-10-04T00:00:00.000Z/2013-10-04T01:00:00.000Z"),
+        ("2013-01-31/p1m", "2013-01-31T00:00:00.000Z/2013-02-28T00:00:00.000Z"),
+        ("p1y/2014-01-01", "2013-01-01T00:00:00.000Z/2014-01-01T00:00:00.000Z"),
+    ],
+)
+def test_interval_parse_reads_a_period_in_any_case_as_joda_does(text, expected):
+    assert str(Interval.parse(text)) == expected

@@ -322,3 +322,19 @@ def test_a_number_then_minus_parses_as_a_subtraction(text, expected):
     from metastore.druid.expressions.parse import parse
 
     assert repr(parse(text)) == expected
+
+
+@pytest.mark.parametrize(
+    ("interval", "explicit"),
+    [
+        ("2023-12-31/P1M", "2023-12-31/2024-01-31"),
+        ("p1y/2024-01-02", "2023-01-02/2024-01-02"),
+        ("2024-01-01T00:00:00.000Z/p1w", "2024-01-01/2024-01-08"),
+    ],
+)
+def test_native_intervals_take_month_and_year_periods(wiki, api_client, interval, explicit):
+    # Joda's Interval.parse (Druid's intervals) adds calendar months and years, in
+    # any case: the same query over the explicit interval gives the same rows.
+    by_period = native(api_client, _timeseries(intervals=[interval]))
+    assert by_period == native(api_client, _timeseries(intervals=[explicit]))
+    assert by_period[0]["result"]["c"] > 0

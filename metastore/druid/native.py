@@ -42,7 +42,7 @@ from metastore.druid.extraction import (
 from metastore.druid.extraction import dimension_spec as parse_dimension_spec
 from metastore.druid.extraction import lit as expression_literal
 from metastore.druid.granularity import NAMED_PERIODS
-from metastore.intervals import MAX_TS, MIN_TS, Interval, parse_ts
+from metastore.intervals import MAX_TS, MIN_TS, Interval, add_period, parse_ts
 
 __all__ = [
     "ETERNITY_START_MS",
@@ -591,12 +591,10 @@ def _period_end(parts: list[str], i: int, path: str) -> datetime:
     if not text.startswith("P"):
         return _instant(text, i == 1, path)
     other = _instant(parts[1 - i], i == 0, path)
-    m = _PERIOD.match(text)
-    if not m or m.group(1) or m.group(2):
-        raise _unsupported(path, "only day/week/time periods are accepted in intervals")
-    w, d, h, mi, s = (int(v or 0) for v in m.groups()[2:])
-    delta = timedelta(weeks=w, days=d, hours=h, minutes=mi, seconds=s)
-    return other + delta if i == 1 else other - delta
+    try:  # calendar months and years as Joda adds them, as everywhere an interval is read
+        return add_period(other, text, 1 if i == 1 else -1)
+    except (ValueError, OverflowError) as exc:
+        raise NativeQueryError(path, str(exc)) from None
 
 
 def _intervals_sql(intervals: list[Interval], ts: str = "__time") -> str:
