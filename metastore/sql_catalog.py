@@ -397,6 +397,7 @@ def datasource_names() -> list[str]:
 
 
 _COMPLEX = {
+    "json": "COMPLEX<json>",  # a json dimension, stored as JSON text
     "hyperUnique": "COMPLEX<hyperUnique>",
     "thetaSketch": "COMPLEX<thetaSketch>",
     "HLLSketchBuild": "COMPLEX<HLLSketch>",

@@ -60,10 +60,17 @@ _TYPES = {
 
 
 def publish(
-    inline_spec, datasource: str, columns: dict[str, list], times: list[str], types=None
+    inline_spec,
+    datasource: str,
+    columns: dict[str, list],
+    times: list[str],
+    types=None,
+    dimension_types=None,
 ) -> None:
     """One segment of these rows (`times` as ISO dates or times, UTC), published as
-    a task would publish it; a column is typed by `types`, else `_TYPES`, else a string."""
+    a task would publish it; a column is typed by `types`, else `_TYPES`, else a string.
+    `dimension_types` ({name: type}) are the dimension types the segment's schema records."""
+    recorded = dimension_types or {}
     types = {**_TYPES, **(types or {})}
     path = settings.STRATA_DEEP_STORAGE / datasource / uuid.uuid4().hex / "data.parquet"
     path.parent.mkdir(parents=True)
@@ -94,7 +101,12 @@ def publish(
                 location=str(path),
                 num_rows=len(times),
                 size_bytes=path.stat().st_size,
-                schema={"dimensions": [{"name": n} for n in dimensions]},
+                schema={
+                    "dimensions": [
+                        {"name": n, **({"type": recorded[n]} if n in recorded else {})}
+                        for n in dimensions
+                    ]
+                },
             )
         ],
     )
@@ -136,7 +148,14 @@ LOOKYLOO = {"k": ["a", "abc", "nosuchkey", "6"], "v": ["xa", "xabc", "mysteryval
 
 
 def publish_nested(inline_spec) -> None:
-    publish(inline_spec, "nested", NESTED, NESTED_TIMES, types={"long": pa.int64()})
+    publish(
+        inline_spec,
+        "nested",
+        NESTED,
+        NESTED_TIMES,
+        types={"long": pa.int64()},
+        dimension_types={"nest": "json", "nester": "json"},
+    )
 
 
 def publish_lookyloo(inline_spec) -> None:

@@ -497,3 +497,34 @@ def test_sys_supervisors_is_present_and_empty(history):
         ]
     )
     assert result.rows == []
+
+
+def test_json_dimensions_are_complex_json_as_druid_types_them(api_client, inline_spec):
+    """A `json` dimension is stored as JSON text in a string column; its segments
+    record it as json, and Druid types such a column COMPLEX<json> (JDBC OTHER), in
+    INFORMATION_SCHEMA and in segmentMetadata."""
+    from druid_test_data import publish_nested
+
+    publish_nested(inline_spec)
+    sql = (
+        "SELECT COLUMN_NAME, DATA_TYPE, JDBC_TYPE FROM INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_NAME = 'nested' AND COLUMN_NAME IN ('string', 'nest', 'nester') "
+        "ORDER BY COLUMN_NAME"
+    )
+    response = api_client.post("/druid/v2/sql", {"query": sql}, format="json")
+    assert response.status_code == 200, response.content
+    assert [list(r.values()) for r in response.json()] == [
+        ["nest", "COMPLEX<json>", 1111],
+        ["nester", "COMPLEX<json>", 1111],
+        ["string", "VARCHAR", 12],
+    ]
+    body = {"queryType": "segmentMetadata", "dataSource": "nested", "merge": True}
+    response = api_client.post("/druid/v2", body, format="json")
+    assert response.status_code == 200, response.content
+    columns = response.json()[0]["columns"]
+    assert [columns[c]["type"] for c in ("nest", "nester", "string")] == [
+        "COMPLEX<json>",
+        "COMPLEX<json>",
+        "STRING",
+    ]
+    assert columns["nest"]["typeSignature"] == "COMPLEX<json>"

@@ -2804,6 +2804,18 @@ def _analysis_types(body: dict) -> list:
     return analyses
 
 
+def _json_dimensions(segments: list[tuple]) -> set[str]:
+    """The dimensions these segments' recorded schemas type json (stored as JSON
+    text in a string column; Druid's COMPLEX<json>)."""
+    return {
+        d["name"]
+        for s in segments
+        if len(s) > 3 and isinstance(s[3], dict)
+        for d in s[3].get("dimensions") or ()
+        if isinstance(d, dict) and d.get("type") == "json"
+    }
+
+
 def _segment_metadata(q: _Query, segments: list[tuple]) -> Plan:
     """Per visible segment (or merged): row count and, per column, its type, nulls,
     and for strings the number of distinct values and the smallest and largest."""
@@ -2835,11 +2847,13 @@ def _segment_metadata(q: _Query, segments: list[tuple]) -> Plan:
         + " END"
     )
     stats, columns = [], []
+    json_dims = _json_dimensions(overlapping)
     for name in _included_columns(q):
         col = Col("__time", "time") if name == "__time" else q.cols.get(name)
-        columns.append((name, col.kind))
+        kind = "json" if col.kind == "string" and name in json_dims else col.kind
+        columns.append((name, kind))
         stats.append(f"bool_or({_q(name)} IS NULL)")
-        if col.kind == "string":
+        if kind == "string":
             stats += [f"COUNT(DISTINCT {col.sql})", f"min({col.sql})", f"max({col.sql})"]
     sql = (
         f"WITH __base AS (SELECT * FROM {_q(q.datasource)} WHERE {_intervals_sql(pieces)}), "

@@ -141,7 +141,14 @@ def _datasource_metadata(plan: Plan, rows: list[list]) -> list:
     return [{"timestamp": stamp, "result": {"maxIngestedEventTime": stamp}}]
 
 
-_TYPES = {"time": "LONG", "long": "LONG", "double": "DOUBLE", "float": "FLOAT", "string": "STRING"}
+_TYPES = {
+    "time": "LONG",
+    "long": "LONG",
+    "double": "DOUBLE",
+    "float": "FLOAT",
+    "string": "STRING",
+    "json": "COMPLEX<json>",  # a json dimension, stored as JSON text
+}
 
 
 def _column_analyses(plan: Plan, row: list) -> dict:

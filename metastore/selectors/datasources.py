@@ -68,7 +68,8 @@ def datasource_names() -> list[str]:
 
 def metric_types() -> dict[str, dict[str, str]]:
     """{dataSource: {metric column: aggregator type}} from the schemas of the used
-    segments (a column's type in its newest segment wins). One query."""
+    segments (a column's type in its newest segment wins), with each dimension
+    recorded as `json` (stored as JSON text) typed "json". One query."""
     out: dict[str, dict[str, str]] = {}
     rows = (
         Segment.objects.filter(used=True)
@@ -80,6 +81,11 @@ def metric_types() -> dict[str, dict[str, str]]:
         for metric in (schema or {}).get("metrics") or ():
             if isinstance(metric, dict) and metric.get("name"):
                 out.setdefault(name, {})[metric["name"]] = metric.get("type")
+        for dim in (schema or {}).get("dimensions") or ():
+            if isinstance(dim, dict) and dim.get("name") and dim.get("type") == "json":
+                out.setdefault(name, {})[dim["name"]] = "json"
+            elif isinstance(dim, dict) and out.get(name, {}).get(dim.get("name")) == "json":
+                del out[name][dim["name"]]  # a newer segment stores it otherwise
     return out
 
 
