@@ -27,6 +27,7 @@ from console.api import error_body
 from console.druid_schema import SQL_REQUEST, SQL_RESPONSES
 from console.openapi import responses
 from console.security import StrataBasicAuthentication
+from metastore.druid.native_results import finite_json
 from metastore.query import MAX_SEQ, MAX_SQL_CHARS, QueryError, run_query
 from metastore.sql_druid import UNBOUND
 from metastore.sql_druid_time import sql_time_zone, zone, zone_result
@@ -87,7 +88,7 @@ class QueryView(APIView):
             )
         except QueryError as exc:
             return Response(error_body(exc.message, exc.field), status=_http_status(exc))
-        return Response({"columns": result.columns, "rows": result.rows})
+        return Response({"columns": result.columns, "rows": finite_json(result.rows)})
 
 
 def _http_status(exc: QueryError) -> int:
@@ -351,13 +352,14 @@ def _header_object(request: DruidSqlRequest, result) -> dict:
 def druid_sql_response(request: DruidSqlRequest, result):
     """The result in the request's format, with Druid's response headers."""
     fmt = request.result_format
+    result_rows = finite_json(result.rows)  # NaN and Infinity as Druid's Jackson writes them
     rows: list
     if fmt in ("object", "objectLines"):
-        rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+        rows = [dict(zip(result.columns, row, strict=True)) for row in result_rows]
         if request.header:
             rows.insert(0, _header_object(request, result))
     else:
-        rows = _header_rows(request, result) + result.rows
+        rows = _header_rows(request, result) + result_rows
     if fmt in ("object", "array"):
         response = Response(rows)
     elif fmt == "csv":

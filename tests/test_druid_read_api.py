@@ -467,3 +467,29 @@ def test_workers_list_the_live_workers(api_client, db):
 
 def test_self_discovered_needs_no_credentials(client):
     assert client.get("/status/selfDiscovered/status").json() == {"selfDiscovered": True}
+
+
+@pytest.mark.parametrize("fmt", ["object", "array", "objectLines", "arrayLines", "csv"])
+def test_sql_writes_nan_and_infinity_as_druids_jackson_does_not_a_500(api_client, wiki_sql, fmt):
+    # Jackson writes a non-finite double as the string "NaN" / "Infinity"; strict JSON
+    # has no bare NaN, so the result used to fail in the renderer (a 500).
+    query = (
+        "SELECT CAST('NaN' AS DOUBLE) AS n, CAST('Infinity' AS DOUBLE) AS i, "
+        "-CAST('Infinity' AS DOUBLE) AS m, 1.5 AS f"
+    )
+    response = api_client.post(SQL, {"query": query, "resultFormat": fmt}, format="json")
+    assert response.status_code == 200, response.content
+    text = response.content.decode()
+    assert "NaN" in text and "-Infinity" in text
+    if fmt == "object":
+        assert response.json() == [{"n": "NaN", "i": "Infinity", "m": "-Infinity", "f": 1.5}]
+    if fmt == "array":
+        assert response.json() == [["NaN", "Infinity", "-Infinity", 1.5]]
+
+
+def test_the_query_api_writes_nan_as_a_string(api_client, wiki_sql):
+    response = api_client.post(
+        "/api/v1/query", {"sql": "SELECT CAST('NaN' AS DOUBLE) AS n"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["rows"] == [["NaN"]]

@@ -297,6 +297,23 @@ def _quoted_non_finite(value):
     return value
 
 
+def _has_non_finite(value) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return any(_has_non_finite(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    return False
+
+
+def finite_json(result):
+    """`result` with each NaN or infinite double as the string Jackson writes for it
+    ("NaN", "Infinity", "-Infinity"), so that it can be sent as strict JSON (Druid
+    SQL's results as the native ones); `result` itself when it holds none."""
+    return _quoted_non_finite(result) if _has_non_finite(result) else result
+
+
 def to_json(result) -> str:
     """`result` as the JSON text Druid sends: Jackson writes a double that is NaN or
     infinite as the string "NaN", "Infinity" or "-Infinity" (the bare words are not
