@@ -103,15 +103,7 @@ def _intern(values: Iterable[int]) -> frozenset[int]:
     return fs
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentRef:
-    """What the timeline needs to know about one used segment.
-
-    ``root_partitions`` and ``atomic_update_group`` default (None) to
-    ``{partition}``; any iterable of ints is accepted and stored as a shared
-    frozenset. The interval must not be empty.
-    """
-
+class _RefFields(NamedTuple):
     id: str
     interval: Interval
     version: str
@@ -122,18 +114,47 @@ class SegmentRef:
     core_partitions: int = 0
     tombstone: bool = False
 
-    def __post_init__(self) -> None:
-        if self.root_partitions is not None:
-            object.__setattr__(self, "root_partitions", _intern(self.root_partitions))
-        if self.atomic_update_group is not None:
-            object.__setattr__(self, "atomic_update_group", _intern(self.atomic_update_group))
-        if not self.interval.start < self.interval.end:
-            raise ValueError(f"segment {self.id}: interval {self.interval} is empty")
-        if self.partition < 0 or self.minor_version < 0 or self.core_partitions < 0:
+
+class SegmentRef(_RefFields):
+    """What the timeline needs to know about one used segment.
+
+    ``root_partitions`` and ``atomic_update_group`` default (None) to
+    ``{partition}``; any iterable of ints is accepted and stored as a shared
+    frozenset. The interval must not be empty.
+
+    Immutable, hashable and compared by value. A tuple underneath, so that a
+    checkpoint's hundreds of thousands of refs are made in C (``tuple.__new__``
+    over checked columns, see ``checkpoint_codec``); nothing else treats it as one.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        id: str,
+        interval: Interval,
+        version: str,
+        partition: int,
+        minor_version: int = 0,
+        root_partitions: Iterable[int] | None = None,
+        atomic_update_group: Iterable[int] | None = None,
+        core_partitions: int = 0,
+        tombstone: bool = False,
+    ) -> SegmentRef:
+        if root_partitions is not None:
+            root_partitions = _intern(root_partitions)
+        if atomic_update_group is not None:
+            atomic_update_group = _intern(atomic_update_group)
+        if not interval.start < interval.end:
+            raise ValueError(f"segment {id}: interval {interval} is empty")
+        if partition < 0 or minor_version < 0 or core_partitions < 0:
             raise ValueError(
-                f"segment {self.id}: partition, minor_version and core_partitions must be >= 0 "
-                f"(got {self.partition}, {self.minor_version}, {self.core_partitions})"
+                f"segment {id}: partition, minor_version and core_partitions must be >= 0 "
+                f"(got {partition}, {minor_version}, {core_partitions})"
             )
+        fields = (id, interval, version, partition, minor_version)
+        rest = (root_partitions, atomic_update_group, core_partitions, tombstone)
+        return tuple.__new__(cls, fields + rest)
 
     @property
     def roots(self) -> frozenset[int]:
@@ -154,17 +175,7 @@ class SegmentRef:
 
 # SegmentRef's fields, in constructor order, and the Segment columns a ref is read
 # from (`refs_from_rows`): the same, with the interval stored as its two ends.
-REF_FIELDS = (
-    "id",
-    "interval",
-    "version",
-    "partition",
-    "minor_version",
-    "root_partitions",
-    "atomic_update_group",
-    "core_partitions",
-    "tombstone",
-)
+REF_FIELDS: tuple[str, ...] = SegmentRef._fields
 REF_COLUMNS = ("id", "start", "end", *REF_FIELDS[2:])
 
 

@@ -28,6 +28,7 @@ EVERYTHING = Interval.parse("2024-01-01/2025-01-01")
 UNREADABLE = {
     "garbage": b"\x00not a checkpoint\xff",
     "short body": b"STC1" + zlib.compress(b"\x01"),
+    "short body, second layout": b"STC2" + zlib.compress(b"\x01"),
 }
 
 

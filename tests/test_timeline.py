@@ -525,11 +525,11 @@ def test_what_a_build_made_goes_to_the_oldest_generation_and_stays_collectable()
 
 
 def test_ref_fields_are_segment_refs_fields_and_rows_of_ref_columns_make_refs():
-    import dataclasses
+    import inspect
 
     from metastore.timeline import REF_COLUMNS, REF_FIELDS, refs_from_rows
 
-    assert tuple(f.name for f in dataclasses.fields(SegmentRef)) == REF_FIELDS
+    assert tuple(inspect.signature(SegmentRef).parameters) == REF_FIELDS
     iv = Interval.parse("2024-01-01/2024-01-02")
     rows = [
         ("a", iv.start, iv.end, "v1", 0, 0, None, None, 2, False),
