@@ -23,8 +23,8 @@ export PORT
 
 help:
 	@echo "make run      run Strata locally (http://127.0.0.1:$(PORT)/): Redis, worker, beat, web, demo data"
-	@echo "make test     ruff check, then pytest (PYTEST_ARGS='-k locks -x' to pass options)"
-	@echo "make lint     ruff check, ruff format --check and lint-imports (import contracts)"
+	@echo "make test     make lint, then pytest (PYTEST_ARGS='-k locks -x' to pass options)"
+	@echo "make lint     ruff check (incl. size and complexity), ruff format --check, lint-imports (import contracts)"
 	@echo "make bench    run the benchmarks in bench/ (BENCH=bench/x.py BENCH_ARGS=... to choose)"
 	@echo "make clean    remove caches, logs, static files and test artifacts (keeps var/ data)"
 	@echo "make distclean  also remove var/ (database, segments) and .venv"
@@ -78,9 +78,8 @@ chromium:
 run: $(STAMP) java
 	$(VPY) manage.py strata_run --port $(PORT)
 
-test: $(STAMP) java chromium
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/lint-imports
+# `make test` runs `make lint` first: CI (.ci/run) fails on a lint or an import contract.
+test: lint java chromium
 	@# pytest exits 5 when it collected no tests: that is a failure too.
 	@status=0; $(VENV)/bin/pytest $(PYTEST_ARGS) || status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests (exit 5)" >&2; fi; \

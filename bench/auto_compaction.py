@@ -183,8 +183,8 @@ def _raw_spark_seconds(ds: str, work: Path) -> tuple[float, int]:
 
 def _loop(args, ds: str, rng: random.Random):
     from metastore import services
-    from metastore.duties.compaction_run import compaction_plans
     from metastore.models import FINAL_STATUSES, Task
+    from metastore.selectors.compaction import compaction_plans
 
     expected: Counter = Counter()
     episodes = Episodes()
@@ -214,8 +214,8 @@ def _loop(args, ds: str, rng: random.Random):
 
 
 def _settle(ds: str, episodes: Episodes, timeout: float) -> None:
-    from metastore.duties.compaction_run import compaction_plans
     from metastore.models import ACTIVE_STATUSES, Task
+    from metastore.selectors.compaction import compaction_plans
 
     end = time.monotonic() + timeout
     while time.monotonic() < end:

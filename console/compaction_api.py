@@ -19,7 +19,6 @@ from console.druid_compaction import interval_json
 from console.openapi import responses
 from metastore import services
 from metastore.druid.errors import SpecError
-from metastore.duties import compaction_run
 from metastore.duties.compaction import snapshot
 from metastore.selectors import compaction as reads
 
@@ -83,7 +82,7 @@ class Status(APIView):
         parameters=[OpenApiParameter("datasource", str)], responses=responses({200: _OBJECT})
     )
     def get(self, request):
-        plans = compaction_run.compaction_plans(datasource=request.query_params.get("datasource"))
+        plans = reads.compaction_plans(datasource=request.query_params.get("datasource"))
         state = "RUNNING" if plans.last_run_at else "AWAITING_FIRST_RUN"
         return Response(
             {

@@ -13,7 +13,6 @@ from django.urls import reverse
 from console.security import role_required
 from metastore import services
 from metastore.druid.errors import SpecError
-from metastore.duties import compaction_run
 from metastore.duties.compaction import snapshot
 from metastore.selectors import compaction as reads
 from metastore.strict_json import JSONRefused, parse_json_text
@@ -21,8 +20,8 @@ from metastore.strict_json import JSONRefused, parse_json_text
 NEW_CONFIG = {"dataSource": "", "skipOffsetFromLatest": "P1D", "granularitySpec": None}
 
 
-def _rows(datasource: str | None) -> tuple[list[dict], compaction_run.CompactionPlans]:
-    plans = compaction_run.compaction_plans(datasource=datasource)
+def _rows(datasource: str | None) -> tuple[list[dict], reads.CompactionPlans]:
+    plans = reads.compaction_plans(datasource=datasource)
     state = "RUNNING" if plans.last_run_at else "AWAITING_FIRST_RUN"
     configs = {c.datasource: c for c in reads.compaction_configs()}
     return [

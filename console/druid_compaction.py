@@ -25,7 +25,6 @@ from console.druid_schema import PATH_DATASOURCE, druid_responses
 from console.security import parse_natural
 from metastore import services
 from metastore.druid.errors import SpecError
-from metastore.duties import compaction_run
 from metastore.duties.compaction import IntervalStatus, snapshot
 from metastore.duties.kill_settings import kill_config
 from metastore.intervals import Interval, format_ts
@@ -303,7 +302,7 @@ class CoordinatorDynamicConfig(DruidView):
 
 
 def _snapshots(datasource: str | None) -> list[dict]:
-    plans = compaction_run.compaction_plans(datasource=datasource)
+    plans = reads.compaction_plans(datasource=datasource)
     state = "RUNNING" if plans.last_run_at else "AWAITING_FIRST_RUN"
     out = []
     for ds, statuses in sorted(plans.statuses.items()):

@@ -831,43 +831,45 @@ def _cast(con, node: dict, engine_type: str) -> None:
 
 
 def _implicit_cast(con, node: dict, kinds: _Kinds) -> None:
-    if node.get("class") == "BETWEEN":
-        bounds = {kinds.of(node["lower"]), kinds.of(node["upper"])}
-        if (
-            kinds.of(node["input"]) == "string"
-            and len(bounds) == 1
-            and bounds <= {"long", "double"}
-        ):
-            _cast(con, node["input"], _ENGINE_TYPE[bounds.pop()])
-        elif kinds.of(node["input"]) == "timestamp":
-            _local_time_text(con, [node["lower"], node["upper"]])
-        return
-    if node.get("class") == "COMPARISON":
-        sides = [node["left"], node["right"]]
-    elif node.get("class") == "OPERATOR" and node.get("type") in _COMPARISONS:
-        first, rest = node["children"][0], node["children"][1:]
-        rest_kinds = {kinds.of(n) for n in rest}
-        if (
-            kinds.of(first) == "string"
-            and len(rest_kinds) == 1
-            and rest_kinds <= {"long", "double"}
-        ):
-            _cast(con, first, _ENGINE_TYPE[rest_kinds.pop()])
-        elif kinds.of(first) == "string" and "string" in rest_kinds:
-            for number in (n for n in rest if kinds.of(n) in ("long", "double")):
-                _cast(con, number, "VARCHAR")  # `s IN ('a', 1)`: Druid matches the text '1'
-        return
-    elif node.get("class") == "FUNCTION" and node.get("function_name") in _ARITHMETIC:
+    """Cast text to the type it is compared with or computed on, as Druid's planner does."""
+    cls = node.get("class")
+    if cls == "BETWEEN":
+        _implicit_cast_between(con, node, kinds)
+    elif cls == "COMPARISON":
+        _implicit_cast_pair(con, node, [node["left"], node["right"]], kinds)
+    elif cls == "OPERATOR" and node.get("type") in _COMPARISONS:
+        _implicit_cast_list(con, node["children"][0], node["children"][1:], kinds)
+    elif cls == "FUNCTION" and node.get("function_name") in _ARITHMETIC:
         sides = _call_args(node)
-        if len(sides) != 2:
-            return
-    elif node.get("class") == "FUNCTION" and node.get("function_name") in _NUMERIC_FUNCTIONS:
+        if len(sides) == 2:
+            _implicit_cast_pair(con, node, sides, kinds)
+    elif cls == "FUNCTION" and node.get("function_name") in _NUMERIC_FUNCTIONS:
         for arg in _call_args(node):
             if kinds.of(arg) == "string":
                 _cast(con, arg, _ENGINE_TYPE[_NUMERIC_FUNCTIONS[node["function_name"]]])
-        return
-    else:
-        return
+
+
+def _implicit_cast_between(con, node: dict, kinds: _Kinds) -> None:
+    bounds = {kinds.of(node["lower"]), kinds.of(node["upper"])}
+    if kinds.of(node["input"]) == "string" and len(bounds) == 1 and bounds <= {"long", "double"}:
+        _cast(con, node["input"], _ENGINE_TYPE[bounds.pop()])
+    elif kinds.of(node["input"]) == "timestamp":
+        _local_time_text(con, [node["lower"], node["upper"]])
+
+
+def _implicit_cast_list(con, first: dict, rest: list[dict], kinds: _Kinds) -> None:
+    """`first IN (rest...)` and its kin."""
+    rest_kinds = {kinds.of(n) for n in rest}
+    if kinds.of(first) == "string" and len(rest_kinds) == 1 and rest_kinds <= {"long", "double"}:
+        _cast(con, first, _ENGINE_TYPE[rest_kinds.pop()])
+    elif kinds.of(first) == "string" and "string" in rest_kinds:
+        for number in (n for n in rest if kinds.of(n) in ("long", "double")):
+            _cast(con, number, "VARCHAR")  # `s IN ('a', 1)`: Druid matches the text '1'
+
+
+def _implicit_cast_pair(con, node: dict, sides: list[dict], kinds: _Kinds) -> None:
+    """Two operands: text next to a number becomes that number's type; next to a
+    timestamp, in a comparison, a time of the session's zone."""
     found = [kinds.of(side) for side in sides]
     for side, kind, other in ((sides[0], found[0], found[1]), (sides[1], found[1], found[0])):
         if kind == "string" and other in _ENGINE_TYPE:

@@ -22,9 +22,9 @@ import pytest
 from conftest import REPO, _database_url, _stop_process_group
 
 from metastore import selectors, services
-from metastore.duties.compaction_run import compaction_plans
 from metastore.intervals import ETERNITY, Interval
 from metastore.models import ACTIVE_STATUSES, FINAL_STATUSES, Segment, Task, TaskStatus
+from metastore.selectors.compaction import compaction_plans
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 

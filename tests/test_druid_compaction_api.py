@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from metastore import services
-from metastore.duties.compaction_run import compaction_duty_run
 from metastore.models import CompactionConfig, CompactionConfigAudit, Task
+from metastore.services.compaction_run import compaction_duty_run
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """The auto-compaction duty, run by the beat process every
-STRATA_COMPACTION_PERIOD_SECONDS (`metastore.duties.compaction_run` decides and
+STRATA_COMPACTION_PERIOD_SECONDS (`metastore.services.compaction_run` decides and
 submits; this module only schedules it and logs what it did).
 
 It runs in a thread of the beat process, like the task reaper, not as a queued
@@ -16,8 +16,8 @@ import time
 
 from django.conf import settings
 
-from metastore.duties.compaction_run import compaction_duty_run
 from metastore.last_runs import duty_run_mark
+from metastore.services.compaction_run import compaction_duty_run
 
 log = logging.getLogger(__name__)
 

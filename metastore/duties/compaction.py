@@ -8,8 +8,9 @@ in turn (so that one dataSource never takes every slot, Druid #12055), and
 marks the intervals to submit. When slots are short, a submitted interval takes
 the awaiting intervals next to it along into its task (`batch_neighbours`), so
 that a stream of late data making several days eligible at once costs one
-task, not one per day, each waiting its turn for the one slot. `metastore.duties.compaction_run` reads the facts
-and submits the tasks through the services.
+task, not one per day, each waiting its turn for the one slot.
+`metastore.selectors.compaction` reads the facts and plans, and
+`metastore.services.compaction_run` submits the tasks.
 
 Statuses: compacted, awaiting (eligible; submitted when a slot is free),
 running (a compaction task works on it), skipped (not eligible now), each with

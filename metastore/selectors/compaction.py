@@ -1,8 +1,11 @@
-"""Reads for auto-compaction: configs, their history, and the facts the duty
-decides on (visible segments with their compaction state, locks, tasks)."""
+"""Reads for auto-compaction: configs, their history, the facts the duty
+decides on (visible segments with their compaction state, locks, tasks), and
+the plans it would act on now (`compaction_plans`; the duty's run, which
+submits them, is `metastore.services.compaction_run`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -10,7 +13,16 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from metastore.compaction_state import CompactionConfigSpec, validate_compaction_config
-from metastore.duties.compaction import Facts, LockFact, SegmentFact, TaskFact
+from metastore.duties.compaction import (
+    Facts,
+    IntervalStatus,
+    LockFact,
+    SegmentFact,
+    TaskFact,
+    allocate_slots,
+    plan_datasource,
+    slot_budget,
+)
 from metastore.intervals import ETERNITY, Interval
 from metastore.models import (
     ACTIVE_STATUSES,
@@ -184,3 +196,44 @@ def total_task_slots() -> int:
     """The live workers' task slots (STRATA_TASK_SLOTS while none is registered)."""
     capacity = sum(w.capacity for w in live_workers())
     return capacity or int(settings.STRATA_TASK_SLOTS)
+
+
+@dataclass(frozen=True)
+class CompactionPlans:
+    statuses: dict[str, list[IntervalStatus]]
+    budget: int
+    used: int
+    last_run_at: datetime | None
+
+
+def retry_base() -> timedelta:
+    return timedelta(seconds=float(settings.STRATA_COMPACTION_PERIOD_SECONDS))
+
+
+def compaction_plans_at(
+    *, cluster: CompactionClusterConfig, now: datetime, datasource: str | None = None
+) -> tuple[CompactionPlans, list[CompactionConfig]]:
+    """The duty's decision at `now` under `cluster` (the row the duty's run holds
+    locked), with the configs it was made from: every configured dataSource's
+    intervals, the ones given a free slot marked `submit`."""
+    configs = list(compaction_configs())
+    plans, batch_bytes = {}, {}
+    for config in configs:
+        spec = config_spec(config)
+        facts = compaction_facts(datasource=config.datasource, now=now)
+        plans[config.datasource] = plan_datasource(spec, facts, now=now, retry_base=retry_base())
+        if spec.segment_granularity:  # every interval a whole bucket: neighbours can join
+            batch_bytes[config.datasource] = spec.input_segment_size_bytes
+    used = active_compaction_tasks()
+    budget = slot_budget(total_task_slots(), cluster.slot_ratio, cluster.max_slots)
+    plans = allocate_slots(plans, used=used, budget=budget, batch_bytes=batch_bytes)
+    if datasource is not None:
+        plans = {ds: p for ds, p in plans.items() if ds == datasource}
+    return CompactionPlans(plans, budget, used, cluster.last_run_at), configs
+
+
+def compaction_plans(*, datasource: str | None = None) -> CompactionPlans:
+    """Every configured dataSource's intervals with status and reason, as the
+    duty would decide now (the intervals it would submit marked `submit`)."""
+    cluster = compaction_cluster()
+    return compaction_plans_at(cluster=cluster, now=timezone.now(), datasource=datasource)[0]

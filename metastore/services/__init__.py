@@ -8,7 +8,8 @@ both be granted incompatible locks, and a lock cannot be revoked while its task
 publishes. The pure rules live in `metastore.locking` and `metastore.timeline`.
 
 The functions live in a module per concern (tasks, locks, allocation,
-publish, checkpoints, segments, retention); every public name is re-exported here.
+publish, checkpoints, segments, retention, compaction_config, compaction_run, tokens,
+workers); every public name is re-exported here.
 """
 
 from metastore.services._common import (
@@ -45,6 +46,7 @@ from metastore.services.compaction_config import (
     compaction_config_set,
     compaction_run_mark,
 )
+from metastore.services.compaction_run import compaction_duty_run
 from metastore.services.locks import (
     LockResult,
     lock_acquire,
@@ -146,6 +148,7 @@ __all__ = [
     "compaction_config_delete",
     "compaction_config_set",
     "compaction_run_mark",
+    "compaction_duty_run",
     "worker_heartbeat",
     "worker_stopped",
     "rules_set",

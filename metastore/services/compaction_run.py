@@ -1,74 +1,36 @@
-"""The auto-compaction duty's run: read the facts, decide (metastore.duties.compaction),
-submit through the services.
+"""The auto-compaction duty's run: read the facts and decide
+(`selectors.compaction.compaction_plans_at`, over the pure rules of
+`metastore.duties.compaction`), then submit through the services.
 
-`compaction_plans()` is the read-only view the status API and the console show;
 `compaction_duty_run()` is one run of the duty (the beat process calls it every
-STRATA_COMPACTION_PERIOD_SECONDS, see workers/compaction_duty.py). A run holds
-the cluster config row from its first read to its last submission, so a config
-deleted meanwhile waits for the run and the next run sees it gone, and two runs
-never share out the same free slot twice.
+STRATA_COMPACTION_PERIOD_SECONDS, see workers/compaction_duty.py); the read-only
+view the status API and the console show is `selectors.compaction.compaction_plans()`.
+A run holds the cluster config row from its first read to its last submission,
+so a config deleted meanwhile waits for the run and the next run sees it gone,
+and two runs never share out the same free slot twice.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from metastore import services
 from metastore.compaction_state import compaction_task_spec
 from metastore.druid.errors import SpecError
-from metastore.duties.compaction import (
-    IntervalStatus,
-    allocate_slots,
-    plan_datasource,
-    slot_budget,
-)
+from metastore.duties.compaction import IntervalStatus
 from metastore.intervals import Interval
-from metastore.models import CompactionClusterConfig
 from metastore.selectors import compaction as reads
+from metastore.selectors.compaction import CompactionPlans
+from metastore.services._common import ServiceError
+from metastore.services.compaction_config import compaction_cluster_for_update, compaction_run_mark
+from metastore.services.tasks import task_submit
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CompactionPlans:
-    statuses: dict[str, list[IntervalStatus]]
-    budget: int
-    used: int
-    last_run_at: datetime | None
-
-
-def retry_base() -> timedelta:
-    return timedelta(seconds=float(settings.STRATA_COMPACTION_PERIOD_SECONDS))
-
-
-def _plans(cluster: CompactionClusterConfig, now: datetime, datasource: str | None):
-    configs = list(reads.compaction_configs())
-    plans, batch_bytes = {}, {}
-    for config in configs:
-        spec = reads.config_spec(config)
-        facts = reads.compaction_facts(datasource=config.datasource, now=now)
-        plans[config.datasource] = plan_datasource(spec, facts, now=now, retry_base=retry_base())
-        if spec.segment_granularity:  # every interval a whole bucket: neighbours can join
-            batch_bytes[config.datasource] = spec.input_segment_size_bytes
-    used = reads.active_compaction_tasks()
-    budget = slot_budget(reads.total_task_slots(), cluster.slot_ratio, cluster.max_slots)
-    plans = allocate_slots(plans, used=used, budget=budget, batch_bytes=batch_bytes)
-    if datasource is not None:
-        plans = {ds: p for ds, p in plans.items() if ds == datasource}
-    return CompactionPlans(plans, budget, used, cluster.last_run_at), configs
-
-
-def compaction_plans(*, datasource: str | None = None) -> CompactionPlans:
-    """Every configured dataSource's intervals with status and reason, as the
-    duty would decide now (the intervals it would submit marked `submit`)."""
-    return _plans(reads.compaction_cluster(), timezone.now(), datasource)[0]
 
 
 def duty_task_id(datasource: str, now: datetime) -> str:
@@ -82,14 +44,14 @@ def compaction_duty_run(*, now: datetime | None = None) -> CompactionPlans:
     on (submitted intervals carry their new task id)."""
     now = now or timezone.now()
     with transaction.atomic():
-        cluster = services.compaction_cluster_for_update()
-        plans, configs = _plans(cluster, now, None)
+        cluster = compaction_cluster_for_update()
+        plans, configs = reads.compaction_plans_at(cluster=cluster, now=now)
         by_name = {c.datasource: c for c in configs}
         out = {
             ds: _submit_datasource(ds, reads.config_spec(by_name[ds]), statuses, now)
             for ds, statuses in plans.statuses.items()
         }
-        services.compaction_run_mark(cluster=cluster, at=now)
+        compaction_run_mark(cluster=cluster, at=now)
     return CompactionPlans(out, plans.budget, plans.used, now)
 
 
@@ -127,8 +89,8 @@ def _submit(ds: str, spec, interval: Interval, now: datetime) -> str | Exception
     task_id = duty_task_id(ds, now)
     try:
         with transaction.atomic():
-            services.task_submit(spec=compaction_task_spec(spec, interval, task_id))
-    except (SpecError, services.ServiceError) as exc:
+            task_submit(spec=compaction_task_spec(spec, interval, task_id))
+    except (SpecError, ServiceError) as exc:
         log.warning("auto-compaction of %s %s refused: %s", ds, interval, exc)
         return exc
     log.info("auto-compaction of %s %s: task %s", ds, interval, task_id)
