@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 from console import timeline_svg
 from console.security import OPERATOR, JSONRefused, parse_json_text, parse_natural, role_required
 from console.templatetags.console_format import utc
+from console.waits_for_layout import waits_for_layout
 from metastore import selectors, services, task_logs
 from metastore.druid.errors import SpecError
 from metastore.intervals import Interval
@@ -398,59 +399,13 @@ def task_cancel(request, task_id: str):
 # --- locks ------------------------------------------------------------------------------------
 
 
-def _waits_for_svg(waiting: list[Task]) -> str:
-    """Waiting tasks on the left, the tasks they wait on on the right, an arrow per wait."""
-    from django.utils.html import escape
-
-    left = [t.id for t in waiting]
-    right: list[str] = []
-    edges = []
-    for t in waiting:
-        for b in t.waiting_on or []:
-            holder = b.get("task") or "?"
-            if holder not in right:
-                right.append(holder)
-            edges.append((t.id, holder, f"{b.get('type', '')} {b.get('interval', '')}"))
-    if not edges:
-        return ""
-    row = 34
-    height = max(len(left), len(right)) * row + 20
-    ly = {tid: 20 + i * row for i, tid in enumerate(left)}
-    ry = {tid: 20 + i * row for i, tid in enumerate(right)}
-    body = [
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
-        'orient="auto"><path d="M0 0L10 5L0 10z" fill="#8a5a00"/></marker></defs>'
-    ]
-    for a, b, label in edges[:300]:
-        body.append(
-            f'<g class="wait-edge" data-waiter="{escape(a)}" data-blocker="{escape(b)}"><title>{escape(a)} waits for {escape(b)}: {escape(label)}</title>'
-            f'<line x1="330" y1="{ly[a]}" x2="620" y2="{ry[b]}" stroke="#8a5a00" stroke-width="1.5" marker-end="url(#arrow)"/></g>'
-        )
-    for tid, y in ly.items():
-        body.append(
-            f'<g class="wait-node waiter" data-task="{escape(tid)}"><rect x="10" y="{y - 11}" width="320" height="22" rx="4" fill="#fff0c9" stroke="#8a5a00"/>'
-            f'<a href="{reverse("console:task", args=[tid])}"><text x="16" y="{y + 4}" font-size="11">⏳ {escape(tid[:48])}</text></a></g>'
-        )
-    for tid, y in ry.items():
-        href = reverse("console:task", args=[tid]) if tid != "?" else "#"
-        body.append(
-            f'<g class="wait-node holder" data-task="{escape(tid)}"><rect x="620" y="{y - 11}" width="320" height="22" rx="4" fill="#dbe8ff" stroke="#1b4aa6"/>'
-            f'<a href="{href}"><text x="626" y="{y + 4}" font-size="11">🔒 {escape(tid[:48])}</text></a></g>'
-        )
-    return (
-        f'<svg class="waits-for" xmlns="http://www.w3.org/2000/svg" width="960" height="{height}">'
-        + "".join(body)
-        + "</svg>"
-    )
-
-
 @role_required()
 def locks_page(request):
     waiting = selectors.tasks_waiting(limit=200)
     context = {
         "locks": selectors.locks_list(datasource=request.GET.get("datasource")),
         "waiting": waiting,
-        "waits_for_svg": _waits_for_svg(waiting),
+        "waits_for": waits_for_layout((t.id, t.waiting_on) for t in waiting),
     }
     return _render(request, "console/locks.html", "partials/lock_table.html", context)
 
