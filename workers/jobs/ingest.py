@@ -151,9 +151,7 @@ def run_ingest(
         parsed = parse_input(spark, spec, scratch_dir=work_dir, source_pieces=source_pieces)
         if parsed is None:  # a druid input with nothing visible
             empty = {"processed": 0, "processedWithError": 0, "thrownAway": 0, "unparseable": 0}
-            return IngestResult(
-                [], [], _report(empty, [], {}, [], 0, 0, ignored=list(spec.ignored))
-            )
+            return _result([], empty, [], {}, 0, 0, ignored=list(spec.ignored))
         job = _job_class(spec)
         result = job(spark, spec, parsed, work_dir, job_group, progress).run()
     result.report["phases"]["ingest"] = round(time.monotonic() - started, 3)
@@ -264,7 +262,11 @@ def _max_rows(spec: IngestionSpec) -> int:
     return min(spec.partitions.max_rows_per_segment, spec.partitions.max_total_rows)
 
 
-def _report(stats, samples, phases, segments, bytes_read, input_files, **extra) -> dict:
+def _result(
+    segments: list[StagedSegment], stats, samples, phases, bytes_read, input_files, **extra
+) -> IngestResult:
+    """The staged segments of an ingestion, the chunks they hold rows of, and its
+    report (`extra` adds to or overrides the report's entries)."""
     chunks = sorted({s.chunk for s in segments}, key=lambda iv: iv.start)
     per_chunk: dict[str, int] = {}
     for s in segments:
@@ -282,7 +284,7 @@ def _report(stats, samples, phases, segments, bytes_read, input_files, **extra) 
         "rowsWritten": sum(s.num_rows for s in segments),
     }
     report.update(extra)
-    return report
+    return IngestResult(segments=segments, chunks_with_rows=chunks, report=report)
 
 
 class _Job:
@@ -305,6 +307,23 @@ class _Job:
 
     def _timed(self, name: str, started: float) -> None:
         self.phases[name] = round(time.monotonic() - started, 3)
+
+    def _result(self, segments: list[StagedSegment], stats, samples, **extra) -> IngestResult:
+        parsed = self.parsed
+        return _result(
+            segments, stats, samples, self.phases, parsed.bytes_read, parsed.input_files, **extra
+        )
+
+    def _partitioned_result(
+        self, plan: PartitionPlan, files, stats, samples, *, partial_files=0, chunks=None, **extra
+    ) -> IngestResult:
+        """The result of a hashed or range partitioned job that wrote `files`,
+        {(chunk, partition): file}; `chunks`, the determined chunks' report."""
+        segments = _chunk_segments(plan, files, self.spec.segment_granularity)
+        partitioning = {"type": plan.type, "keyColumns": plan.key_columns, "chunks": chunks}
+        return self._result(
+            segments, stats, samples, partialFiles=partial_files, partitioning=partitioning, **extra
+        )
 
 
 class _SinglePass(_Job):
@@ -342,13 +361,7 @@ class _SinglePass(_Job):
             chunk = chunk_of(int(chunk_dir.name.split("=", 1)[1]), spec.segment_granularity)
             for index, path in enumerate(sorted(chunk_dir.glob("*.parquet"))):
                 segments.append(_staged(chunk, index, path, {"type": "numbered"}))
-        return IngestResult(
-            segments=segments,
-            chunks_with_rows=sorted({s.chunk for s in segments}, key=lambda iv: iv.start),
-            report=_report(
-                stats, samples, self.phases, segments, parsed.bytes_read, parsed.input_files
-            ),
-        )
+        return self._result(segments, stats, samples)
 
 
 class _OneShuffle(_Job):
@@ -372,22 +385,7 @@ class _OneShuffle(_Job):
             shutil.rmtree(out_dir, ignore_errors=True)
             raise
         self._timed("phase1", t0)
-        segments = _chunk_segments(plan, files, spec.segment_granularity)
-        partitioning = {"type": plan.type, "keyColumns": plan.key_columns, "chunks": None}
-        return IngestResult(
-            segments=segments,
-            chunks_with_rows=sorted({s.chunk for s in segments}, key=lambda iv: iv.start),
-            report=_report(
-                stats,
-                samples,
-                self.phases,
-                segments,
-                parsed.bytes_read,
-                parsed.input_files,
-                partialFiles=0,
-                partitioning=partitioning,
-            ),
-        )
+        return self._partitioned_result(plan, files, stats, samples)
 
     def _write(self, plan: PartitionPlan, rows, out_dir: Path) -> dict[tuple[int, int], str]:
         """Shuffle the rows once by (chunk, shard), roll up, and write one file per
@@ -468,30 +466,19 @@ class _TwoPhase(_Job):
         merged, requests, merge_report = self._phase2(partials, schema)
         self._timed("phase2", t2)
 
-        segments = _chunk_segments(plan, merged, spec.segment_granularity)
         chunk_names = {p.chunk: str(chunk_of(p.chunk, spec.segment_granularity)) for p in partials}
-        return IngestResult(
-            segments=segments,
-            chunks_with_rows=sorted({s.chunk for s in segments}, key=lambda iv: iv.start),
-            report=_report(
-                stats,
-                samples,
-                self.phases,
-                segments,
-                parsed.bytes_read,
-                parsed.input_files,
-                **{
-                    "ingest/shuffle/bytes": sum(p.size for p in partials),
-                    "ingest/shuffle/requests": requests,
-                    "partialFiles": sum(len(p.files) for p in partials),
-                    "partitioning": {
-                        "type": plan.type,
-                        "keyColumns": plan.key_columns,
-                        "chunks": plan.report(chunk_names) if plan.chunks else None,
-                    },
-                    **merge_report,
-                },
-            ),
+        return self._partitioned_result(
+            plan,
+            merged,
+            stats,
+            samples,
+            partial_files=sum(len(p.files) for p in partials),
+            chunks=plan.report(chunk_names) if plan.chunks else None,
+            **{
+                "ingest/shuffle/bytes": sum(p.size for p in partials),
+                "ingest/shuffle/requests": requests,
+            },
+            **merge_report,
         )
 
     # --- phase 1 ---------------------------------------------------------------------
