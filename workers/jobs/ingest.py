@@ -308,6 +308,18 @@ class _Job:
     def _timed(self, name: str, started: float) -> None:
         self.phases[name] = round(time.monotonic() - started, 3)
 
+    def _checked(self, observation, out_dir: Path) -> tuple[dict, list]:
+        """The row stats of the rows written under `out_dir` and the parse exception
+        samples; when more rows failed to parse than allowed, removes `out_dir` and
+        raises `ParseExceptionsExceeded`."""
+        stats = row_stats(observation, self.parsed)
+        try:
+            samples = check_parse_exceptions(self.spec, stats, self.parsed)
+        except ParseExceptionsExceeded:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            raise
+        return stats, samples
+
     def _result(self, segments: list[StagedSegment], stats, samples, **extra) -> IngestResult:
         parsed = self.parsed
         return _result(
@@ -349,12 +361,7 @@ class _SinglePass(_Job):
             .partitionBy("__chunk")
             .parquet(str(out_dir))
         )
-        stats = row_stats(observation, parsed)
-        try:
-            samples = check_parse_exceptions(spec, stats, parsed)
-        except ParseExceptionsExceeded:
-            shutil.rmtree(out_dir, ignore_errors=True)
-            raise
+        stats, samples = self._checked(observation, out_dir)
         self._timed("phase1", t0)
         segments = []
         for chunk_dir in sorted(out_dir.glob("__chunk=*")):
@@ -378,12 +385,7 @@ class _OneShuffle(_Job):
         )
         out_dir = self.work_dir / "segments"
         files = self._write(plan, rows, out_dir)
-        stats = row_stats(observation, parsed)
-        try:
-            samples = check_parse_exceptions(spec, stats, parsed)
-        except ParseExceptionsExceeded:
-            shutil.rmtree(out_dir, ignore_errors=True)
-            raise
+        stats, samples = self._checked(observation, out_dir)
         self._timed("phase1", t0)
         return self._partitioned_result(plan, files, stats, samples)
 
