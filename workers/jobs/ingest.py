@@ -320,6 +320,29 @@ class _Job:
             raise
         return stats, samples
 
+    def _roll_up_and_write(
+        self, rows, chunk: str, bucket: str, partitions: int, out_dir: Path
+    ) -> dict[tuple[int, int], str]:
+        """Shuffle `rows` into `partitions` Spark partitions by their (chunk,
+        partition) columns `chunk` and `bucket`, roll up and write one file per
+        (chunk, partition) under `out_dir`; returns {(chunk, partition): file}.
+        Every row of a (chunk, partition) lands in one Spark partition, so the
+        rollup groups all of its rows (perfect rollup, and no second exchange: the
+        grouping keys include the partitioning columns)."""
+        parsed = self.parsed
+        clustered = rows.repartition(partitions, chunk, bucket)
+        rolled = roll_up(
+            clustered,
+            [chunk, bucket, "__time", *parsed.dimension_names],
+            parsed.metric_inputs,
+            rollup=self.spec.rollup,
+        )
+        keyed = rolled.withColumn("__key", _key_col(chunk, bucket)).drop(chunk, bucket)
+        _writer(keyed.sortWithinPartitions("__key", "__time")).partitionBy("__key").parquet(
+            str(out_dir)
+        )
+        return _written_keys(out_dir)
+
     def _result(self, segments: list[StagedSegment], stats, samples, **extra) -> IngestResult:
         parsed = self.parsed
         return _result(
@@ -392,24 +415,9 @@ class _OneShuffle(_Job):
     def _write(self, plan: PartitionPlan, rows, out_dir: Path) -> dict[tuple[int, int], str]:
         """Shuffle the rows once by (chunk, shard), roll up, and write one file per
         (chunk, shard); returns {(chunk, shard): file}."""
-        parsed = self.parsed
         assigned = plan.assign(self.spark, rows)
-        # Every row of a (chunk, shard) lands in one Spark partition, so the rollup
-        # below groups the whole chunk's rows (no second exchange: the grouping keys
-        # include the partitioning columns).
-        clustered = assigned.repartition(_shuffle_partitions(self.spark), "__chunk", "__partition")
-        rolled = roll_up(
-            clustered,
-            ["__chunk", "__partition", "__time", *parsed.dimension_names],
-            parsed.metric_inputs,
-            rollup=self.spec.rollup,
-        )
-        keyed = rolled.withColumn("__key", _key_col("__chunk", "__partition"))
-        keyed = keyed.drop("__chunk", "__partition")
-        _writer(keyed.sortWithinPartitions("__key", "__time")).partitionBy("__key").parquet(
-            str(out_dir)
-        )
-        return _written_keys(out_dir)
+        partitions = _shuffle_partitions(self.spark)
+        return self._roll_up_and_write(assigned, "__chunk", "__partition", partitions, out_dir)
 
 
 @dataclass
@@ -580,23 +588,9 @@ class _TwoPhase(_Job):
         return self.spark.read.schema(schema).parquet(*task.files)
 
     def _merge(self, task: _MergeTask, schema, out_dir: Path) -> dict[tuple[int, int], str]:
-
-        parsed = self.parsed
         partials = self._read_partials(task, schema)
-        clustered = partials.repartition(
-            max(1, min(len(task.partials), _shuffle_partitions(self.spark))), "__c", "__p"
-        )
-        rolled = roll_up(
-            clustered,
-            ["__c", "__p", "__time", *parsed.dimension_names],
-            parsed.metric_inputs,
-            rollup=self.spec.rollup,
-        )
-        keyed = rolled.withColumn("__key", _key_col("__c", "__p")).drop("__c", "__p")
-        _writer(keyed.sortWithinPartitions("__key", "__time")).partitionBy("__key").parquet(
-            str(out_dir)
-        )
-        return _written_keys(out_dir)
+        partitions = max(1, min(len(task.partials), _shuffle_partitions(self.spark)))
+        return self._roll_up_and_write(partials, "__c", "__p", partitions, out_dir)
 
 
 def _written_keys(out_dir: Path) -> dict[tuple[int, int], str]:
