@@ -596,6 +596,19 @@ def publish(claimed_task) -> Callable[..., Published]:
     return make
 
 
+@pytest.fixture
+def native_wiki(db, inline_spec) -> None:
+    """The `wiki` dataSource of test_native_queries (`publish_wiki`), DAY segments:
+
+    2024-01-01T01:00, 05:00  (day 1, partition 0)
+    2024-01-01T12:00         (day 1, partition 1)
+    2024-01-03T02:00, 10:00  (day 3)
+    """
+    from tests.test_native_queries import publish_wiki
+
+    publish_wiki(inline_spec)
+
+
 # --- the browser ---------------------------------------------------------------------------
 
 

@@ -12,8 +12,10 @@ fixes them as a multiset.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
+import os
 from dataclasses import dataclass
 
 T2000, T2001 = "2000-01-01T00:00:00.000Z", "2001-01-01T00:00:00.000Z"
@@ -372,4 +374,22 @@ def run_case(api_client, case) -> Outcome:
 
 
 def run(api_client, cases=CASES) -> list[Outcome]:
-    return [run_case(api_client, case) for case in cases]
+    """Every case's outcome; with STRATA_SQL_SWEEP_REPORT set to a file path, the
+    share passed, the misses' causes by count and each miss are written there."""
+    outcomes = [run_case(api_client, case) for case in cases]
+    report = os.environ.get("STRATA_SQL_SWEEP_REPORT")
+    if report:
+        _write_report(outcomes, report)
+    return outcomes
+
+
+def _write_report(outcomes: list[Outcome], path: str) -> None:
+    causes = collections.Counter(o.cause for o in outcomes if not o.ok)
+    with open(path, "w") as out:
+        out.write(f"{sum(o.ok for o in outcomes)} of {len(outcomes)} pass\n\n")
+        for cause, count in causes.most_common():
+            out.write(f"{count:4d}  {cause}\n")
+        out.write("\n")
+        for o in outcomes:
+            if not o.ok:
+                out.write(f"{o.name}: {o.cause} {o.detail}\n")

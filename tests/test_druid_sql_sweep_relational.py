@@ -4,9 +4,6 @@ Druid answers them may only grow. STRATA_SQL_SWEEP_REPORT writes each miss and i
 
 from __future__ import annotations
 
-import collections
-import os
-
 import pytest
 from druid_sql_sweep import run
 from druid_sql_sweep_relational import CASES, REFUSED
@@ -22,17 +19,6 @@ def test_druid_relational_sql_test_queries_answer_as_druid_answers_them(api_clie
         publish(inline_spec)
     outcomes = run(api_client, CASES)
     passed = sum(o.ok for o in outcomes)
-    report = os.environ.get("STRATA_SQL_SWEEP_REPORT")
-    if report:
-        causes = collections.Counter(o.cause for o in outcomes if not o.ok)
-        with open(report, "w") as out:
-            out.write(f"{passed} of {len(CASES)} pass\n\n")
-            for cause, count in causes.most_common():
-                out.write(f"{count:4d}  {cause}\n")
-            out.write("\n")
-            for o in outcomes:
-                if not o.ok:
-                    out.write(f"{o.name}: {o.cause} {o.detail}\n")
     assert passed >= PASSING_AT_LEAST, [o for o in outcomes if not o.ok]
     for name, query in REFUSED:
         response = api_client.post("/druid/v2/sql", {"query": query}, format="json")

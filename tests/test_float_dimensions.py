@@ -11,12 +11,8 @@ Compaction (which reads the segment's columns back) keeps the FLOAT column.
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-from metastore import query
-from metastore.models import TaskStatus
+from float_columns import column_types, compact, druid, ingest, sql
 
 pytestmark = pytest.mark.spark
 
@@ -26,50 +22,33 @@ ROWS = [
 ]
 
 
-def sql(text: str) -> list[list]:
-    return query.run_query(sql=text).rows
-
-
 def _float_type_and_values() -> tuple[list, list]:
-    types = sql(
-        "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS "
-        "WHERE TABLE_NAME = 'floats' AND COLUMN_NAME IN ('f', 'd') ORDER BY 1"
-    )
-    return types, sql('SELECT f, d, "count" FROM floats')
+    return column_types("floats", ("f", "d")), sql('SELECT f, d, "count" FROM floats')
 
 
 def test_float_dimensions_are_druids_float_columns(run_spec, inline_spec, api_client):
-    spec = inline_spec(
+    ingest(
+        run_spec,
+        inline_spec,
         "floats",
-        data="\n".join(map(json.dumps, ROWS)),
+        ROWS,
         dimensions=[{"type": "float", "name": "f"}, {"type": "double", "name": "d"}],
         metrics=[{"type": "count", "name": "count"}],
-        query_granularity="DAY",
     )
-    assert run_spec(spec).status == TaskStatus.SUCCESS
 
     stored = ([["d", "DOUBLE"], ["f", "FLOAT"]], [[0.1, 0.5, 2]])
     assert _float_type_and_values() == stored
     assert sql("SELECT SUM(f) FROM floats") == [[0.10000000149011612]]
 
     body = {"queryType": "segmentMetadata", "dataSource": "floats", "merge": True}
-    response = api_client.post("/druid/v2", body, format="json")
-    assert response.status_code == 200, response.content
-    columns = response.json()[0]["columns"]
+    columns = druid(api_client, body)[0]["columns"]
     assert (columns["f"]["type"], columns["d"]["type"]) == ("FLOAT", "DOUBLE")
 
     body = {"queryType": "scan", "dataSource": "floats", "intervals": ["2024/2025"]}
     body["columns"] = ["f", "d"]
-    response = api_client.post("/druid/v2", body, format="json")
-    assert response.status_code == 200, response.content
-    assert response.json()[0]["events"] == [{"f": 0.1, "d": 0.5}]
+    assert druid(api_client, body)[0]["events"] == [{"f": 0.1, "d": 0.5}]
 
-    compact = {
-        "type": "compact",
-        "dataSource": "floats",
-        "ioConfig": {"type": "compact", "inputSpec": {"type": "interval", "interval": "2024/2025"}},
-    }
-    assert run_spec(compact).status == TaskStatus.SUCCESS
+    compact(run_spec, "floats")
     assert _float_type_and_values() == stored
 
 

@@ -17,9 +17,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from metastore import query
-from metastore.models import TaskStatus
+from float_columns import column_types, compact, druid, ingest, sql
 
 pytestmark = pytest.mark.spark
 
@@ -30,23 +28,8 @@ ROWS = [
 METRICS = ("fsum", "fmin", "fmax", "dsum")
 
 
-def sql(text: str) -> list[list]:
-    return query.run_query(sql=text).rows
-
-
 def _types_and_values() -> tuple[list, list]:
-    names = ", ".join(f"'{n}'" for n in METRICS)
-    types = sql(
-        "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS "
-        f"WHERE TABLE_NAME = 'fmetrics' AND COLUMN_NAME IN ({names}) ORDER BY 1"
-    )
-    return types, sql("SELECT fsum, fmin, fmax, dsum FROM fmetrics")
-
-
-def _post(api_client, body: dict):
-    response = api_client.post("/druid/v2", body, format="json")
-    assert response.status_code == 200, response.content
-    return response.json()
+    return column_types("fmetrics", METRICS), sql("SELECT fsum, fmin, fmax, dsum FROM fmetrics")
 
 
 def test_float_metrics_are_druids_float_columns(run_spec, inline_spec, api_client):
@@ -57,10 +40,7 @@ def test_float_metrics_are_druids_float_columns(run_spec, inline_spec, api_clien
         )
     ]
     metrics.append({"type": "floatLast", "name": "flast", "fieldName": "v"})
-    spec = inline_spec(
-        "fmetrics", data="\n".join(map(json.dumps, ROWS)), metrics=metrics, query_granularity="DAY"
-    )
-    assert run_spec(spec).status == TaskStatus.SUCCESS
+    ingest(run_spec, inline_spec, "fmetrics", ROWS, metrics=metrics)
 
     types = [["dsum", "DOUBLE"], ["fmax", "FLOAT"], ["fmin", "FLOAT"], ["fsum", "FLOAT"]]
     stored = (types, [[0.2, 0.1, 0.1, 0.200000001]])
@@ -68,7 +48,7 @@ def test_float_metrics_are_druids_float_columns(run_spec, inline_spec, api_clien
     assert sql("SELECT SUM(fsum) FROM fmetrics") == [[0.20000000298023224]]
 
     body = {"queryType": "segmentMetadata", "dataSource": "fmetrics", "merge": True}
-    columns = _post(api_client, body)[0]["columns"]
+    columns = druid(api_client, body)[0]["columns"]
     assert [columns[n]["type"] for n in METRICS] == ["FLOAT", "FLOAT", "FLOAT", "DOUBLE"]
 
     body = {"queryType": "timeseries", "dataSource": "fmetrics", "intervals": ["2024/2025"]}
@@ -77,19 +57,14 @@ def test_float_metrics_are_druids_float_columns(run_spec, inline_spec, api_clien
         {"type": "floatSum", "name": "s", "fieldName": "fsum"},
         {"type": "floatLast", "name": "last", "fieldName": "flast"},
     ]
-    assert _post(api_client, body)[0]["result"] == {"s": 0.2, "last": 0.1}
+    assert druid(api_client, body)[0]["result"] == {"s": 0.2, "last": 0.1}
     pair = sql(
         "SELECT DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS "
         "WHERE TABLE_NAME = 'fmetrics' AND COLUMN_NAME = 'flast'"
     )
     assert pair == [["COMPLEX<serializablePairLongFloat>"]]
 
-    compact = {
-        "type": "compact",
-        "dataSource": "fmetrics",
-        "ioConfig": {"type": "compact", "inputSpec": {"type": "interval", "interval": "2024/2025"}},
-    }
-    assert run_spec(compact).status == TaskStatus.SUCCESS
+    compact(run_spec, "fmetrics")
     assert _types_and_values() == stored
 
 
@@ -117,16 +92,9 @@ def test_compaction_of_a_double_segment_and_a_float_one_writes_a_double(run_spec
         ]
         assert run_spec(inline_spec("mixed", data=data, metrics=metrics)).status == "SUCCESS"
     assert sql("SELECT fsum FROM mixed ORDER BY __time") == [[0.1], [0.10000000149011612]]
-    compact = {
-        "type": "compact",
-        "dataSource": "mixed",
-        "ioConfig": {"type": "compact", "inputSpec": {"type": "interval", "interval": "2024/2025"}},
-        "granularitySpec": {"segmentGranularity": "YEAR"},
-    }
-    assert run_spec(compact).status == TaskStatus.SUCCESS
+    compact(run_spec, "mixed", granularitySpec={"segmentGranularity": "YEAR"})
     assert sql("SELECT fsum FROM mixed ORDER BY __time") == [[0.1], [0.10000000149011612]]
-    types = "SELECT COLUMN_NAME, DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS WHERE TABLE_NAME = "
-    assert sql(types + "'mixed' AND COLUMN_NAME IN ('fsum', 'flast') ORDER BY 1") == [
+    assert column_types("mixed", ("fsum", "flast")) == [
         ["flast", "COMPLEX<serializablePairLongDouble>"],
         ["fsum", "DOUBLE"],
     ]

@@ -12,7 +12,7 @@ values). The broker merges in time order and keeps the first timestamp
 answers gets a null row stamped with the first interval's start
 (TimeseriesQueryQueryToolChest.getNullTimeseriesResultValue).
 
-The `wiki` dataSource of test_native_queries (DAY segments):
+The `wiki` dataSource of test_native_queries (the `native_wiki` fixture, DAY segments):
 
     2024-01-01T01:00, 05:00  (day 1, partition 0)
     2024-01-01T12:00         (day 1, partition 1)
@@ -33,12 +33,7 @@ from metastore.druid import native as compiler
 from metastore.druid.native_results import shape
 from metastore.intervals import Interval
 from metastore.sql_sources import TableSource, latest_commits
-from tests.test_native_queries import native, publish_wiki
-
-
-@pytest.fixture
-def wiki(db, inline_spec):
-    publish_wiki(inline_spec)
+from tests.test_native_queries import native
 
 
 def _ms(text: str) -> int:
@@ -142,7 +137,7 @@ def _values(result: list) -> list:
         (["2024-01-03/2024-01-04"], "2024-01-03T02:00", True),
     ],
 )
-def test_all_granularity_timestamp_is_druids(wiki, api_client, intervals, stamp, unfiltered):
+def test_all_granularity_timestamp_is_druids(native_wiki, api_client, intervals, stamp, unfiltered):
     """Druid's stamp whether the filter matches rows or none; the values are the
     same as the plan that reads the rows gives (groupBy: the whole result)."""
     ivs = [Interval.parse(i) for i in intervals]
@@ -186,7 +181,7 @@ def test_all_granularity_timestamp_is_druids(wiki, api_client, intervals, stamp,
                 assert [r["timestamp"] for r in result] == ([expected] if stamp else [])
 
 
-def test_a_join_reads_its_table_filtered_by_time(wiki):
+def test_a_join_reads_its_table_filtered_by_time(native_wiki):
     """A join's sides may read the same table over other times: no cut by files."""
     body = {
         "queryType": "groupBy",

@@ -3,7 +3,7 @@ the SQL the engine runs (metastore.query.drop_proven_time_filter): only the boun
 at the top of a single table's WHERE, only when every row of the files read is
 within them; the results are those of the query with its filter.
 
-The `wiki` dataSource of test_native_queries (DAY segments):
+The `wiki` dataSource of test_native_queries (the `native_wiki` fixture, DAY segments):
 
     2024-01-01T01:00, 05:00  (day 1, partition 0)
     2024-01-01T12:00         (day 1, partition 1)
@@ -18,12 +18,6 @@ import pytest
 
 from metastore import query
 from tests.test_native_first_time import _file
-from tests.test_native_queries import publish_wiki
-
-
-@pytest.fixture
-def wiki(db, inline_spec):
-    publish_wiki(inline_spec)
 
 
 def _compiled(sql: str, **options) -> str:
@@ -85,19 +79,19 @@ KEPT = [
 
 
 @pytest.mark.parametrize("sql", PROVEN)
-def test_a_time_filter_the_files_prove_is_not_run(wiki, sql):
+def test_a_time_filter_the_files_prove_is_not_run(native_wiki, sql):
     assert not _filtered(sql)
     assert _rows(sql) == _rows(_unoptimised(sql))
     assert "__time" in _compiled(_unoptimised(sql), druid_sql=True).split("WHERE", 1)[-1]
 
 
 @pytest.mark.parametrize("sql", KEPT)
-def test_a_time_filter_the_files_do_not_prove_is_kept(wiki, sql):
+def test_a_time_filter_the_files_do_not_prove_is_kept(native_wiki, sql):
     assert _filtered(sql)
     assert _rows(sql) == _rows(_unoptimised(sql))
 
 
-def test_the_other_conditions_stay(wiki):
+def test_the_other_conditions_stay(native_wiki):
     sql = (
         "SELECT COUNT(*) AS n FROM wiki WHERE __time >= TIMESTAMP '2024-01-01 00:00:00' "
         "AND page = 'Main' AND __time < TIMESTAMP '2024-01-04 00:00:00'"
@@ -115,7 +109,7 @@ def _posted(api_client, sql: str, zone: str) -> list:
 
 
 @pytest.mark.parametrize("zone", ["America/Los_Angeles", "Asia/Kolkata", "UTC"])
-def test_under_a_time_zone_the_rows_are_those_of_the_filter(wiki, api_client, zone):
+def test_under_a_time_zone_the_rows_are_those_of_the_filter(native_wiki, api_client, zone):
     """Timestamp literals are wall-clock times of `sqlTimeZone`: the same rows with
     the filter run (the query in a subquery) as without."""
     for sql in [*PROVEN, *KEPT]:

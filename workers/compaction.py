@@ -322,20 +322,7 @@ def _time_chunk_segments(
             # Kept files were partitioned otherwise: a mixed chunk is just numbered.
             template = {"type": "numbered"} if kept else seg.shard_spec
             shard = shard_spec(template, partition, alloc.core_partitions)
-            new_segments.append(
-                _staged_segment(
-                    run.task,
-                    run.spec,
-                    plan,
-                    seg,
-                    chunk,
-                    alloc.version,
-                    partition,
-                    alloc.core_partitions,
-                    shard,
-                    run.moved,
-                )
-            )
+            new_segments.append(_staged_segment(run, plan, seg, chunk, alloc, partition, shard))
         for ref, partition in zip(kept, partitions[len(staged) :], strict=True):
             new_segments.append(_kept_segment(inputs[ref.id], chunk, alloc, partition))
     return new_segments
@@ -567,18 +554,7 @@ def _overwrite_segment(
         "atomicUpdateGroupSize": group_size,
         "rootPartitions": list(alloc.root_partitions or ()),
     }
-    new = _staged_segment(
-        run.task,
-        run.spec,
-        plan,
-        seg,
-        chunk,
-        alloc.version,
-        partition,
-        alloc.core_partitions,
-        shard,
-        run.moved,
-    )
+    new = _staged_segment(run, plan, seg, chunk, alloc, partition, shard)
     return replace(new, minor_version=alloc.minor_version, root_partitions=alloc.root_partitions)
 
 
@@ -652,10 +628,11 @@ def _run_job(task, spec, monitor, plan: Plan, pieces, inputs, work_dir: Path):
 
 
 def _staged_segment(
-    task, spec, plan: Plan, seg, chunk, version, partition, core, shard_spec, moved
+    run: _Run, plan: Plan, seg, chunk: Interval, alloc, partition: int, shard_spec: dict
 ) -> services.NewSegment:
-    """Move a staged file into deep storage; the segment that will publish it."""
-    target_dir = deep_storage_dir(task.datasource, chunk, version, partition)
+    """Move a staged file into deep storage at `alloc`'s version (recorded in
+    `run.moved`); the segment that will publish it."""
+    target_dir = deep_storage_dir(run.task.datasource, chunk, alloc.version, partition)
     target_dir.mkdir(parents=True, exist_ok=True)
     target = target_dir / "data.parquet"
     ingestion = plan.ingestion
@@ -665,19 +642,19 @@ def _staged_segment(
         rollup=ingestion.rollup,
         query_granularity=ingestion.query_granularity,
     )
-    moved.append(target_dir)
+    run.moved.append(target_dir)
     shutil.move(seg.path, target)
     return services.NewSegment(
         interval=chunk,
-        version=version,
+        version=alloc.version,
         partition=partition,
-        core_partitions=core,
+        core_partitions=alloc.core_partitions,
         location=str(target),
         num_rows=seg.num_rows,
         size_bytes=seg.size_bytes,
         shard_spec=shard_spec,
         schema=schema,
-        compaction_state=plan.compaction_state if spec.store_compaction_state else None,
+        compaction_state=plan.compaction_state if run.spec.store_compaction_state else None,
     )
 
 

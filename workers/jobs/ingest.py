@@ -151,9 +151,7 @@ def run_ingest(
         parsed = parse_input(spark, spec, scratch_dir=work_dir, source_pieces=source_pieces)
         if parsed is None:  # a druid input with nothing visible
             empty = {"processed": 0, "processedWithError": 0, "thrownAway": 0, "unparseable": 0}
-            return IngestResult(
-                [], [], _report(empty, [], {}, [], 0, 0, ignored=list(spec.ignored))
-            )
+            return _result([], empty, [], {}, 0, 0, ignored=list(spec.ignored))
         job = _job_class(spec)
         result = job(spark, spec, parsed, work_dir, job_group, progress).run()
     result.report["phases"]["ingest"] = round(time.monotonic() - started, 3)
@@ -264,7 +262,11 @@ def _max_rows(spec: IngestionSpec) -> int:
     return min(spec.partitions.max_rows_per_segment, spec.partitions.max_total_rows)
 
 
-def _report(stats, samples, phases, segments, bytes_read, input_files, **extra) -> dict:
+def _result(
+    segments: list[StagedSegment], stats, samples, phases, bytes_read, input_files, **extra
+) -> IngestResult:
+    """The staged segments of an ingestion, the chunks they hold rows of, and its
+    report (`extra` adds to or overrides the report's entries)."""
     chunks = sorted({s.chunk for s in segments}, key=lambda iv: iv.start)
     per_chunk: dict[str, int] = {}
     for s in segments:
@@ -282,7 +284,7 @@ def _report(stats, samples, phases, segments, bytes_read, input_files, **extra) 
         "rowsWritten": sum(s.num_rows for s in segments),
     }
     report.update(extra)
-    return report
+    return IngestResult(segments=segments, chunks_with_rows=chunks, report=report)
 
 
 class _Job:
@@ -305,6 +307,58 @@ class _Job:
 
     def _timed(self, name: str, started: float) -> None:
         self.phases[name] = round(time.monotonic() - started, 3)
+
+    def _checked(self, observation, out_dir: Path) -> tuple[dict, list]:
+        """The row stats of the rows written under `out_dir` and the parse exception
+        samples; when more rows failed to parse than allowed, removes `out_dir` and
+        raises `ParseExceptionsExceeded`."""
+        stats = row_stats(observation, self.parsed)
+        try:
+            samples = check_parse_exceptions(self.spec, stats, self.parsed)
+        except ParseExceptionsExceeded:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            raise
+        return stats, samples
+
+    def _roll_up_and_write(
+        self, rows, chunk: str, bucket: str, partitions: int, out_dir: Path
+    ) -> dict[tuple[int, int], str]:
+        """Shuffle `rows` into `partitions` Spark partitions by their (chunk,
+        partition) columns `chunk` and `bucket`, roll up and write one file per
+        (chunk, partition) under `out_dir`; returns {(chunk, partition): file}.
+        Every row of a (chunk, partition) lands in one Spark partition, so the
+        rollup groups all of its rows (perfect rollup, and no second exchange: the
+        grouping keys include the partitioning columns)."""
+        parsed = self.parsed
+        clustered = rows.repartition(partitions, chunk, bucket)
+        rolled = roll_up(
+            clustered,
+            [chunk, bucket, "__time", *parsed.dimension_names],
+            parsed.metric_inputs,
+            rollup=self.spec.rollup,
+        )
+        keyed = rolled.withColumn("__key", _key_col(chunk, bucket)).drop(chunk, bucket)
+        _writer(keyed.sortWithinPartitions("__key", "__time")).partitionBy("__key").parquet(
+            str(out_dir)
+        )
+        return _written_keys(out_dir)
+
+    def _result(self, segments: list[StagedSegment], stats, samples, **extra) -> IngestResult:
+        parsed = self.parsed
+        return _result(
+            segments, stats, samples, self.phases, parsed.bytes_read, parsed.input_files, **extra
+        )
+
+    def _partitioned_result(
+        self, plan: PartitionPlan, files, stats, samples, *, partial_files=0, chunks=None, **extra
+    ) -> IngestResult:
+        """The result of a hashed or range partitioned job that wrote `files`,
+        {(chunk, partition): file}; `chunks`, the determined chunks' report."""
+        segments = _chunk_segments(plan, files, self.spec.segment_granularity)
+        partitioning = {"type": plan.type, "keyColumns": plan.key_columns, "chunks": chunks}
+        return self._result(
+            segments, stats, samples, partialFiles=partial_files, partitioning=partitioning, **extra
+        )
 
 
 class _SinglePass(_Job):
@@ -330,25 +384,14 @@ class _SinglePass(_Job):
             .partitionBy("__chunk")
             .parquet(str(out_dir))
         )
-        stats = row_stats(observation, parsed)
-        try:
-            samples = check_parse_exceptions(spec, stats, parsed)
-        except ParseExceptionsExceeded:
-            shutil.rmtree(out_dir, ignore_errors=True)
-            raise
+        stats, samples = self._checked(observation, out_dir)
         self._timed("phase1", t0)
         segments = []
         for chunk_dir in sorted(out_dir.glob("__chunk=*")):
             chunk = chunk_of(int(chunk_dir.name.split("=", 1)[1]), spec.segment_granularity)
             for index, path in enumerate(sorted(chunk_dir.glob("*.parquet"))):
                 segments.append(_staged(chunk, index, path, {"type": "numbered"}))
-        return IngestResult(
-            segments=segments,
-            chunks_with_rows=sorted({s.chunk for s in segments}, key=lambda iv: iv.start),
-            report=_report(
-                stats, samples, self.phases, segments, parsed.bytes_read, parsed.input_files
-            ),
-        )
+        return self._result(segments, stats, samples)
 
 
 class _OneShuffle(_Job):
@@ -365,51 +408,16 @@ class _OneShuffle(_Job):
         )
         out_dir = self.work_dir / "segments"
         files = self._write(plan, rows, out_dir)
-        stats = row_stats(observation, parsed)
-        try:
-            samples = check_parse_exceptions(spec, stats, parsed)
-        except ParseExceptionsExceeded:
-            shutil.rmtree(out_dir, ignore_errors=True)
-            raise
+        stats, samples = self._checked(observation, out_dir)
         self._timed("phase1", t0)
-        segments = _chunk_segments(plan, files, spec.segment_granularity)
-        partitioning = {"type": plan.type, "keyColumns": plan.key_columns, "chunks": None}
-        return IngestResult(
-            segments=segments,
-            chunks_with_rows=sorted({s.chunk for s in segments}, key=lambda iv: iv.start),
-            report=_report(
-                stats,
-                samples,
-                self.phases,
-                segments,
-                parsed.bytes_read,
-                parsed.input_files,
-                partialFiles=0,
-                partitioning=partitioning,
-            ),
-        )
+        return self._partitioned_result(plan, files, stats, samples)
 
     def _write(self, plan: PartitionPlan, rows, out_dir: Path) -> dict[tuple[int, int], str]:
         """Shuffle the rows once by (chunk, shard), roll up, and write one file per
         (chunk, shard); returns {(chunk, shard): file}."""
-        parsed = self.parsed
         assigned = plan.assign(self.spark, rows)
-        # Every row of a (chunk, shard) lands in one Spark partition, so the rollup
-        # below groups the whole chunk's rows (no second exchange: the grouping keys
-        # include the partitioning columns).
-        clustered = assigned.repartition(_shuffle_partitions(self.spark), "__chunk", "__partition")
-        rolled = roll_up(
-            clustered,
-            ["__chunk", "__partition", "__time", *parsed.dimension_names],
-            parsed.metric_inputs,
-            rollup=self.spec.rollup,
-        )
-        keyed = rolled.withColumn("__key", _key_col("__chunk", "__partition"))
-        keyed = keyed.drop("__chunk", "__partition")
-        _writer(keyed.sortWithinPartitions("__key", "__time")).partitionBy("__key").parquet(
-            str(out_dir)
-        )
-        return _written_keys(out_dir)
+        partitions = _shuffle_partitions(self.spark)
+        return self._roll_up_and_write(assigned, "__chunk", "__partition", partitions, out_dir)
 
 
 @dataclass
@@ -468,30 +476,19 @@ class _TwoPhase(_Job):
         merged, requests, merge_report = self._phase2(partials, schema)
         self._timed("phase2", t2)
 
-        segments = _chunk_segments(plan, merged, spec.segment_granularity)
         chunk_names = {p.chunk: str(chunk_of(p.chunk, spec.segment_granularity)) for p in partials}
-        return IngestResult(
-            segments=segments,
-            chunks_with_rows=sorted({s.chunk for s in segments}, key=lambda iv: iv.start),
-            report=_report(
-                stats,
-                samples,
-                self.phases,
-                segments,
-                parsed.bytes_read,
-                parsed.input_files,
-                **{
-                    "ingest/shuffle/bytes": sum(p.size for p in partials),
-                    "ingest/shuffle/requests": requests,
-                    "partialFiles": sum(len(p.files) for p in partials),
-                    "partitioning": {
-                        "type": plan.type,
-                        "keyColumns": plan.key_columns,
-                        "chunks": plan.report(chunk_names) if plan.chunks else None,
-                    },
-                    **merge_report,
-                },
-            ),
+        return self._partitioned_result(
+            plan,
+            merged,
+            stats,
+            samples,
+            partial_files=sum(len(p.files) for p in partials),
+            chunks=plan.report(chunk_names) if plan.chunks else None,
+            **{
+                "ingest/shuffle/bytes": sum(p.size for p in partials),
+                "ingest/shuffle/requests": requests,
+            },
+            **merge_report,
         )
 
     # --- phase 1 ---------------------------------------------------------------------
@@ -591,23 +588,9 @@ class _TwoPhase(_Job):
         return self.spark.read.schema(schema).parquet(*task.files)
 
     def _merge(self, task: _MergeTask, schema, out_dir: Path) -> dict[tuple[int, int], str]:
-
-        parsed = self.parsed
         partials = self._read_partials(task, schema)
-        clustered = partials.repartition(
-            max(1, min(len(task.partials), _shuffle_partitions(self.spark))), "__c", "__p"
-        )
-        rolled = roll_up(
-            clustered,
-            ["__c", "__p", "__time", *parsed.dimension_names],
-            parsed.metric_inputs,
-            rollup=self.spec.rollup,
-        )
-        keyed = rolled.withColumn("__key", _key_col("__c", "__p")).drop("__c", "__p")
-        _writer(keyed.sortWithinPartitions("__key", "__time")).partitionBy("__key").parquet(
-            str(out_dir)
-        )
-        return _written_keys(out_dir)
+        partitions = max(1, min(len(task.partials), _shuffle_partitions(self.spark)))
+        return self._roll_up_and_write(partials, "__c", "__p", partitions, out_dir)
 
 
 def _written_keys(out_dir: Path) -> dict[tuple[int, int], str]:
