@@ -9,7 +9,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import threading
 import time
 from datetime import timedelta
@@ -32,6 +31,8 @@ from metastore.intervals import Interval
 from metastore.last_runs import last_run_mark
 from metastore.models import Task, TaskStatus
 from metastore.services.tasks import RUN_TASK
+from workers import heartbeat
+from workers.heartbeat import worker_name
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 @shared_task(name="workers.tasks.run_task", acks_late=True, reject_on_worker_lost=True)
 def run_task(task_id: str) -> None:
     """Run one Strata task. A redelivered message finds it claimed and does nothing."""
-    if not services.task_claim(task_id=task_id, worker=f"{socket.gethostname()}:{os.getpid()}"):
+    if not services.task_claim(task_id=task_id, worker=worker_name()):
         log.info("task %s is not PENDING (already claimed, canceled or unknown): skipping", task_id)
         return
     from metastore.task_logs import task_log_capture
@@ -47,7 +48,7 @@ def run_task(task_id: str) -> None:
 
     _install_sigterm_handler()
     with task_log_capture(task_id):
-        log.info("task %s runs on %s", task_id, _worker_name())
+        log.info("task %s runs on %s", task_id, worker_name())
         if settings.STRATA_TASK_ISOLATION == "process":
             from workers.supervisor import run_in_slot
 
@@ -57,10 +58,6 @@ def run_task(task_id: str) -> None:
         ended = Task.objects.filter(id=task_id).values_list("status", "error").first()
         if ended:
             log.info("task %s ended %s%s", task_id, ended[0], f": {ended[1]}" if ended[1] else "")
-
-
-def _worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 # --- SIGTERM: a running task is failed deliberately, never left RUNNING ---------------
@@ -76,7 +73,7 @@ def _on_sigterm(signum, frame) -> None:
     if supervised:  # the supervisor stops them (killing their slot process) and returns
         log.warning("SIGTERM: failing %s", supervised)
         terminate_supervised(
-            f"worker {_worker_name()} received SIGTERM while the task ran; stopped deliberately"
+            f"worker {worker_name()} received SIGTERM while the task ran; stopped deliberately"
         )
         return
     ids = running_task_ids()
@@ -84,7 +81,7 @@ def _on_sigterm(signum, frame) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
         return
-    reason = f"worker {_worker_name()} received SIGTERM while the task ran; stopped deliberately"
+    reason = f"worker {worker_name()} received SIGTERM while the task ran; stopped deliberately"
     log.warning("SIGTERM: failing %s", ids)
     if terminate_running_tasks(reason):
         raise TaskStopped(TaskStatus.FAILED, reason)
@@ -112,97 +109,17 @@ def _remember_worker(sender=None, **_kwargs) -> None:
 # --- the worker's own heartbeat: its capacity, for the task slots view --------------
 
 
-class _WorkerBeat:
-    """Registers this worker and its task slots (`services.worker_heartbeat`)
-    every STRATA_HEARTBEAT_SECONDS from a thread of its main process, and
-    removes it when the worker shuts down: the slots shown are the live ones."""
-
-    def __init__(self, worker) -> None:
-        self.worker = worker
-        self.name = _worker_name()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="strata-worker-beat", daemon=True)
-
-    def _describe(self) -> dict:
-        worker = self.worker
-        host = socket.gethostname()
-        try:
-            pids = [p.pid for p in worker.pool._pool._pool if getattr(p, "pid", None)]
-        except AttributeError:  # a thread (or solo) pool runs tasks in this process
-            pids = []
-        try:
-            queues = list(worker.app.amqp.queues.consume_from)
-        except AttributeError:
-            queues = []
-        return {
-            "name": self.name,
-            "capacity": max(1, int(worker.concurrency or 1)),
-            "nodename": worker.hostname or "",
-            "queues": queues,
-            "processes": [f"{host}:{pid}" for pid in pids],
-        }
-
-    def _run(self) -> None:
-        from django.db import connection
-
-        try:
-            while not self.stop.is_set():
-                try:
-                    services.worker_heartbeat(**self._describe())
-                except Exception:  # the next beat tries again
-                    log.exception("worker heartbeat of %s failed", self.name)
-                    connection.close()
-                self.stop.wait(settings.STRATA_HEARTBEAT_SECONDS)
-        finally:
-            connection.close()
-
-    def end(self) -> None:
-        from django.db import connection
-
-        self.stop.set()
-        self.thread.join(timeout=10)
-        try:
-            services.worker_stopped(name=self.name)
-        except Exception:  # it expires with its heartbeat anyway
-            log.exception("could not deregister worker %s", self.name)
-        finally:
-            connection.close()
-
-
 @worker_ready.connect
 def _start_worker_beat(sender=None, **_kwargs) -> None:
     worker = _pool_holder.get("worker")
     if worker is None or "beat" in _pool_holder:
         return
-    beat = _pool_holder["beat"] = _WorkerBeat(worker)
-    beat.thread.start()
-    _prestart_slots(worker)
+    _pool_holder["beat"] = heartbeat.start_worker_beat(worker)
 
 
 @worker_shutdown.connect
 def _end_worker_beat(sender=None, **_kwargs) -> None:
-    beat = _pool_holder.pop("beat", None)
-    if beat is not None:
-        beat.end()
-    if settings.STRATA_TASK_ISOLATION == "process":
-        from workers.slots import POOL
-
-        POOL.stop()  # the idle slot processes and their drivers
-
-
-def _prestart_slots(worker) -> None:
-    """A threads-pool worker starts one slot process per slot at once, so its
-    first tasks find warm drivers (a prefork child starts its own on demand)."""
-    if settings.STRATA_TASK_ISOLATION != "process":
-        return
-    try:
-        worker.pool._pool._pool  # noqa: B018 - prefork: no slot processes here
-        return
-    except AttributeError:
-        pass
-    from workers.slots import POOL
-
-    POOL.prestart(max(1, int(worker.concurrency or 1)))
+    heartbeat.end_worker_beat(_pool_holder.pop("beat", None))
 
 
 @worker_shutting_down.connect
@@ -221,7 +138,7 @@ def _forward_sigterm_to_pool(sig=None, how=None, **_kwargs) -> None:
         from workers.supervisor import terminate_supervised
 
         reason = (
-            f"worker {_worker_name()} received {sig or 'a warm shutdown'} while the task "
+            f"worker {worker_name()} received {sig or 'a warm shutdown'} while the task "
             "ran; stopped deliberately"
         )
         terminate_running_tasks(reason)
