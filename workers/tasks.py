@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
-import os
 import shutil
-import signal
 import threading
 import time
 from datetime import timedelta
@@ -31,7 +28,7 @@ from metastore.intervals import Interval
 from metastore.last_runs import last_run_mark
 from metastore.models import Task, TaskStatus
 from metastore.services.tasks import RUN_TASK
-from workers import heartbeat
+from workers import heartbeat, shutdown
 from workers.heartbeat import worker_name
 
 log = logging.getLogger(__name__)
@@ -46,7 +43,7 @@ def run_task(task_id: str) -> None:
     from metastore.task_logs import task_log_capture
     from workers.runner import run_task as run
 
-    _install_sigterm_handler()
+    shutdown.install_sigterm_handler()
     with task_log_capture(task_id):
         log.info("task %s runs on %s", task_id, worker_name())
         if settings.STRATA_TASK_ISOLATION == "process":
@@ -60,42 +57,12 @@ def run_task(task_id: str) -> None:
             log.info("task %s ended %s%s", task_id, ended[0], f": {ended[1]}" if ended[1] else "")
 
 
-# --- SIGTERM: a running task is failed deliberately, never left RUNNING ---------------
-
-
-def _on_sigterm(signum, frame) -> None:
-    """In a pool process: fail the running task (stopping its Spark jobs) and
-    unwind it now, unless it is publishing (then it finishes or fails whole)."""
-    from workers.monitor import TaskStopped, running_task_ids, terminate_running_tasks
-    from workers.supervisor import supervised_task_ids, terminate_supervised
-
-    supervised = supervised_task_ids()
-    if supervised:  # the supervisor stops them (killing their slot process) and returns
-        log.warning("SIGTERM: failing %s", supervised)
-        terminate_supervised(
-            f"worker {worker_name()} received SIGTERM while the task ran; stopped deliberately"
-        )
-        return
-    ids = running_task_ids()
-    if not ids:  # idle: stop as the default action would
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-    reason = f"worker {worker_name()} received SIGTERM while the task ran; stopped deliberately"
-    log.warning("SIGTERM: failing %s", ids)
-    if terminate_running_tasks(reason):
-        raise TaskStopped(TaskStatus.FAILED, reason)
+# --- SIGTERM: a running task is failed deliberately, never left RUNNING (shutdown.py)
 
 
 @worker_process_init.connect
 def _install_sigterm_handler(**_kwargs) -> None:
-    # Also called before each run. Only in a prefork pool process: a solo or
-    # threaded worker's own SIGTERM handling (warm shutdown) stays Celery's.
-    from billiard.process import current_process
-
-    in_pool = current_process().name.startswith("ForkPoolWorker")
-    if in_pool and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    shutdown.install_sigterm_handler()  # also called before each run
 
 
 _pool_holder: dict = {}
@@ -124,31 +91,7 @@ def _end_worker_beat(sender=None, **_kwargs) -> None:
 
 @worker_shutting_down.connect
 def _forward_sigterm_to_pool(sig=None, how=None, **_kwargs) -> None:
-    """A warm shutdown (SIGTERM to the main process) would wait for a running
-    ingestion however long it takes; tell the pool processes to fail their tasks
-    now instead, so nothing is left RUNNING when the supervisor's patience ends."""
-    worker = _pool_holder.get("worker")
-    try:
-        processes = worker.pool._pool._pool  # billiard's prefork processes
-    except AttributeError:
-        # A threads (or solo) pool, as `make run` starts: the tasks run in this
-        # process; fail them now, and the warm shutdown waits only for them to
-        # unwind (a task that is publishing finishes or fails whole).
-        from workers.monitor import terminate_running_tasks
-        from workers.supervisor import terminate_supervised
-
-        reason = (
-            f"worker {worker_name()} received {sig or 'a warm shutdown'} while the task "
-            "ran; stopped deliberately"
-        )
-        terminate_running_tasks(reason)
-        terminate_supervised(reason)
-        return
-    for process in list(processes):
-        pid = getattr(process, "pid", None)
-        if pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+    shutdown.forward_sigterm_to_pool(_pool_holder.get("worker"), sig)
 
 
 class _Reaper:
