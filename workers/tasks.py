@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -25,8 +24,7 @@ from metastore import selectors, services
 from metastore.intervals import Interval
 from metastore.last_runs import last_run_mark
 from metastore.models import Task, TaskStatus
-from workers import heartbeat, shutdown
-from workers.broker_queue import queued_task_ids
+from workers import heartbeat, reaper, shutdown
 from workers.heartbeat import worker_name
 
 log = logging.getLogger(__name__)
@@ -92,34 +90,10 @@ def _forward_sigterm_to_pool(sig=None, how=None, **_kwargs) -> None:
     shutdown.forward_sigterm_to_pool(_pool_holder.get("worker"), sig)
 
 
-class _Reaper:
-    """Runs `task_reaper` every STRATA_REAPER_SECONDS in a thread of the beat
-    process. Not as a queued Celery task: the reaper exists for dead workers, and
-    a message queued for it would wait for a live worker -- with the only worker
-    dead (SIGKILL of a thread-pool worker, as `make run` and docker-compose run
-    it) nobody would ever fail its tasks or free their locks."""
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="strata-reaper", daemon=True)
-
-    def _run(self) -> None:
-        from django.db import connection
-
-        while not self.stop.wait(settings.STRATA_REAPER_SECONDS):
-            try:
-                task_reaper()
-                last_run_mark("reaper", redis_url=settings.REDIS_URL)  # beat is alive
-            except Exception:  # the database or broker is away: the next round retries
-                log.exception("task reaper round failed")
-                connection.close()
-
-
 @beat_init.connect
 def _start_reaper(sender=None, **_kwargs) -> None:
     if "reaper" not in _pool_holder:
-        reaper = _pool_holder["reaper"] = _Reaper()
-        reaper.thread.start()
+        _pool_holder["reaper"] = reaper.start_reaper()
 
 
 # --- the Coordinator's auto-compaction duty (workers/compaction_duty.py) ------------
@@ -145,61 +119,9 @@ def compaction_duty() -> dict[str, list[str]]:
 
 @shared_task(name="workers.tasks.task_reaper", ignore_result=True)
 def task_reaper() -> list[str]:
-    """Fail every RUNNING/WAITING task whose heartbeat is older than
-    STRATA_HEARTBEAT_TIMEOUT (its worker died: SIGKILL, OOM, a lost machine),
-    releasing its locks and removing its intermediary data and the deep-storage
-    files it never published, at once. The beat process runs it every
-    STRATA_REAPER_SECONDS (`_Reaper`); a worker runs it only if asked to."""
-    timeout = max(settings.STRATA_HEARTBEAT_TIMEOUT, 5 * settings.STRATA_HEARTBEAT_SECONDS)
-    reaped, _ = reap_dead_tasks(older_than=timezone.now() - timedelta(seconds=timeout))
-    requeue_lost_tasks(
-        older_than=timezone.now() - timedelta(seconds=settings.STRATA_REQUEUE_AFTER_SECONDS)
-    )
-    return reaped
-
-
-def requeue_lost_tasks(*, older_than) -> list[str]:
-    """Queue again the PENDING tasks created before `older_than` whose message the
-    broker does not hold: submitted while Redis was down (`task_enqueue` could
-    not send it), or lost with a Redis that restarted without its data. A task
-    waiting in the queue, or delivered to a worker and not yet acknowledged, is
-    left alone; a duplicate would be harmless anyway (the worker claims a task
-    once). Returns the ids queued again."""
-    pending = selectors.pending_task_ids(created_before=older_than)
-    if not pending:
-        return []
-    held = queued_task_ids()
-    if held is None:  # the broker could not be read: send nothing twice
-        return []
-    lost = [task_id for task_id in pending if task_id not in held]
-    requeued = [task_id for task_id in lost if services.task_enqueue(task_id=task_id)]
-    if requeued:
-        log.warning("queued again PENDING tasks the broker had lost: %s", requeued)
-    return requeued
-
-
-def reap_dead_tasks(*, older_than) -> tuple[list[str], list[str]]:
-    """Fail the tasks silent since before `older_than`; return their ids and the
-    ids whose intermediary directory was removed."""
-    from workers.cleanup import remove_task_leftovers
-
-    reaped, removed_dirs = [], []
-    for task in selectors.stale_active_tasks(older_than=older_than):
-        silent = (timezone.now() - (task.heartbeat_at or task.created_at)).total_seconds()
-        services.task_finish(
-            task_id=task.id,
-            status=TaskStatus.FAILED,
-            error=(
-                f"worker {task.worker or '?'} stopped heartbeating {silent:.0f} s ago "
-                "(lost or killed); the task was failed and its locks released"
-            ),
-        )
-        reaped.append(task.id)
-        if remove_task_leftovers(task.id):
-            removed_dirs.append(task.id)
-    if reaped:
-        log.warning("reaper failed tasks whose worker stopped heartbeating: %s", reaped)
-    return reaped, removed_dirs
+    """One reaper round on a worker, if asked (`workers/reaper.py`; the beat
+    process runs it by itself every STRATA_REAPER_SECONDS)."""
+    return reaper.reap()
 
 
 @shared_task(name="workers.tasks.intermediary_janitor")
@@ -212,8 +134,7 @@ def intermediary_janitor() -> list[str]:
 
     expiry = settings.STRATA_INTERMEDIARY_EXPIRY
     # The reaper does this within seconds; here too, in case beat ran without it.
-    timeout = max(settings.STRATA_HEARTBEAT_TIMEOUT, 5 * settings.STRATA_HEARTBEAT_SECONDS)
-    _, removed = reap_dead_tasks(older_than=timezone.now() - timedelta(seconds=timeout))
+    _, removed = reaper.reap_dead_tasks(older_than=reaper.dead_before())
     _remove_unpublished_files(ended_before=timezone.now() - timedelta(seconds=expiry))
     remove_old_task_logs()
     last_run_mark("janitor", redis_url=settings.REDIS_URL)
