@@ -1,4 +1,14 @@
-"""Celery tasks: interfaces that take ids, claim work once, and call the runner."""
+"""Celery's entry points, and nothing else: the tasks (found by their names,
+`workers.tasks.<name>`, which beat's schedule and `RUN_TASK` use) and the signal
+hookups that start and stop the background duties in the worker and beat
+processes. Tasks take ids, claim work once and call the module that does it.
+
+Each background duty is a module of its own: the worker heartbeat
+(`heartbeat.py`), SIGTERM handling (`shutdown.py`), the task reaper
+(`reaper.py`), what the broker holds (`broker_queue.py`), the intermediary
+janitor (`janitor.py`) and the Coordinator's duties (`compaction_duty.py`,
+`retention_duty.py`, `history_duty.py`, `kill_duty.py`).
+"""
 
 from __future__ import annotations
 
@@ -46,13 +56,7 @@ def run_task(task_id: str) -> None:
             log.info("task %s ended %s%s", task_id, ended[0], f": {ended[1]}" if ended[1] else "")
 
 
-# --- SIGTERM: a running task is failed deliberately, never left RUNNING (shutdown.py)
-
-
-@worker_process_init.connect
-def _install_sigterm_handler(**_kwargs) -> None:
-    shutdown.install_sigterm_handler()  # also called before each run
-
+# --- signal hookups: what this process started (its worker, heartbeat, beat's threads)
 
 _pool_holder: dict = {}
 
@@ -62,7 +66,9 @@ def _remember_worker(sender=None, **_kwargs) -> None:
     _pool_holder["worker"] = sender
 
 
-# --- the worker's own heartbeat: its capacity, for the task slots view --------------
+@worker_process_init.connect
+def _install_sigterm_handler(**_kwargs) -> None:
+    shutdown.install_sigterm_handler()  # also called before each run
 
 
 @worker_ready.connect
@@ -89,9 +95,6 @@ def _start_reaper(sender=None, **_kwargs) -> None:
         _pool_holder["reaper"] = reaper.start_reaper()
 
 
-# --- the Coordinator's auto-compaction duty (workers/compaction_duty.py) ------------
-
-
 @beat_init.connect
 def _start_compaction_duty(sender=None, **_kwargs) -> None:
     from workers.compaction_duty import CompactionDutyThread
@@ -99,6 +102,9 @@ def _start_compaction_duty(sender=None, **_kwargs) -> None:
     if "compaction" not in _pool_holder:
         duty = _pool_holder["compaction"] = CompactionDutyThread()
         duty.thread.start()
+
+
+# --- the background duties' entry points (beat schedules some: console/settings.py) ------
 
 
 @shared_task(name="workers.tasks.compaction_duty", ignore_result=True)
@@ -124,9 +130,6 @@ def intermediary_janitor() -> list[str]:
     from workers.janitor import run_janitor
 
     return run_janitor()
-
-
-# --- the Coordinator's duties (beat schedules them: console/settings.py) -----------------
 
 
 @shared_task(name="workers.tasks.retention_duty", ignore_result=True)
