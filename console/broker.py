@@ -17,7 +17,7 @@ worker reconnects. Nothing is lost: Redis keeps a delivered message in its
 `unacked` hash until it is acknowledged and hands it out again after the
 visibility timeout (a redelivered run_task finds its task claimed and does
 nothing), and a PENDING task whose message a restarted Redis lost is queued
-again by the reaper (`workers.tasks.requeue_lost_tasks`).
+again by the reaper (`workers.reaper.requeue_lost_tasks`).
 """
 
 from __future__ import annotations

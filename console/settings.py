@@ -425,7 +425,7 @@ CELERY_BEAT_SCHEDULE = {
     },
     # The task reaper (failing tasks whose worker died) is not scheduled here: it
     # must run when no worker is alive, so the beat process runs it in a thread
-    # of its own (workers.tasks._Reaper).
+    # of its own (workers.reaper.Reaper, started on beat_init by workers.tasks).
 }
 
 LOGGING = {

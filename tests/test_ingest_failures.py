@@ -24,8 +24,8 @@ from metastore import services
 from metastore.demo import extract_flights, flights_spec
 from metastore.models import CommitLogEntry, PendingSegment, Segment, Task, TaskLock, TaskStatus
 from workers import runner
+from workers.janitor import run_janitor
 from workers.jobs import ingest
-from workers.tasks import intermediary_janitor
 
 pytestmark = pytest.mark.spark
 
@@ -329,14 +329,14 @@ def test_worker_killed_in_phase_2_leaves_data_the_janitor_removes_and_locks_it_r
     settings.STRATA_INTERMEDIARY_EXPIRY = 1
 
     # Its heartbeat is fresh: the task may still be alive, so nothing is touched.
-    assert intermediary_janitor() == []
+    assert run_janitor() == []
     assert Task.objects.get(id=task.id).status == TaskStatus.RUNNING
     assert leftovers.exists()
 
     # Minutes later (heartbeat backdated), with the directory idle past the expiry.
     Task.objects.filter(id=task.id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
     time.sleep(1.5)
-    assert intermediary_janitor() == [task.id]
+    assert run_janitor() == [task.id]
 
     task = Task.objects.get(id=task.id)
     assert task.status == TaskStatus.FAILED and "stopped heartbeating" in task.error

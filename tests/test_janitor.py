@@ -16,7 +16,7 @@ from django.utils import timezone
 from metastore import services
 from metastore.intervals import Interval
 from metastore.models import Task, TaskLock, TaskStatus
-from workers.tasks import intermediary_janitor
+from workers.janitor import run_janitor
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +53,7 @@ def test_directories_of_running_tasks_are_kept_however_old(claimed_task, interme
     task = claimed_task("kept")
     root = partials(intermediary, task.id, idle_s=10 * EXPIRY_S)
 
-    assert intermediary_janitor() == []
+    assert run_janitor() == []
     assert root.exists()
     assert Task.objects.get(id=task.id).status == TaskStatus.RUNNING
 
@@ -63,11 +63,11 @@ def test_directories_of_ended_tasks_go_once_idle_past_the_expiry(claimed_task, i
     services.task_finish(task_id=task.id, status=TaskStatus.FAILED, error="failed in a test")
     recent = partials(intermediary, task.id, idle_s=EXPIRY_S / 2)
 
-    assert intermediary_janitor() == []
+    assert run_janitor() == []
     assert recent.exists()
 
     partials(intermediary, task.id, idle_s=2 * EXPIRY_S)
-    assert intermediary_janitor() == [task.id]
+    assert run_janitor() == [task.id]
     assert not recent.exists()
 
 
@@ -78,7 +78,7 @@ def test_directories_of_unknown_tasks_go_and_stray_files_stay(intermediary):
     stray = intermediary / "README"
     stray.write_text("not a task directory")
 
-    assert intermediary_janitor() == [root.name]
+    assert run_janitor() == [root.name]
     assert not root.exists() and stray.exists()
     stray.unlink()
 
@@ -92,7 +92,7 @@ def test_tasks_whose_worker_stopped_heartbeating_fail_and_release_their_locks(
     alive = claimed_task("alive")
 
     silent_for(running, 2 * EXPIRY_S)
-    removed = intermediary_janitor()
+    removed = run_janitor()
 
     running = Task.objects.get(id=running.id)
     assert running.status == TaskStatus.FAILED
@@ -112,7 +112,7 @@ def test_a_waiting_task_whose_worker_died_stops_waiting(claimed_task):
     Task.objects.filter(id=waiter.id).update(status=TaskStatus.WAITING)  # as while it waited
 
     silent_for(waiter, 2 * EXPIRY_S)
-    intermediary_janitor()
+    run_janitor()
 
     assert Task.objects.get(id=waiter.id).status == TaskStatus.FAILED
     assert Task.objects.get(id=holder.id).status == TaskStatus.RUNNING
@@ -123,7 +123,7 @@ def test_queued_tasks_are_not_failed_for_lack_of_heartbeat(inline_spec, monkeypa
     task = services.task_submit(spec=inline_spec("queued"))
     Task.objects.filter(id=task.id).update(created_at=timezone.now() - timedelta(hours=1))
 
-    intermediary_janitor()
+    run_janitor()
 
     assert Task.objects.get(id=task.id).status == TaskStatus.PENDING
 
@@ -181,7 +181,7 @@ def test_files_a_killed_worker_wrote_but_never_published_leave_deep_storage(
     running = claimed_task("orphans2")
     in_flight = written(running, 1)
 
-    intermediary_janitor()
+    run_janitor()
 
     assert not any(folder.exists() for folder in orphans)
     assert kept[0].exists()  # published
@@ -213,6 +213,6 @@ def test_an_unpublished_folder_a_segment_still_points_into_is_kept(
         ],
     )
 
-    intermediary_janitor()
+    run_janitor()
 
     assert folder.exists()

@@ -32,7 +32,8 @@ from django.utils import timezone
 
 from metastore import services
 from metastore.models import CommitLogEntry, Segment, Task, TaskLock, TaskStatus
-from workers.tasks import queued_task_ids, requeue_lost_tasks
+from workers.broker_queue import queued_task_ids
+from workers.reaper import requeue_lost_tasks
 
 START_TIMEOUT_S = 120
 PHASE_TIMEOUT_S = 300

@@ -279,8 +279,11 @@ def test_the_duties_are_scheduled_in_beat_and_registered():
 
     app.loader.import_default_modules()
     schedule = django_settings.CELERY_BEAT_SCHEDULE
-    for name in ("retention-duty", "history-duty", "kill-duty"):
+    for name in ("intermediary-janitor", "retention-duty", "history-duty", "kill-duty"):
         assert schedule[name]["task"] in app.tasks
+    # Run by name: a worker's run_task, and the reaper and compaction rounds on request.
+    for task in ("run_task", "task_reaper", "compaction_duty"):
+        assert f"workers.tasks.{task}" in app.tasks
     assert schedule["retention-duty"]["schedule"] == django_settings.STRATA_RETENTION_SECONDS
 
 

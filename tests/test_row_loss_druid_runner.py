@@ -40,7 +40,7 @@ from metastore.models import (
     TaskStatus,
 )
 from workers import compaction, runner
-from workers.tasks import reap_dead_tasks
+from workers.reaper import reap_dead_tasks
 
 pytestmark = [pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 

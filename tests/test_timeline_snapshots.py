@@ -213,3 +213,84 @@ def test_a_fresh_build_answers_by_id_alike_from_many_threads_and_refuses_a_repea
     twice = _root(5, 0)
     with pytest.raises(ValueError, match="appears twice"):
         Timeline.build([*segments, SegmentRef(twice.id, _day(9), "v9", 0)])
+
+
+def _state_facts(state):
+    """Everything a console state holds that a commit could change in place."""
+    return (
+        state.seq,
+        state.timeline,
+        [(c.interval, c.version, c.size, c.n_visible, c.n_overshadowed) for c in state.chunks],
+        list(state.starts),
+        state.extent,
+        sorted(vars(state)),  # no field appears or goes
+        {k: v for k, v in vars(state).items() if k not in ("rows", "_counts", "_status")},
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_handed_out_console_state_stays_as_of_its_commit(publish):
+    """The console's state of a commit is never changed when later commits are
+    applied to the timeline (it once recorded them on the state it had handed out);
+    the next state is a new object moved through what they touched."""
+    from metastore import selectors
+
+    publish("snapstate", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 2})
+    first = selectors.timeline_state(datasource="snapstate")
+    facts = _state_facts(first)
+    publish("snapstate", "2024-01-02/2024-01-03", {"2024-01-02/2024-01-03": 1})
+    selectors.timeline_for(datasource="snapstate")  # applies the commit to a copy
+    assert _state_facts(first) == facts
+    second = selectors.timeline_state(datasource="snapstate")
+    assert second is not first and second.seq > first.seq
+    assert _state_facts(first) == facts
+    assert second.counts["visible"] == 3 and first.counts["visible"] == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reader_does_not_wait_for_another_dataSource_reading_the_database(publish):
+    """No database read happens under the timelines' cache lock: while one thread
+    brings a stale timeline up to date (held inside its read of the commit log),
+    another thread's read of a different, current dataSource's timeline finishes."""
+    from django.db import connection
+
+    from metastore import selectors
+
+    publish("slowds", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
+    publish("fastds", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
+    selectors.timeline_for(datasource="slowds")
+    selectors.timeline_for(datasource="fastds")
+    publish("slowds", "2024-01-02/2024-01-03", {"2024-01-02/2024-01-03": 1})  # now stale
+    inside, release = threading.Event(), threading.Event()
+
+    def held_in_the_log_read(execute, sql, params, many, context):
+        if "metastore_commitlogentry" in sql and "added" in sql:
+            inside.set()
+            release.wait(30)
+        return execute(sql, params, many, context)
+
+    def slow_reader():
+        try:
+            with connection.execute_wrapper(held_in_the_log_read):
+                selectors.timeline_for(datasource="slowds")
+        finally:
+            connection.close()
+
+    def fast_reader():
+        try:
+            selectors.timeline_for(datasource="fastds")
+        finally:
+            connection.close()
+
+    slow = threading.Thread(target=slow_reader)
+    slow.start()
+    try:
+        assert inside.wait(30), "the stale timeline's log read never started"
+        fast = threading.Thread(target=fast_reader)
+        fast.start()
+        fast.join(20)
+        blocked = fast.is_alive()
+    finally:
+        release.set()
+        slow.join(30)
+    assert not blocked, "a read of a current timeline waited on another's database read"

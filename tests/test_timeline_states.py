@@ -1,7 +1,7 @@
 """The console's timeline state, computed per chunk (`Timeline.chunk_visibility`),
 against the per-segment reading it replaced: each segment's share of its chunk
 in a lookup of the chunk's interval. Random timelines, then random commits moved
-into the state through only the chunks they touched (`states._state_moved`)."""
+into the state through only the chunks they touched (`states.state_moved`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 
 from metastore.selectors import states as state_reads
+from metastore.selectors.states import Follow
 from metastore.timeline import Timeline
 
 try:
@@ -92,24 +93,24 @@ def test_a_state_moved_through_the_touched_chunks_equals_a_fresh_one(history):
     pool, initial, steps = history
     live = {pool[i].id: pool[i] for i in sorted(initial)}
     state = state_reads.state_of(Timeline.build(live.values()), 1)
+    changed, spans = None, []
     for seq, (index, moved_now) in enumerate(steps, start=2):
         seg = pool[index]
-        if state.pending_timeline is None:
-            state.pending_timeline = state.timeline.copy()
-        changed = state.pending_timeline
+        if changed is None:
+            changed = state.timeline.copy()
         if seg.id in live:
             del live[seg.id]
             changed.remove(seg.id)
         else:
             live[seg.id] = seg
             changed.add(seg)
-            state.pending_added.append(seg)
-        state.pending_spans.append((seg.interval.start, seg.interval.end))
-        state.pending_seq = seq
+        spans.append((seg.interval.start, seg.interval.end))
         if moved_now:
             old = state
-            state = state_reads._state_moved(old, seq)
+            state = state_reads.state_moved(old, Follow(seq, tuple(spans), changed))
             assert_state_reads(state, changed)
             assert_state_reads(old, old.timeline)  # the old state still reads its own timeline
-    state = state_reads._state_moved(state, len(steps) + 2)
+            changed, spans = None, []
+    if changed is not None:
+        state = state_reads.state_moved(state, Follow(len(steps) + 2, tuple(spans), changed))
     assert_state_reads(state, Timeline.build(live.values()))

@@ -32,7 +32,7 @@ from test_task_isolation import (
 )
 
 from metastore.models import CommitLogEntry, Segment, Task, TaskLock, TaskStatus
-from workers.tasks import reap_dead_tasks
+from workers.reaper import reap_dead_tasks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.django_db(transaction=True)]
 

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from metastore import services
 from metastore.models import Segment, Task, TaskLock, TaskStatus
-from workers.tasks import reap_dead_tasks
+from workers.reaper import reap_dead_tasks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark]
 

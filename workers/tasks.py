@@ -1,19 +1,18 @@
-"""Celery tasks: interfaces that take ids, claim work once, and call the runner."""
+"""Celery's entry points, and nothing else: the tasks (found by their names,
+`workers.tasks.<name>`, which beat's schedule and `RUN_TASK` use) and the signal
+hookups that start and stop the background duties in the worker and beat
+processes. Tasks take ids, claim work once and call the module that does it.
+
+Each background duty is a module of its own: the worker heartbeat
+(`heartbeat.py`), SIGTERM handling (`shutdown.py`), the task reaper
+(`reaper.py`), what the broker holds (`broker_queue.py`), the intermediary
+janitor (`janitor.py`) and the Coordinator's duties (`compaction_duty.py`,
+`retention_duty.py`, `history_duty.py`, `kill_duty.py`).
+"""
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import json
 import logging
-import os
-import shutil
-import signal
-import socket
-import threading
-import time
-from datetime import timedelta
-from pathlib import Path
 
 from celery import shared_task
 from celery.signals import (
@@ -25,13 +24,11 @@ from celery.signals import (
     worker_shutting_down,
 )
 from django.conf import settings
-from django.utils import timezone
 
-from metastore import selectors, services
-from metastore.intervals import Interval
-from metastore.last_runs import last_run_mark
-from metastore.models import Task, TaskStatus
-from metastore.services.tasks import RUN_TASK
+from metastore import services
+from metastore.models import Task
+from workers import heartbeat, reaper, shutdown
+from workers.heartbeat import worker_name
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +36,15 @@ log = logging.getLogger(__name__)
 @shared_task(name="workers.tasks.run_task", acks_late=True, reject_on_worker_lost=True)
 def run_task(task_id: str) -> None:
     """Run one Strata task. A redelivered message finds it claimed and does nothing."""
-    if not services.task_claim(task_id=task_id, worker=f"{socket.gethostname()}:{os.getpid()}"):
+    if not services.task_claim(task_id=task_id, worker=worker_name()):
         log.info("task %s is not PENDING (already claimed, canceled or unknown): skipping", task_id)
         return
     from metastore.task_logs import task_log_capture
     from workers.runner import run_task as run
 
-    _install_sigterm_handler()
+    shutdown.install_sigterm_handler()
     with task_log_capture(task_id):
-        log.info("task %s runs on %s", task_id, _worker_name())
+        log.info("task %s runs on %s", task_id, worker_name())
         if settings.STRATA_TASK_ISOLATION == "process":
             from workers.supervisor import run_in_slot
 
@@ -59,47 +56,7 @@ def run_task(task_id: str) -> None:
             log.info("task %s ended %s%s", task_id, ended[0], f": {ended[1]}" if ended[1] else "")
 
 
-def _worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-# --- SIGTERM: a running task is failed deliberately, never left RUNNING ---------------
-
-
-def _on_sigterm(signum, frame) -> None:
-    """In a pool process: fail the running task (stopping its Spark jobs) and
-    unwind it now, unless it is publishing (then it finishes or fails whole)."""
-    from workers.monitor import TaskStopped, running_task_ids, terminate_running_tasks
-    from workers.supervisor import supervised_task_ids, terminate_supervised
-
-    supervised = supervised_task_ids()
-    if supervised:  # the supervisor stops them (killing their slot process) and returns
-        log.warning("SIGTERM: failing %s", supervised)
-        terminate_supervised(
-            f"worker {_worker_name()} received SIGTERM while the task ran; stopped deliberately"
-        )
-        return
-    ids = running_task_ids()
-    if not ids:  # idle: stop as the default action would
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-    reason = f"worker {_worker_name()} received SIGTERM while the task ran; stopped deliberately"
-    log.warning("SIGTERM: failing %s", ids)
-    if terminate_running_tasks(reason):
-        raise TaskStopped(TaskStatus.FAILED, reason)
-
-
-@worker_process_init.connect
-def _install_sigterm_handler(**_kwargs) -> None:
-    # Also called before each run. Only in a prefork pool process: a solo or
-    # threaded worker's own SIGTERM handling (warm shutdown) stays Celery's.
-    from billiard.process import current_process
-
-    in_pool = current_process().name.startswith("ForkPoolWorker")
-    if in_pool and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
-
+# --- signal hookups: what this process started (its worker, heartbeat, beat's threads)
 
 _pool_holder: dict = {}
 
@@ -109,64 +66,9 @@ def _remember_worker(sender=None, **_kwargs) -> None:
     _pool_holder["worker"] = sender
 
 
-# --- the worker's own heartbeat: its capacity, for the task slots view --------------
-
-
-class _WorkerBeat:
-    """Registers this worker and its task slots (`services.worker_heartbeat`)
-    every STRATA_HEARTBEAT_SECONDS from a thread of its main process, and
-    removes it when the worker shuts down: the slots shown are the live ones."""
-
-    def __init__(self, worker) -> None:
-        self.worker = worker
-        self.name = _worker_name()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="strata-worker-beat", daemon=True)
-
-    def _describe(self) -> dict:
-        worker = self.worker
-        host = socket.gethostname()
-        try:
-            pids = [p.pid for p in worker.pool._pool._pool if getattr(p, "pid", None)]
-        except AttributeError:  # a thread (or solo) pool runs tasks in this process
-            pids = []
-        try:
-            queues = list(worker.app.amqp.queues.consume_from)
-        except AttributeError:
-            queues = []
-        return {
-            "name": self.name,
-            "capacity": max(1, int(worker.concurrency or 1)),
-            "nodename": worker.hostname or "",
-            "queues": queues,
-            "processes": [f"{host}:{pid}" for pid in pids],
-        }
-
-    def _run(self) -> None:
-        from django.db import connection
-
-        try:
-            while not self.stop.is_set():
-                try:
-                    services.worker_heartbeat(**self._describe())
-                except Exception:  # the next beat tries again
-                    log.exception("worker heartbeat of %s failed", self.name)
-                    connection.close()
-                self.stop.wait(settings.STRATA_HEARTBEAT_SECONDS)
-        finally:
-            connection.close()
-
-    def end(self) -> None:
-        from django.db import connection
-
-        self.stop.set()
-        self.thread.join(timeout=10)
-        try:
-            services.worker_stopped(name=self.name)
-        except Exception:  # it expires with its heartbeat anyway
-            log.exception("could not deregister worker %s", self.name)
-        finally:
-            connection.close()
+@worker_process_init.connect
+def _install_sigterm_handler(**_kwargs) -> None:
+    shutdown.install_sigterm_handler()  # also called before each run
 
 
 @worker_ready.connect
@@ -174,97 +76,23 @@ def _start_worker_beat(sender=None, **_kwargs) -> None:
     worker = _pool_holder.get("worker")
     if worker is None or "beat" in _pool_holder:
         return
-    beat = _pool_holder["beat"] = _WorkerBeat(worker)
-    beat.thread.start()
-    _prestart_slots(worker)
+    _pool_holder["beat"] = heartbeat.start_worker_beat(worker)
 
 
 @worker_shutdown.connect
 def _end_worker_beat(sender=None, **_kwargs) -> None:
-    beat = _pool_holder.pop("beat", None)
-    if beat is not None:
-        beat.end()
-    if settings.STRATA_TASK_ISOLATION == "process":
-        from workers.slots import POOL
-
-        POOL.stop()  # the idle slot processes and their drivers
-
-
-def _prestart_slots(worker) -> None:
-    """A threads-pool worker starts one slot process per slot at once, so its
-    first tasks find warm drivers (a prefork child starts its own on demand)."""
-    if settings.STRATA_TASK_ISOLATION != "process":
-        return
-    try:
-        worker.pool._pool._pool  # noqa: B018 - prefork: no slot processes here
-        return
-    except AttributeError:
-        pass
-    from workers.slots import POOL
-
-    POOL.prestart(max(1, int(worker.concurrency or 1)))
+    heartbeat.end_worker_beat(_pool_holder.pop("beat", None))
 
 
 @worker_shutting_down.connect
 def _forward_sigterm_to_pool(sig=None, how=None, **_kwargs) -> None:
-    """A warm shutdown (SIGTERM to the main process) would wait for a running
-    ingestion however long it takes; tell the pool processes to fail their tasks
-    now instead, so nothing is left RUNNING when the supervisor's patience ends."""
-    worker = _pool_holder.get("worker")
-    try:
-        processes = worker.pool._pool._pool  # billiard's prefork processes
-    except AttributeError:
-        # A threads (or solo) pool, as `make run` starts: the tasks run in this
-        # process; fail them now, and the warm shutdown waits only for them to
-        # unwind (a task that is publishing finishes or fails whole).
-        from workers.monitor import terminate_running_tasks
-        from workers.supervisor import terminate_supervised
-
-        reason = (
-            f"worker {_worker_name()} received {sig or 'a warm shutdown'} while the task "
-            "ran; stopped deliberately"
-        )
-        terminate_running_tasks(reason)
-        terminate_supervised(reason)
-        return
-    for process in list(processes):
-        pid = getattr(process, "pid", None)
-        if pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-
-
-class _Reaper:
-    """Runs `task_reaper` every STRATA_REAPER_SECONDS in a thread of the beat
-    process. Not as a queued Celery task: the reaper exists for dead workers, and
-    a message queued for it would wait for a live worker -- with the only worker
-    dead (SIGKILL of a thread-pool worker, as `make run` and docker-compose run
-    it) nobody would ever fail its tasks or free their locks."""
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="strata-reaper", daemon=True)
-
-    def _run(self) -> None:
-        from django.db import connection
-
-        while not self.stop.wait(settings.STRATA_REAPER_SECONDS):
-            try:
-                task_reaper()
-                last_run_mark("reaper", redis_url=settings.REDIS_URL)  # beat is alive
-            except Exception:  # the database or broker is away: the next round retries
-                log.exception("task reaper round failed")
-                connection.close()
+    shutdown.forward_sigterm_to_pool(_pool_holder.get("worker"), sig)
 
 
 @beat_init.connect
 def _start_reaper(sender=None, **_kwargs) -> None:
     if "reaper" not in _pool_holder:
-        reaper = _pool_holder["reaper"] = _Reaper()
-        reaper.thread.start()
-
-
-# --- the Coordinator's auto-compaction duty (workers/compaction_duty.py) ------------
+        _pool_holder["reaper"] = reaper.start_reaper()
 
 
 @beat_init.connect
@@ -274,6 +102,9 @@ def _start_compaction_duty(sender=None, **_kwargs) -> None:
     if "compaction" not in _pool_holder:
         duty = _pool_holder["compaction"] = CompactionDutyThread()
         duty.thread.start()
+
+
+# --- the background duties' entry points (beat schedules some: console/settings.py) ------
 
 
 @shared_task(name="workers.tasks.compaction_duty", ignore_result=True)
@@ -287,178 +118,18 @@ def compaction_duty() -> dict[str, list[str]]:
 
 @shared_task(name="workers.tasks.task_reaper", ignore_result=True)
 def task_reaper() -> list[str]:
-    """Fail every RUNNING/WAITING task whose heartbeat is older than
-    STRATA_HEARTBEAT_TIMEOUT (its worker died: SIGKILL, OOM, a lost machine),
-    releasing its locks and removing its intermediary data and the deep-storage
-    files it never published, at once. The beat process runs it every
-    STRATA_REAPER_SECONDS (`_Reaper`); a worker runs it only if asked to."""
-    timeout = max(settings.STRATA_HEARTBEAT_TIMEOUT, 5 * settings.STRATA_HEARTBEAT_SECONDS)
-    reaped, _ = reap_dead_tasks(older_than=timezone.now() - timedelta(seconds=timeout))
-    requeue_lost_tasks(
-        older_than=timezone.now() - timedelta(seconds=settings.STRATA_REQUEUE_AFTER_SECONDS)
-    )
-    return reaped
-
-
-def requeue_lost_tasks(*, older_than) -> list[str]:
-    """Queue again the PENDING tasks created before `older_than` whose message the
-    broker does not hold: submitted while Redis was down (`task_enqueue` could
-    not send it), or lost with a Redis that restarted without its data. A task
-    waiting in the queue, or delivered to a worker and not yet acknowledged, is
-    left alone; a duplicate would be harmless anyway (the worker claims a task
-    once). Returns the ids queued again."""
-    pending = selectors.pending_task_ids(created_before=older_than)
-    if not pending:
-        return []
-    held = queued_task_ids()
-    if held is None:  # the broker could not be read: send nothing twice
-        return []
-    lost = [task_id for task_id in pending if task_id not in held]
-    requeued = [task_id for task_id in lost if services.task_enqueue(task_id=task_id)]
-    if requeued:
-        log.warning("queued again PENDING tasks the broker had lost: %s", requeued)
-    return requeued
-
-
-def queued_task_ids() -> set[str] | None:
-    """The Strata task ids of the run_task messages in the default queue or
-    delivered and unacknowledged, as the Redis transport keeps them; None if the
-    broker cannot be read."""
-    from celery import current_app
-
-    queue = current_app.conf.task_default_queue
-    try:
-        with current_app.connection_for_read() as conn:
-            channel = conn.default_channel
-            client = channel.client
-            raw = []
-            for priority in channel.priority_steps:
-                raw.extend(client.lrange(channel._q_for_pri(queue, priority), 0, -1))
-            raw.extend(client.hvals(channel.unacked_key))
-    except Exception as exc:  # a broker that is down or is not Redis
-        log.warning("could not read the broker's queue (%s: %s)", type(exc).__name__, exc)
-        return None
-    ids = set()
-    for item in raw:
-        task_id = _run_task_argument(item)
-        if task_id is not None:
-            ids.add(task_id)
-    return ids
-
-
-def _run_task_argument(raw: bytes) -> str | None:
-    """The task id a run_task message carries (a queued message, or an unacked
-    one stored as [message, exchange, routing key]); None for anything else."""
-    try:
-        message = json.loads(raw)
-        if isinstance(message, list):
-            message = message[0]
-        if message.get("headers", {}).get("task") != RUN_TASK:
-            return None
-        body = message["body"]
-        if message.get("properties", {}).get("body_encoding") == "base64":
-            body = base64.b64decode(body)
-        args = json.loads(body)[0]
-        return args[0] if args and isinstance(args[0], str) else None
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return None
-
-
-def reap_dead_tasks(*, older_than) -> tuple[list[str], list[str]]:
-    """Fail the tasks silent since before `older_than`; return their ids and the
-    ids whose intermediary directory was removed."""
-    from workers.cleanup import remove_task_leftovers
-
-    reaped, removed_dirs = [], []
-    for task in selectors.stale_active_tasks(older_than=older_than):
-        silent = (timezone.now() - (task.heartbeat_at or task.created_at)).total_seconds()
-        services.task_finish(
-            task_id=task.id,
-            status=TaskStatus.FAILED,
-            error=(
-                f"worker {task.worker or '?'} stopped heartbeating {silent:.0f} s ago "
-                "(lost or killed); the task was failed and its locks released"
-            ),
-        )
-        reaped.append(task.id)
-        if remove_task_leftovers(task.id):
-            removed_dirs.append(task.id)
-    if reaped:
-        log.warning("reaper failed tasks whose worker stopped heartbeating: %s", reaped)
-    return reaped, removed_dirs
+    """One reaper round on a worker, if asked (`workers/reaper.py`; the beat
+    process runs it by itself every STRATA_REAPER_SECONDS)."""
+    return reaper.reap()
 
 
 @shared_task(name="workers.tasks.intermediary_janitor")
 def intermediary_janitor() -> list[str]:
-    """Remove intermediary directories of tasks that no longer run and sat idle
-    past STRATA_INTERMEDIARY_EXPIRY, and deep-storage folders of segments ended
-    tasks never published; fail tasks whose worker stopped heartbeating;
-    remove task logs past STRATA_TASK_LOG_RETENTION."""
-    from workers.cleanup import remove_old_task_logs
+    """One round of the intermediary janitor (`workers/janitor.py`); beat
+    schedules it every minute."""
+    from workers.janitor import run_janitor
 
-    expiry = settings.STRATA_INTERMEDIARY_EXPIRY
-    # The reaper does this within seconds; here too, in case beat ran without it.
-    timeout = max(settings.STRATA_HEARTBEAT_TIMEOUT, 5 * settings.STRATA_HEARTBEAT_SECONDS)
-    _, removed = reap_dead_tasks(older_than=timezone.now() - timedelta(seconds=timeout))
-    _remove_unpublished_files(ended_before=timezone.now() - timedelta(seconds=expiry))
-    remove_old_task_logs()
-    last_run_mark("janitor", redis_url=settings.REDIS_URL)
-    root = settings.STRATA_INTERMEDIARY_DIR
-    if not root.exists():
-        return removed
-    now = time.time()
-    running = set(
-        Task.objects.filter(status__in=(TaskStatus.RUNNING, TaskStatus.WAITING)).values_list(
-            "id", flat=True
-        )
-    )
-    for entry in root.iterdir():
-        if not entry.is_dir() or entry.name in running:
-            continue
-        newest = max((p.stat().st_mtime for p in entry.rglob("*")), default=entry.stat().st_mtime)
-        if now - newest >= expiry:
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry.name)
-    if removed:
-        log.info("janitor removed intermediary data of %s", removed)
-    return removed
-
-
-# Tasks that ended longer ago than this were looked at by earlier janitor runs.
-UNPUBLISHED_LOOKBACK = timedelta(days=7)
-
-
-def _remove_unpublished_files(*, ended_before) -> list[str]:
-    """Remove the deep-storage folders of segment ids that tasks which ended (past
-    the expiry) never published: a worker killed between moving a segment into
-    deep storage and publishing it leaves the file behind. Partition numbers are
-    never reused, so such a folder belongs to nobody else; a folder a segment's
-    location still points into is kept all the same."""
-    from workers.paths import deep_storage_dir
-
-    deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
-    removed = []
-    for pending in selectors.unpublished_allocations(
-        ended_after=ended_before - UNPUBLISHED_LOOKBACK, ended_before=ended_before
-    ):
-        folder = deep_storage_dir(
-            pending.datasource,
-            Interval(pending.start, pending.end),
-            pending.version,
-            pending.partition,
-        ).resolve()
-        if deep not in folder.parents or not folder.exists():
-            continue
-        if selectors.locations_under(directory=str(folder)):
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(str(folder))
-    if removed:
-        log.info("janitor removed %d unpublished segment folders: %s", len(removed), removed)
-    return removed
-
-
-# --- the Coordinator's duties (beat schedules them: console/settings.py) -----------------
+    return run_janitor()
 
 
 @shared_task(name="workers.tasks.retention_duty", ignore_result=True)

@@ -1,19 +1,34 @@
 """The process's current timelines and their console states, one entry per
 dataSource, keyed by the commit seq they reflect. Owned by `selectors.timeline`
-(which swaps entries, never changes a timeline it handed out) and
-`selectors.states`; everything here is read and replaced under `lock`."""
+(which swaps entries, never changes a timeline or a state it handed out) and
+`selectors.states`; everything here is read and replaced under `lock`, and no
+database is read while it is held."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 lock = threading.Lock()
 timelines: dict[str, tuple[int, Any]] = {}  # dataSource -> (seq, Timeline)
 states: dict[str, Any] = {}  # dataSource -> TimelineState
+follows: dict[str, Follow] = {}  # dataSource -> where its timeline went since its state
+
+
+@dataclass(frozen=True)
+class Follow:
+    """The commits applied to the timeline of a dataSource's cached state since
+    that state was made: the timeline they led to (at `seq`) and the spans of
+    time they touched. Replaced, never changed, as more commits are applied."""
+
+    seq: int
+    spans: tuple[tuple[Any, Any], ...]
+    timeline: Any
 
 
 def clear() -> None:
     with lock:
         timelines.clear()
         states.clear()
+        follows.clear()

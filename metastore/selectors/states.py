@@ -7,7 +7,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from dataclasses import field as dc_field
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 
@@ -17,6 +16,7 @@ from django.db.models import Sum
 from metastore.intervals import Interval
 from metastore.models import Segment
 from metastore.selectors import _cache
+from metastore.selectors._cache import Follow
 from metastore.selectors.timeline import timeline_for
 from metastore.timeline import ChunkVisibility, SegmentRef, Timeline
 
@@ -165,8 +165,10 @@ class SegmentStates(Mapping):
 
 @dataclass
 class TimelineState:
-    """What the console draws from a timeline, computed once per commit seq and
-    then kept up to date with the parts of time that later commits touched."""
+    """What the console draws from a timeline, computed once per commit seq; a
+    later seq's is made from it through the parts of time the commits between
+    touched (`state_moved`). Never changed once made, but for what it reads
+    lazily and keeps (rows, counts, statuses: the same whenever read)."""
 
     seq: int | None
     timeline: Timeline
@@ -174,19 +176,10 @@ class TimelineState:
     starts: list[datetime]
     max_length: timedelta
     extent: Interval | None
-    pending_seq: int | None = None  # the timeline moved on to this seq ...
-    pending_spans: list[tuple[datetime, datetime]] = dc_field(default_factory=list)  # ... here
-    pending_added: list[SegmentRef] = dc_field(default_factory=list)  # ... with these added
-    pending_timeline: Timeline | None = None  # ... into this timeline (a copy of `timeline`)
     # (start, end, version) -> (rows, bytes) of the whole dataSource, read once per state
     rows: dict[tuple, tuple[int, int]] | None = None
     _counts: dict[str, int] | None = None
     _status: SegmentStates | None = None
-
-    @property
-    def latest_timeline(self) -> Timeline:
-        """The timeline the pending changes lead to (or this state's own)."""
-        return self.timeline if self.pending_timeline is None else self.pending_timeline
 
     @property
     def status(self) -> SegmentStates:
@@ -247,12 +240,12 @@ def state_of(timeline: Timeline, seq: int | None = None) -> TimelineState:
     return _state_from(timeline, seq, [ChunkInfo(c) for c in timeline.chunk_visibility()])
 
 
-def _state_moved(old: TimelineState, seq: int, datasource: str | None = None) -> TimelineState:
-    """`old` brought to `seq`: only chunks overlapping the changed spans are redone
-    (visibility elsewhere cannot have changed; every segment added or removed lies
-    in a span)."""
-    timeline = old.latest_timeline
-    spans = old.pending_spans
+def state_moved(old: TimelineState, follow: Follow, datasource: str | None = None) -> TimelineState:
+    """`old` brought to where `follow` led its timeline: only chunks overlapping
+    the changed spans are redone (visibility elsewhere cannot have changed; every
+    segment added or removed lies in a span). With `datasource`, the rows per
+    chunk `old` read are kept but those of the touched chunks, read again."""
+    timeline, spans = follow.timeline, follow.spans
 
     def touched(start: datetime, end: datetime) -> bool:
         return any(s < end and start < e for s, e in spans)
@@ -262,7 +255,7 @@ def _state_moved(old: TimelineState, seq: int, datasource: str | None = None) ->
     for s, e in spans:
         for c in timeline.chunk_visibility(s, e):
             redone[(c.interval, c.version)] = c
-    state = _state_from(timeline, seq, infos + [ChunkInfo(c) for c in redone.values()])
+    state = _state_from(timeline, follow.seq, infos + [ChunkInfo(c) for c in redone.values()])
     if old.rows is not None and datasource is not None:
         rows = {k: v for k, v in old.rows.items() if not touched(k[0], k[1])}
         hull = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
@@ -304,16 +297,25 @@ def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineStat
         entry = _cache.timelines.get(datasource)
         seq = entry[0] if entry is not None and entry[1] is timeline else None
         found = _cache.states.get(datasource)
-        if found is not None and found.latest_timeline is timeline:
-            if found.timeline is timeline and found.seq == seq:
-                return found
-            if seq is not None and found.pending_seq == seq:
-                state = _state_moved(found, seq, datasource)
-                _cache.states[datasource] = state
-                return state
-    state = state_of(timeline, seq)
+        follow = _cache.follows.get(datasource)
+    if found is not None and follow is None and found.timeline is timeline and found.seq == seq:
+        return found
+    moved = found is not None and follow is not None and follow.timeline is timeline
+    if moved and seq is not None and follow.seq == seq:  # (the database read out of the lock)
+        return _kept(datasource, state_moved(found, follow, datasource), (found, follow))
+    return _kept(datasource, state_of(timeline, seq), None)
+
+
+def _kept(datasource: str, state: TimelineState, moved_from) -> TimelineState:
+    """`state`, made the cached one unless it was moved from a state (and its
+    follow) that another thread replaced meanwhile."""
     with _cache.lock:
-        _cache.states[datasource] = state
+        if moved_from is None or (
+            _cache.states.get(datasource) is moved_from[0]
+            and _cache.follows.get(datasource) is moved_from[1]
+        ):
+            _cache.states[datasource] = state
+            _cache.follows.pop(datasource, None)
     return state
 
 

@@ -266,10 +266,12 @@ def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
     """The timeline of a dataSource's used segments (or as of a commit sequence).
 
     The current timeline is cached per process with the commit seq it reflects;
-    when the log moves, the entries after that seq are applied to it (their
-    removed ids leave, their added ids that are still used come in) instead of
-    rebuilding it. Commits of one dataSource are serialized on its lock, so
-    their seqs become visible in order.
+    when the log moves, the entries after that seq are applied to a copy of it
+    (their removed ids leave, their added ids that are still used come in)
+    instead of rebuilding it, and the copy replaces it in the cache. Commits of
+    one dataSource are serialized on its lock, so their seqs become visible in
+    order. The database is read outside the cache's lock: threads that find the
+    same stale entry may each do the work; the first to finish swaps it in.
 
     A process without it (and time travel) starts from the newest checkpoint at
     or before the commit wanted and replays the log after it (`_refs_at`).
@@ -279,16 +281,17 @@ def timeline_for(*, datasource: str, as_of: int | None = None) -> Timeline:
     seq = last_commit_seq(datasource=datasource)
     with _cache.lock:
         cached = _cache.timelines.get(datasource)
-        if cached is not None and cached[0] == seq:
-            return cached[1]
-        if cached is not None and cached[0] < seq:
-            timeline = _apply_commits(datasource, cached[1], cached[0], seq)
-            if timeline is not None:
-                _cache.timelines[datasource] = (seq, timeline)
-                return timeline
+    if cached is not None and cached[0] == seq:
+        return cached[1]
+    if cached is not None and cached[0] < seq:
+        timeline = _applied(datasource, cached, seq)
+        if timeline is not None:
+            return timeline
     timeline = _built(datasource, seq, latest=True)
     with _cache.lock:
-        _cache.timelines[datasource] = (seq, timeline)
+        current = _cache.timelines.get(datasource)
+        if current is None or current[0] <= seq:
+            _cache.timelines[datasource] = (seq, timeline)
     return timeline
 
 
@@ -299,22 +302,30 @@ def _built(datasource: str, seq: int, *, latest: bool) -> Timeline:
         return Timeline.build(_refs_at(datasource, seq, latest=latest))
 
 
-def _apply_commits(datasource: str, base: Timeline, after: int, upto: int) -> Timeline | None:
-    """A copy of `base` (as of seq `after`) brought to seq `upto`; None when
-    rebuilding is cheaper or the entries do not fit. `base` never changes: it may
-    be in the hands of readers in other threads."""
-    change = _log_change(datasource, after, upto, limit=_INCREMENTAL_LIMIT)
+def _applied(datasource: str, cached: tuple[int, Timeline], seq: int) -> Timeline | None:
+    """The cached timeline brought to `seq` (swapped into the cache if it is
+    still the entry there); None when rebuilding is cheaper or the entries do
+    not fit (the entry is then dropped)."""
+    after, base = cached
+    change = _log_change(datasource, after, seq, limit=_INCREMENTAL_LIMIT)
     if change is None:
         return None
     came = _still_used(datasource, change.added)
-    timeline = base.copy()
+    timeline = base.copy()  # `base` never changes: readers in other threads may hold it
     try:
         spans = _apply_change(timeline, change.removed, came)
     except (KeyError, ValueError):
-        _cache.timelines.pop(datasource, None)
-        _cache.states.pop(datasource, None)
-        return None
-    _follow_state(datasource, base, timeline, (after, upto), spans, came)
+        timeline = spans = None
+    with _cache.lock:
+        if _cache.timelines.get(datasource) is not cached:
+            return timeline  # another thread moved the entry on meanwhile
+        if timeline is None:
+            _cache.timelines.pop(datasource, None)
+            _cache.states.pop(datasource, None)
+            _cache.follows.pop(datasource, None)
+            return None
+        _cache.timelines[datasource] = (seq, timeline)
+        _follow_state(datasource, base, timeline, (after, seq), spans)
     return timeline
 
 
@@ -347,20 +358,24 @@ def _apply_change(
     return spans
 
 
-def _follow_state(datasource: str, base: Timeline, timeline: Timeline, seqs, spans, came) -> None:
-    """The console's state of `base` follows the change to `timeline` (seqs
-    (after, upto)), or is dropped when it is not at `after`."""
+def _follow_state(datasource: str, base: Timeline, timeline: Timeline, seqs, spans) -> None:
+    """Record (under the cache's lock) that the console's state of `base` can
+    follow the change to `timeline` (seqs (after, upto)), or drop the state when
+    it is not at `after`. The state itself is never changed."""
     after, upto = seqs
     state = _cache.states.get(datasource)
-    if state is None or state.latest_timeline is not base:
+    if state is None:
         return
-    if (state.pending_seq is None and state.seq == after) or state.pending_seq == after:
-        state.pending_spans.extend(spans)
-        state.pending_added.extend(came)
-        state.pending_seq = upto
-        state.pending_timeline = timeline
+    follow = _cache.follows.get(datasource)
+    latest, at = (follow.timeline, follow.seq) if follow else (state.timeline, state.seq)
+    if latest is not base:
+        return
+    if at == after:
+        done = follow.spans if follow else ()
+        _cache.follows[datasource] = _cache.Follow(upto, done + tuple(spans), timeline)
     else:
         _cache.states.pop(datasource, None)
+        _cache.follows.pop(datasource, None)
 
 
 def timeline_caches_clear() -> None:
