@@ -139,7 +139,7 @@ def task_enqueue(*, task_id: str) -> bool:
 
     The task row is already committed: a broker outage must not turn a recorded
     task into a server error. It stays PENDING and the reaper queues it again
-    once the broker answers (`workers.tasks.requeue_lost_tasks`). A duplicate
+    once the broker answers (`workers.reaper.requeue_lost_tasks`). A duplicate
     message is harmless: the worker claims a task once."""
     try:
         _enqueue(task_id)
