@@ -730,7 +730,7 @@ def _commit_side(request, name: str, state, window: Interval, highlight: dict) -
     """One of the commit page's two timelines: the interval view of `window` (what
     the page draws of `_timeline_context`, from a state of the segments around it)."""
     chunks = state.chunks_overlapping(window)
-    n_segments = sum(len(c.segments) for c in chunks)
+    n_segments = sum(c.size for c in chunks)
     show_unused = request.GET.get("unused") == "1"
     unused, details = _window_facts(name, chunks, n_segments, window, show_unused)
     interval_svg, _ = timeline_svg.interval_view(
