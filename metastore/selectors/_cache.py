@@ -1,7 +1,8 @@
 """The process's current timelines and their console states, one entry per
-dataSource, keyed by the commit seq they reflect. Owned by `selectors.timeline`
-(which swaps entries, never changes a timeline it handed out) and
-`selectors.states`; everything here is read and replaced under `lock`."""
+dataSource, keyed by the commit seq they reflect, and a few states as of past
+commits. Owned by `selectors.timeline` (which swaps entries, never changes a
+timeline it handed out) and `selectors.states`; everything here is read and
+replaced under `lock`."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any
 lock = threading.Lock()
 timelines: dict[str, tuple[int, Any]] = {}  # dataSource -> (seq, Timeline)
 states: dict[str, Any] = {}  # dataSource -> TimelineState
+# (dataSource, as_of, current seq) -> TimelineState as of a past commit, oldest first
+past: dict[tuple[str, int, int | None], Any] = {}
 
 
 def clear() -> None:
     with lock:
         timelines.clear()
         states.clear()
+        past.clear()
