@@ -1,8 +1,8 @@
 """The process's current timelines and their console states, one entry per
-dataSource, keyed by the commit seq they reflect. Owned by `selectors.timeline`
-(which swaps entries, never changes a timeline or a state it handed out) and
-`selectors.states`; everything here is read and replaced under `lock`, and no
-database is read while it is held."""
+dataSource, keyed by the commit seq they reflect, and a few states as of past
+commits. Owned by `selectors.timeline` (which swaps entries, never changes a
+timeline or a state it handed out) and `selectors.states`; everything here is
+read and replaced under `lock`, and no database is read while it is held."""
 
 from __future__ import annotations
 
@@ -27,8 +27,13 @@ class Follow:
     timeline: Any
 
 
+# (dataSource, as_of, current seq) -> TimelineState as of a past commit, oldest first
+past: dict[tuple[str, int, int | None], Any] = {}
+
+
 def clear() -> None:
     with lock:
         timelines.clear()
         states.clear()
         follows.clear()
+        past.clear()

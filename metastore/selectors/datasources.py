@@ -69,15 +69,21 @@ def datasource_names() -> list[str]:
 def metric_types() -> dict[str, dict[str, str]]:
     """{dataSource: {metric column: aggregator type}} from the schemas of the used
     segments (a column's type in its newest segment wins), with each dimension
-    recorded as `json` (stored as JSON text) typed "json". One query."""
+    recorded as `json` (stored as JSON text) typed "json". One query, of each
+    dataSource's distinct schemas (a few, whatever its segments' count), each at
+    its newest segment: folding them in that order gives what folding every
+    segment in creation order gives, as a column's type is decided by the last
+    segment naming it (its schema is then the newest of those naming it) and, for
+    a json dimension's, by whether a later one names it otherwise."""
     out: dict[str, dict[str, str]] = {}
     rows = (
         Segment.objects.filter(used=True)
         .exclude(schema={})
-        .order_by("datasource__name", "created_at")
         .values_list("datasource__name", "schema")
+        .annotate(newest=Max("created_at"))
+        .order_by("datasource__name", "newest")
     )
-    for name, schema in rows:
+    for name, schema, _ in rows:
         for metric in (schema or {}).get("metrics") or ():
             if isinstance(metric, dict) and metric.get("name"):
                 out.setdefault(name, {})[metric["name"]] = metric.get("type")
