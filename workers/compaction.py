@@ -30,7 +30,6 @@ Two ways to lock (SPEC §5):
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -42,14 +41,15 @@ from metastore.druid.errors import SpecError
 from metastore.intervals import GRANULARITY_NAMES, Granularity, Interval, is_open_ended
 from metastore.models import DataSource, Segment, Task, TaskLock
 from metastore.timeline import SegmentRef, Timeline
-from workers.jobs.compact import Plan, compaction_plan, file_schema, run_compaction_job
+from workers.jobs.compact import Plan, compaction_plan, run_compaction_job
 from workers.jobs.ingest import SourcePiece, runs_two_phases
 from workers.jobs.parsing import file_extent
 from workers.monitor import Monitor, TaskProgress
-from workers.paths import deep_storage_dir, intermediary_dir
+from workers.paths import intermediary_dir
 from workers.spark import get_spark
 from workers.steps import (
     TWO_PHASE_SPANS,
+    into_deep_storage,
     lock_intervals,
     publish_once,
     read_as_of_report,
@@ -632,18 +632,15 @@ def _staged_segment(
 ) -> services.NewSegment:
     """Move a staged file into deep storage at `alloc`'s version (recorded in
     `run.moved`); the segment that will publish it."""
-    target_dir = deep_storage_dir(run.task.datasource, chunk, alloc.version, partition)
-    target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / "data.parquet"
-    ingestion = plan.ingestion
-    schema = file_schema(
+    target, schema = into_deep_storage(
         seg.path,
-        metrics=ingestion.metrics,
-        rollup=ingestion.rollup,
-        query_granularity=ingestion.query_granularity,
+        datasource=run.task.datasource,
+        interval=chunk,
+        version=alloc.version,
+        partition=partition,
+        ingestion=plan.ingestion,
+        moved=run.moved,
     )
-    run.moved.append(target_dir)
-    shutil.move(seg.path, target)
     return services.NewSegment(
         interval=chunk,
         version=alloc.version,

@@ -33,7 +33,6 @@ from metastore.models import (
     TaskType,
 )
 from workers.compaction import run_compaction
-from workers.jobs.compact import file_schema
 from workers.jobs.ingest import (
     MergeFailed,
     ParseExceptionsExceeded,
@@ -46,7 +45,7 @@ from workers.jobs.input_files import resolve_local_inputs
 from workers.jobs.parsing import file_extent
 from workers.kill import run_kill
 from workers.monitor import Monitor, TaskProgress, TaskStopped, clean_up
-from workers.paths import deep_storage_dir, intermediary_dir, remove_unpublished
+from workers.paths import intermediary_dir, remove_unpublished
 from workers.slots import driver_exit_reason
 from workers.spark import get_spark
 from workers.steps import (
@@ -54,6 +53,7 @@ from workers.steps import (
     TWO_PHASE_SPANS,
     append_needs_replan,
     append_pieces,
+    into_deep_storage,
     lock_plan,
     publish_once,
     read_as_of_report,
@@ -309,17 +309,15 @@ def _move_to_deep_storage(
         for seg, partition in zip(staged, alloc.partitions, strict=True):
             # An append's rows go into the chunk visible over them, which may be
             # wider than the job's own bucket (SPEC §5): `alloc.interval`.
-            target_dir = deep_storage_dir(task.datasource, alloc.interval, alloc.version, partition)
-            target_dir.mkdir(parents=True, exist_ok=True)
-            target = target_dir / "data.parquet"
-            schema = file_schema(
+            target, schema = into_deep_storage(
                 seg.path,
-                metrics=spec.metrics,
-                rollup=spec.rollup,
-                query_granularity=spec.query_granularity,
+                datasource=task.datasource,
+                interval=alloc.interval,
+                version=alloc.version,
+                partition=partition,
+                ingestion=spec,
+                moved=moved,
             )
-            moved.append(target_dir)
-            shutil.move(seg.path, target)
             new_segments.append(
                 services.NewSegment(
                     interval=alloc.interval,

@@ -1,5 +1,6 @@
 """The steps every task type shares: lock planning, reading as of a grant,
-shard specs, progress phases and publishing exactly once.
+shard specs, staging files into deep storage, progress phases and publishing
+exactly once.
 
 Ingestion (`workers.runner`) and compaction (`workers.compaction`) both build on
 these; neither imports the other's module.
@@ -8,14 +9,18 @@ these; neither imports the other's module.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from datetime import timedelta
+from pathlib import Path
 
 from django.db import InterfaceError, OperationalError, connection
 
 from metastore import locking, services
 from metastore.intervals import Granularity, Interval
 from metastore.models import CommitKind, CommitLogEntry, Task, TaskLock
+from workers.jobs.compact import file_schema
+from workers.paths import deep_storage_dir
 
 log = logging.getLogger("workers.runner")
 
@@ -23,6 +28,34 @@ log = logging.getLogger("workers.runner")
 # How long the runner waits for the database to come back (a restart, a failover)
 # to record a task's end or learn whether its publish committed.
 DB_RECOVERY_S = 60.0
+
+
+def into_deep_storage(
+    staged: str | Path,
+    *,
+    datasource: str,
+    interval: Interval,
+    version: str,
+    partition: int,
+    ingestion,
+    moved: list[Path],
+) -> tuple[Path, dict]:
+    """Move a staged segment file to its place in deep storage, recording its
+    directory in `moved` (removed again unless the task publishes); its path
+    there and its schema (read before the move, under `ingestion`'s metrics,
+    rollup and query granularity)."""
+    target_dir = deep_storage_dir(datasource, interval, version, partition)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / "data.parquet"
+    schema = file_schema(
+        staged,
+        metrics=ingestion.metrics,
+        rollup=ingestion.rollup,
+        query_granularity=ingestion.query_granularity,
+    )
+    moved.append(target_dir)
+    shutil.move(staged, target)
+    return target, schema
 
 
 def retrying_db(call, timeout_s: float = DB_RECOVERY_S):
