@@ -30,7 +30,7 @@ from console.timeline_layout import (
 from console.timeline_layout import MAX_CHUNK_MARKS as MAX_CHUNK_MARKS
 from console.timeline_layout import MAX_SEGMENT_MARKS as MAX_SEGMENT_MARKS
 from metastore.intervals import Granularity, Interval, format_ts
-from metastore.selectors.states import TimelineState, chunk_counts
+from metastore.timeline_view import TimelineState, chunk_counts
 
 MAX_BUCKETS = 1000
 _STEPS = (

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from metastore import selectors, services
+from metastore import selectors, services, timeline_view
 from metastore.intervals import Interval
 from metastore.models import Segment
 from metastore.selectors import states as state_reads
@@ -57,7 +57,7 @@ def facts(state) -> dict:
 
 def rebuilt(datasource: str, seq: int):
     """The reference: the whole state rebuilt as of `seq` (what the page did)."""
-    return state_reads.state_of(selectors.timeline_for(datasource=datasource, as_of=seq), seq)
+    return timeline_view.state_of(selectors.timeline_for(datasource=datasource, as_of=seq), seq)
 
 
 def rows_of(datasource: str, state) -> dict:

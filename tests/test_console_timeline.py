@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from metastore import selectors, services
+from metastore import selectors, services, timeline_view
 from metastore.intervals import Interval
 from metastore.models import (
     CommitKind,
@@ -19,7 +19,6 @@ from metastore.models import (
     TaskStatus,
     TimelineCheckpoint,
 )
-from metastore.selectors import states as state_reads
 from metastore.selectors import timeline as timeline_reads
 from metastore.timeline import Timeline
 from tests import console_states
@@ -450,7 +449,7 @@ def test_timeline_follows_the_commit_log_incrementally(states, publish):
     # the console's state followed too, redoing only the touched chunks
     moved = selectors.timeline_state(datasource=DS)
     assert moved is not state and moved.timeline is now
-    full = state_reads.state_of(fresh, moved.seq)
+    full = timeline_view.state_of(fresh, moved.seq)
     assert moved.status == full.status and moved.extent == full.extent
     assert moved.counts == full.counts
     assert [

@@ -28,6 +28,7 @@ print(json.dumps(sorted(sys.modules)))
         "metastore.allocation_rules",
         "metastore.upgrade_rules",
         "metastore.checkpoint_codec",
+        "metastore.timeline_view",
         "metastore.druid.expressions",
         "metastore.sql_guard",
         "metastore.sql_druid",

@@ -24,8 +24,8 @@ from console.timeline_layout import (
     interval_layout,
 )
 from metastore.intervals import Interval
-from metastore.selectors.states import state_of
 from metastore.timeline import SegmentRef, Timeline
+from metastore.timeline_view import state_of
 
 
 def at(day: int, hour: int = 0) -> datetime:

@@ -1,7 +1,7 @@
 """The console's timeline state, computed per chunk (`Timeline.chunk_visibility`),
 against the per-segment reading it replaced: each segment's share of its chunk
 in a lookup of the chunk's interval. Random timelines, then random commits moved
-into the state through only the chunks they touched (`states.state_moved`)."""
+into the state through only the chunks they touched (`timeline_view.state_moved`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from datetime import timedelta
 
 from hypothesis import HealthCheck, given, settings
 
-from metastore.selectors import states as state_reads
-from metastore.selectors.states import Follow
 from metastore.timeline import Timeline
+from metastore.timeline_view import Follow, state_moved, state_of
 
 try:
     from tests.test_timeline_property import histories, segment_sets
@@ -84,7 +83,7 @@ def assert_state_reads(state, timeline: Timeline) -> None:
 @given(segments=segment_sets())
 def test_the_state_of_a_timeline_equals_the_per_segment_reading(segments):
     timeline = Timeline.build(segments)
-    assert_state_reads(state_reads.state_of(timeline, 1), timeline)
+    assert_state_reads(state_of(timeline, 1), timeline)
 
 
 @SETTINGS
@@ -92,7 +91,7 @@ def test_the_state_of_a_timeline_equals_the_per_segment_reading(segments):
 def test_a_state_moved_through_the_touched_chunks_equals_a_fresh_one(history):
     pool, initial, steps = history
     live = {pool[i].id: pool[i] for i in sorted(initial)}
-    state = state_reads.state_of(Timeline.build(live.values()), 1)
+    state = state_of(Timeline.build(live.values()), 1)
     changed, spans = None, []
     for seq, (index, moved_now) in enumerate(steps, start=2):
         seg = pool[index]
@@ -107,10 +106,10 @@ def test_a_state_moved_through_the_touched_chunks_equals_a_fresh_one(history):
         spans.append((seg.interval.start, seg.interval.end))
         if moved_now:
             old = state
-            state = state_reads.state_moved(old, Follow(seq, tuple(spans), changed))
+            state = state_moved(old, Follow(seq, tuple(spans), changed))
             assert_state_reads(state, changed)
             assert_state_reads(old, old.timeline)  # the old state still reads its own timeline
             changed, spans = None, []
     if changed is not None:
-        state = state_reads.state_moved(state, Follow(len(steps) + 2, tuple(spans), changed))
+        state = state_moved(state, Follow(len(steps) + 2, tuple(spans), changed))
     assert_state_reads(state, Timeline.build(live.values()))

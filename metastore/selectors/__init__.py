@@ -65,10 +65,7 @@ from metastore.selectors.segments import (
     visible_columns,
 )
 from metastore.selectors.states import (
-    ChunkInfo,
-    TimelineState,
     chunk_rows,
-    state_of,
     state_rows,
     timeline_state,
 )
@@ -114,7 +111,6 @@ from metastore.selectors.workers import (
 __all__ = [
     "api_token_with_roles",
     "user_with_roles",
-    "ChunkInfo",
     "CommitChange",
     "DataSourceRow",
     "DataSourceSummary",
@@ -129,7 +125,6 @@ __all__ = [
     "TaskGroup",
     "TaskSlot",
     "TaskSlots",
-    "TimelineState",
     "VisibilityCounts",
     "active_locks",
     "active_tasks_of",
@@ -169,7 +164,6 @@ __all__ = [
     "segments_with_ids",
     "used_segment",
     "stale_active_tasks",
-    "state_of",
     "state_rows",
     "task_get",
     "task_slots",

@@ -7,24 +7,14 @@ read and replaced under `lock`, and no database is read while it is held."""
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any
+
+from metastore.timeline_view import Follow
 
 lock = threading.Lock()
 timelines: dict[str, tuple[int, Any]] = {}  # dataSource -> (seq, Timeline)
 states: dict[str, Any] = {}  # dataSource -> TimelineState
 follows: dict[str, Follow] = {}  # dataSource -> where its timeline went since its state
-
-
-@dataclass(frozen=True)
-class Follow:
-    """The commits applied to the timeline of a dataSource's cached state since
-    that state was made: the timeline they led to (at `seq`) and the spans of
-    time they touched. Replaced, never changed, as more commits are applied."""
-
-    seq: int
-    spans: tuple[tuple[Any, Any], ...]
-    timeline: Any
 
 
 # (dataSource, as_of, current seq) -> TimelineState as of a past commit, oldest first

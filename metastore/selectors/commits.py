@@ -9,10 +9,10 @@ from django.db.models import Max, Min, QuerySet
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, Segment
 from metastore.selectors.segments import overlapping
-from metastore.selectors.states import TimelineState, state_of
 from metastore.selectors.timeline import used_ids_as_of
 from metastore.selectors.visibility import SHOWN, Tally, visibility_counts
 from metastore.timeline import REF_COLUMNS, SegmentRef, Timeline, refs_from_rows
+from metastore.timeline_view import TimelineState, state_of
 
 
 def commits_for(*, datasource: str) -> QuerySet[CommitLogEntry]:

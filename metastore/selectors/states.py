@@ -1,15 +1,12 @@
-"""What the console draws from a timeline: per-chunk and per-segment visibility,
-computed once per commit sequence and then kept up to date with the parts of time
-that later commits touched (the state follows its timeline's cache entry); as of
-a past commit, the current state with the commits after it undone."""
+"""The console's state of a dataSource's timeline (`metastore.timeline_view`):
+made once per commit sequence and kept per process, then moved through the parts
+of time that later commits touched (the state follows its timeline's cache
+entry); as of a past commit, the current state with the commits after it
+undone; and the rows and bytes per chunk, read from the database."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from operator import attrgetter
 
 from django.db import connection
 from django.db.models import Sum
@@ -17,255 +14,35 @@ from django.db.models import Sum
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, Segment
 from metastore.selectors import _cache
-from metastore.selectors._cache import Follow
 from metastore.selectors.timeline import segment_refs, timeline_for
-from metastore.timeline import ChunkVisibility, SegmentRef, Timeline
-
-_partition_of = attrgetter("partition")
-_tombstone_of = attrgetter("tombstone")
-
-
-class ChunkInfo:
-    """All segments of one (interval, version) in a timeline, with their visibility:
-    the counts at once (from the chunk's visible segments), the segments themselves
-    and each one's state only when asked (a page of the whole range draws chunks)."""
-
-    __slots__ = (
-        "interval",
-        "version",
-        "size",
-        "complete",
-        "n_visible",
-        "n_partial",
-        "n_overshadowed",
-        "n_incomplete",
-        "_members",
-        "_shown_as",
-        "_shown",
-        "_shown_ids",
-        "_segments",
-        "_partial_aug",
-        "_tombstones",
-    )
-
-    def __init__(self, chunk: ChunkVisibility) -> None:
-        self.interval = chunk.interval
-        self.version = chunk.version
-        self.size = chunk.size
-        self.complete = chunk.complete
-        self._members = chunk.segments
-        length = chunk.interval.end - chunk.interval.start
-        if not chunk.complete or not chunk.shown:
-            self._shown_as = "overshadowed"  # (an incomplete chunk's are all "incomplete")
-        else:
-            self._shown_as = "visible" if chunk.shown >= length else "partial"
-        self._shown = chunk.visible
-        self._shown_ids: frozenset[str] | None = None
-        shown = len(chunk.visible) if self._shown_as != "overshadowed" else 0
-        self.n_visible = shown if self._shown_as == "visible" else 0
-        self.n_partial = shown if self._shown_as == "partial" else 0
-        self.n_incomplete = 0 if chunk.complete else chunk.size
-        self.n_overshadowed = chunk.size - shown  # with the incomplete chunk's
-        self._segments = self._partial_aug = None
-        self._tombstones = chunk.tombstones
-
-    def status_of(self, ref: SegmentRef) -> str:
-        """visible | partial | overshadowed | incomplete, of one of this chunk's segments."""
-        if not self.complete:
-            return "incomplete"
-        ids = self._shown_ids
-        if ids is None:
-            ids = self._shown_ids = frozenset(r.id for r in self._shown)
-        return self._shown_as if ref.id in ids else "overshadowed"
-
-    @property
-    def uniform_status(self) -> str | None:
-        """The state all its segments are in, or None when they differ."""
-        if not self.complete:
-            return "incomplete"
-        if self.n_visible == self.size:
-            return "visible"
-        if self.n_partial == self.size:
-            return "partial"
-        return "overshadowed" if self.n_overshadowed == self.size else None
-
-    @property
-    def segments(self) -> list[SegmentRef]:
-        """Its segments, by partition."""
-        found = self._segments
-        if found is None:
-            found = self._segments = sorted(self._members(), key=_partition_of)
-        return found
-
-    @property
-    def partial_aug(self) -> frozenset[str]:
-        """The ids whose atomic update group is not all present."""
-        found = self._partial_aug
-        if found is None:
-            present = {r.partition for r in self.segments}
-            found = frozenset(r.id for r in self.segments if not r.aug <= present)
-            self._partial_aug = found
-        return found
-
-    @property
-    def tombstones(self) -> int:
-        found = self._tombstones
-        if found is None:
-            found = self._tombstones = sum(map(_tombstone_of, self._members()))
-        return found
+from metastore.timeline_view import (
+    Follow,
+    Spans,
+    TimelineState,
+    state_moved,
+    state_of,
+    state_redone,
+)
 
 
-class SegmentStates(Mapping):
-    """segment id -> visible | partial | overshadowed | incomplete, for every
-    segment of a state's chunks: looked up through the chunk of the segment (by
-    the timeline's id index), the whole mapping made only when iterated."""
-
-    def __init__(self, timeline: Timeline, chunks: list[ChunkInfo]) -> None:
-        self._timeline = timeline
-        self._chunks = chunks
-        self._by_key: dict[tuple, ChunkInfo] | None = None
-        self._all: dict[str, str] | None = None
-
-    def __getitem__(self, seg_id: str) -> str:
-        ref = self._timeline.get(seg_id)
-        if ref is None:
-            raise KeyError(seg_id)
-        by_key = self._by_key
-        if by_key is None:
-            by_key = self._by_key = {(c.interval, c.version): c for c in self._chunks}
-        chunk = by_key.get((ref.interval, ref.version))
-        if chunk is None:
-            raise KeyError(seg_id)
-        return chunk.status_of(ref)
-
-    def _every(self) -> dict[str, str]:
-        found = self._all
-        if found is None:
-            found = {}
-            for c in self._chunks:
-                if c.complete:
-                    for r in c._members():
-                        found[r.id] = c.status_of(r)
-                else:
-                    found.update(dict.fromkeys((r.id for r in c._members()), "incomplete"))
-            self._all = found
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._every())
-
-    def __len__(self) -> int:
-        return sum(c.size for c in self._chunks)
-
-    def items(self):
-        return self._every().items()
-
-    def values(self):
-        return self._every().values()
-
-
-@dataclass
-class TimelineState:
-    """What the console draws from a timeline, computed once per commit seq; a
-    later seq's is made from it through the parts of time the commits between
-    touched (`state_moved`). Never changed once made, but for what it reads
-    lazily and keeps (rows, counts, statuses: the same whenever read)."""
-
-    seq: int | None
-    timeline: Timeline
-    chunks: list[ChunkInfo]  # by start
-    starts: list[datetime]
-    max_length: timedelta
-    extent: Interval | None
-    # (start, end, version) -> (rows, bytes) of the whole dataSource, read once per state
-    rows: dict[tuple, tuple[int, int]] | None = None
-    _counts: dict[str, int] | None = None
-    _status: SegmentStates | None = None
-
-    @property
-    def status(self) -> SegmentStates:
-        """id -> visible | partial | overshadowed | incomplete, of every segment."""
-        if self._status is None:
-            self._status = SegmentStates(self.timeline, self.chunks)
-        return self._status
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """How many segments are visible, partial, overshadowed, in incomplete chunks."""
-        if self._counts is None:
-            self._counts = chunk_counts(self.chunks)
-        return self._counts
-
-    def chunks_overlapping(self, interval: Interval) -> list[ChunkInfo]:
-        j = bisect_left(self.starts, interval.end)
-        try:
-            lowest = interval.start - self.max_length
-        except OverflowError:
-            lowest = interval.start.min.replace(tzinfo=interval.start.tzinfo)
-        i = bisect_left(self.starts, lowest)
-        return [c for c in self.chunks[i:j] if c.interval.end > interval.start]
-
-
-def chunk_counts(chunks: Iterable[ChunkInfo]) -> dict[str, int]:
-    """How many segments of `chunks` are visible, partial, overshadowed, in incomplete chunks."""
-    visible = partial = overshadowed = incomplete = 0
-    for c in chunks:
-        visible += c.n_visible
-        partial += c.n_partial
-        overshadowed += c.n_overshadowed - c.n_incomplete
-        incomplete += c.n_incomplete
-    return {
-        "visible": visible,
-        "partial": partial,
-        "overshadowed": overshadowed,
-        "incomplete": incomplete,
-    }
-
-
-def _state_from(timeline: Timeline, seq, infos: list[ChunkInfo]) -> TimelineState:
-    infos.sort(key=lambda c: (c.interval.start, c.interval.end, c.version))
-    return TimelineState(
-        seq=seq,
-        timeline=timeline,
-        chunks=infos,
-        starts=[c.interval.start for c in infos],
-        max_length=max((c.interval.end - c.interval.start for c in infos), default=timedelta(0)),
-        extent=Interval(infos[0].interval.start, max(c.interval.end for c in infos))
-        if infos
-        else None,
-    )
-
-
-def state_of(timeline: Timeline, seq: int | None = None) -> TimelineState:
-    """The visibility of every segment of `timeline`, computed afresh (per chunk)."""
-    return _state_from(timeline, seq, [ChunkInfo(c) for c in timeline.chunk_visibility()])
-
-
-def state_moved(old: TimelineState, follow: Follow, datasource: str | None = None) -> TimelineState:
-    """`old` brought to where `follow` led its timeline: only chunks overlapping
-    the changed spans are redone (visibility elsewhere cannot have changed; every
-    segment added or removed lies in a span). With `datasource`, the rows per
-    chunk `old` read are kept but those of the touched chunks, read again."""
-    timeline, spans = follow.timeline, follow.spans
-
-    def touched(start: datetime, end: datetime) -> bool:
-        return any(s < end and start < e for s, e in spans)
-
-    infos = [c for c in old.chunks if not touched(c.interval.start, c.interval.end)]
-    redone: dict[tuple, ChunkVisibility] = {}
-    for s, e in spans:
-        for c in timeline.chunk_visibility(s, e):
-            redone[(c.interval, c.version)] = c
-    state = _state_from(timeline, follow.seq, infos + [ChunkInfo(c) for c in redone.values()])
-    if old.rows is not None and datasource is not None:
-        rows = {k: v for k, v in old.rows.items() if not touched(k[0], k[1])}
-        hull = Interval(min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
-        if hull is not None:
-            for k, v in chunk_rows(datasource=datasource, interval=hull).items():
-                if touched(k[0], k[1]):
-                    rows[k] = v
-        state.rows = rows
+def _moved(old: TimelineState, follow: Follow, datasource: str) -> TimelineState:
+    """`state_moved`, with the rows per chunk `old` read carried over but those of
+    the touched chunks, read again."""
+    state = state_moved(old, follow)
+    if old.rows is not None:
+        spans = Spans(follow.spans)
+        state.rows = _rows_carried(datasource, old.rows, spans)
     return state
+
+
+def _rows_carried(datasource: str, rows: dict, spans: Spans) -> dict:
+    """`rows` of the chunks `spans` did not touch, and of those it did, read anew."""
+    kept = {k: v for k, v in rows.items() if not spans.overlap(k[0], k[1])}
+    if spans.hull is not None:
+        for k, v in chunk_rows(datasource=datasource, interval=spans.hull).items():
+            if spans.overlap(k[0], k[1]):
+                kept[k] = v
+    return kept
 
 
 def state_rows(*, datasource: str, state: TimelineState, interval: Interval | None = None):
@@ -306,7 +83,7 @@ def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineStat
         return found
     moved = found is not None and follow is not None and follow.timeline is timeline
     if moved and seq is not None and follow.seq == seq:  # (the database read out of the lock)
-        return _kept(datasource, state_moved(found, follow, datasource), (found, follow))
+        return _kept(datasource, _moved(found, follow, datasource), (found, follow))
     return _kept(datasource, state_of(timeline, seq), None)
 
 
@@ -391,37 +168,15 @@ def _state_undone(
     for ref in segment_refs(datasource=datasource, ids=missing).values() if missing else ():
         spans.append((ref.interval.start, ref.interval.end))
         timeline.add(ref)
-    touched = _Spans(spans)
-    infos = [c for c in current.chunks if not touched.overlap(c.interval.start, c.interval.end)]
-    redone: dict[tuple, ChunkVisibility] = {}
-    for s, e in touched.merged:
-        for c in timeline.chunk_visibility(s, e):
-            redone[(c.interval, c.version)] = c
-    state = _state_from(timeline, as_of, infos + [ChunkInfo(c) for c in redone.values()])
+    touched = Spans(spans)
+    state = state_redone(current, timeline, as_of, touched)
     rows = state_rows(datasource=datasource, state=current)
     state.rows = {k: v for k, v in rows.items() if not touched.overlap(k[0], k[1])}
+    redone = [c for c in state.chunks if touched.overlap(c.interval.start, c.interval.end)]
     if redone:
-        ids = {r.id for c in redone.values() for r in c.segments()}
+        ids = {r.id for c in redone for r in c.segments}
         state.rows.update(chunk_rows(datasource=datasource, ids=ids))
     return state
-
-
-class _Spans:
-    """Spans of time, merged: whether one overlaps [start, end), by bisection."""
-
-    def __init__(self, spans: list[tuple[datetime, datetime]]) -> None:
-        merged: list[list[datetime]] = []
-        for s, e in sorted(spans):
-            if merged and s <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], e)
-            else:
-                merged.append([s, e])
-        self.merged = [(s, e) for s, e in merged]
-        self._ends = [e for _, e in merged]
-
-    def overlap(self, start: datetime, end: datetime) -> bool:
-        i = bisect_right(self._ends, start)
-        return i < len(self.merged) and self.merged[i][0] < end
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

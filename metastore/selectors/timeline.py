@@ -25,6 +25,7 @@ from metastore.timeline import (
     fold_commits,
     refs_from_rows,
 )
+from metastore.timeline_view import Follow
 
 log = logging.getLogger(__name__)
 
@@ -372,7 +373,7 @@ def _follow_state(datasource: str, base: Timeline, timeline: Timeline, seqs, spa
         return
     if at == after:
         done = follow.spans if follow else ()
-        _cache.follows[datasource] = _cache.Follow(upto, done + tuple(spans), timeline)
+        _cache.follows[datasource] = Follow(upto, done + tuple(spans), timeline)
     else:
         _cache.states.pop(datasource, None)
         _cache.follows.pop(datasource, None)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from metastore.intervals import Interval
 from metastore.models import Segment
 from metastore.selectors.segments import segment_facts
-from metastore.selectors.states import TimelineState, state_rows
+from metastore.selectors.states import state_rows
+from metastore.timeline_view import TimelineState
 
 STATES = ("visible", "partial", "overshadowed", "incomplete")
 SHOWN = ("visible", "partial")  # what a query reads from
