@@ -317,12 +317,18 @@ def compaction_task_spec(
     ):
         if value is not None:
             spec[key] = value
-    spec["context"] = {
+    spec["context"] = compaction_task_context(config)
+    return spec
+
+
+def compaction_task_context(config: CompactionConfigSpec) -> dict[str, Any]:
+    """The context of the tasks the duty submits for `config`: concurrent locks
+    unless its taskContext says otherwise, at the config's priority."""
+    return {
         "useConcurrentLocks": True,
         **(config.task_context or {}),
         "priority": config.task_priority,
     }
-    return spec
 
 
 # --- is it compacted as configured? ----------------------------------------------------------

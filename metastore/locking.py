@@ -44,12 +44,26 @@ WAIT = "wait"
 REVOKE = "revoke"
 DECISION_KINDS = (GRANT, WAIT, REVOKE)
 
+# Task types: the one list of the types a task is stored and run as. The models
+# build their choices from it, the spec grammar accepts it (and Druid's legacy
+# alias), and the lock-mode rule and the priority table key on it.
+INDEX_TASK = "index_parallel"
+COMPACT_TASK = "compact"
+KILL_TASK = "kill"
+TASK_TYPES = (INDEX_TASK, COMPACT_TASK, KILL_TASK)
+# Druid's legacy name of a native batch ingestion: accepted, stored as INDEX_TASK.
+INDEX_ALIAS = "index"
+# The types a task spec may name.
+SPEC_TASK_TYPES = (INDEX_TASK, INDEX_ALIAS, COMPACT_TASK, KILL_TASK)
+# Druid's streaming ingestion: not run here; only its default priority is kept.
+REALTIME_TASK = "index_realtime"
+
 DEFAULT_PRIORITIES: dict[str, int] = {
-    "index_realtime": 75,
-    "index_parallel": 50,
-    "index": 50,
-    "compact": 25,
-    "kill": 0,
+    REALTIME_TASK: 75,
+    INDEX_TASK: 50,
+    INDEX_ALIAS: 50,
+    COMPACT_TASK: 25,
+    KILL_TASK: 0,
 }
 # Task types not listed above ("kill and others").
 OTHER_TASK_PRIORITY = 0
@@ -336,12 +350,6 @@ class LockMode:
 
     type: str
     granularity: str
-
-
-# The task types whose locks the lock-mode rule decides.
-INDEX_TASK = "index_parallel"
-COMPACT_TASK = "compact"
-KILL_TASK = "kill"
 
 
 def lock_mode(

@@ -52,9 +52,10 @@ WORKING_STATUSES = (TaskStatus.WAITING, TaskStatus.RUNNING)
 
 
 class TaskType(models.TextChoices):
-    INDEX_PARALLEL = "index_parallel"
-    COMPACT = "compact"
-    KILL = "kill"
+    # Built from the core vocabulary (`locking.TASK_TYPES`), as the lock choices are.
+    INDEX_PARALLEL = locking.INDEX_TASK
+    COMPACT = locking.COMPACT_TASK
+    KILL = locking.KILL_TASK
 
 
 class Task(models.Model):

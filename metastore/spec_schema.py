@@ -15,6 +15,7 @@ the validator (as Druid's Jackson) reads as absent.
 
 from __future__ import annotations
 
+from metastore import locking
 from metastore.druid.compaction import COMPACT_TOP_LEVEL
 from metastore.druid.dimensions import DIMENSION_TYPES, MULTI_VALUE_HANDLING
 from metastore.druid.fields import INT_MAXIMUM, INT_MAXIMUMS
@@ -25,7 +26,7 @@ from metastore.druid.input_sources import INPUT_SOURCE_FIELDS, INPUT_SOURCES
 from metastore.druid.metrics import METRIC_TYPES
 from metastore.druid.names import DATASOURCE_MAX_BYTES, TASK_ID_MAX_LENGTH
 from metastore.druid.partitions import LEGACY_TUNING, PARTITION_TYPES
-from metastore.druid.tasks import INDEX_TOP_LEVEL, KILL_TOP_LEVEL, KILL_UNSUPPORTED
+from metastore.druid.tasks import INDEX_TOP_LEVEL, KILL_TOP_LEVEL, KILL_UNSUPPORTED, TASK_TYPES
 from metastore.druid.timestamps import TIMESTAMP_FORMATS
 from metastore.druid.tuning import IGNORED_TUNING, INDEX_TUNING_FIELDS
 from metastore.intervals import GRANULARITY_NAMES
@@ -36,7 +37,14 @@ INDEX_SPEC = "IndexParallelTaskSpec"
 COMPACT_SPEC = "CompactTaskSpec"
 KILL_SPEC = "KillTaskSpec"
 
-INDEX_TYPES = ("index_parallel", "index")
+INDEX_TYPES = (locking.INDEX_TASK, locking.INDEX_ALIAS)
+# The component of each task type a spec may name.
+_COMPONENT_OF = {
+    locking.INDEX_TASK: INDEX_SPEC,
+    locking.INDEX_ALIAS: INDEX_SPEC,
+    locking.COMPACT_TASK: COMPACT_SPEC,
+    locking.KILL_TASK: KILL_SPEC,
+}
 INTERVAL_PATTERN = r"^[^/]+/[^/]+$"  # start/end, start/period or period/end (ISO 8601)
 INTERVAL_MAX_LENGTH = 100
 
@@ -389,7 +397,7 @@ def _index_spec() -> dict:
 def _kill_spec() -> dict:
     out = _object(
         {
-            "type": _enum(["kill"]),
+            "type": _enum([locking.KILL_TASK]),
             "id": task_id_schema("the task id to use (default: generated)"),
             "dataSource": datasource_schema(),
             "interval": interval_schema(),
@@ -434,7 +442,7 @@ def _compact_spec() -> dict:
         "discriminator": {"propertyName": "type"},
     }
     props = {
-        "type": _enum(["compact"]),
+        "type": _enum([locking.COMPACT_TASK]),
         "id": task_id_schema("the task id to use (default: generated)"),
         "groupId": task_id_schema("the task's group (default: its id)"),
         "resource": ANY,
@@ -489,10 +497,8 @@ def task_spec_components() -> dict[str, dict]:
             "discriminator": {
                 "propertyName": "type",
                 "mapping": {
-                    "index_parallel": f"#/components/schemas/{INDEX_SPEC}",
-                    "index": f"#/components/schemas/{INDEX_SPEC}",
-                    "compact": f"#/components/schemas/{COMPACT_SPEC}",
-                    "kill": f"#/components/schemas/{KILL_SPEC}",
+                    task_type: f"#/components/schemas/{_COMPONENT_OF[task_type]}"
+                    for task_type in TASK_TYPES
                 },
             },
             "description": "A Druid native task spec (SPEC §6).",

@@ -169,6 +169,27 @@ def test_locks_skip_an_interval_but_append_locks_do_not_with_concurrent_locks():
     assert plan[day(4)].code == "INTERVAL_LOCKED"
 
 
+def test_append_locks_do_not_skip_an_interval_whose_task_takes_replace_locks():
+    """The duty asks `locking.ignores_append_locks` of the context its task gets:
+    `taskLockType: REPLACE` takes REPLACE locks without `useConcurrentLocks`, and
+    a REPLACE lock does not wait on an APPEND lock; an EXCLUSIVE one does."""
+    visible = (seg(day(3)), seg(day(4)))
+    locks = (LockFact("idx1", day(3), "EXCLUSIVE"), LockFact("app1", day(4), "APPEND"))
+    replace = config(
+        skipOffsetFromLatest="PT0S",
+        taskContext={"useConcurrentLocks": False, "taskLockType": "REPLACE"},
+    )
+    plan = by_interval(plan_datasource(replace, Facts("wiki", visible, locks), now=NOW))
+    assert plan[day(4)].status == AWAITING
+    assert plan[day(3)].code == "INTERVAL_LOCKED"
+    exclusive = config(
+        skipOffsetFromLatest="PT0S",
+        taskContext={"useConcurrentLocks": False, "taskLockType": "EXCLUSIVE"},
+    )
+    plan = by_interval(plan_datasource(exclusive, Facts("wiki", visible, locks), now=NOW))
+    assert plan[day(4)].code == "INTERVAL_LOCKED"
+
+
 def test_input_over_input_segment_size_bytes_is_skipped():
     cfg = config(skipOffsetFromLatest="PT0S", inputSegmentSizeBytes=150)
     visible = (seg(hour(3, 1)), seg(hour(3, 2)), seg(hour(4, 23)))

@@ -100,3 +100,61 @@ def test_the_models_build_their_lock_choices_from_the_core_vocabulary():
     assert tuple(models.LockType.values) == locking.LOCK_TYPES
     assert tuple(models.LockGranularity.values) == locking.GRANULARITIES
     assert models.EPOCH_VERSION is allocation_rules.EPOCH_VERSION
+
+
+def test_every_list_of_task_types_is_built_from_the_core_vocabulary():
+    """One vocabulary of task types (issue 24): the model's choices, the types the
+    services run, the spec grammar (with Druid's legacy alias `index`), its JSON
+    Schema, the priority table and the lock-mode rule's keys all come from
+    `locking`, so a type added or renamed in one place cannot be missing in another."""
+    from metastore import models, services, spec_schema
+    from metastore.druid import tasks as druid_tasks
+
+    assert locking.TASK_TYPES == (locking.INDEX_TASK, locking.COMPACT_TASK, locking.KILL_TASK)
+    assert tuple(models.TaskType.values) == locking.TASK_TYPES
+    assert services.SUPPORTED_TASK_TYPES is locking.TASK_TYPES
+    assert druid_tasks.TASK_TYPES == locking.SPEC_TASK_TYPES
+    assert set(locking.SPEC_TASK_TYPES) == {*locking.TASK_TYPES, locking.INDEX_ALIAS}
+    assert set(locking.TASK_TYPES) <= set(locking.DEFAULT_PRIORITIES)
+    assert (
+        locking.DEFAULT_PRIORITIES[locking.INDEX_ALIAS]
+        == (locking.DEFAULT_PRIORITIES[locking.INDEX_TASK])
+    )
+    components = spec_schema.task_spec_components()
+    mapping = components[spec_schema.TASK_SPEC]["discriminator"]["mapping"]
+    assert tuple(mapping) == locking.SPEC_TASK_TYPES
+    assert spec_schema.INDEX_TYPES == (locking.INDEX_TASK, locking.INDEX_ALIAS)
+    for name, task_type in (
+        (spec_schema.COMPACT_SPEC, locking.COMPACT_TASK),
+        (spec_schema.KILL_SPEC, locking.KILL_TASK),
+    ):
+        assert components[name]["properties"]["type"]["enum"] == [task_type]
+
+
+@pytest.mark.parametrize("raw_type", ["index_parallel", "index", "compact", "kill"])
+def test_a_validated_spec_is_typed_with_a_core_task_type(raw_type):
+    from metastore.druid.tasks import validate_task_spec
+
+    raw = {
+        "index_parallel": {
+            "type": raw_type,
+            "spec": {
+                "dataSchema": {
+                    "dataSource": "w",
+                    "timestampSpec": {"column": "ts"},
+                    "dimensionsSpec": {"dimensions": ["page"]},
+                    "granularitySpec": {"segmentGranularity": "DAY"},
+                },
+                "ioConfig": {
+                    "type": "index_parallel",
+                    "inputSource": {"type": "inline", "data": "{}"},
+                    "inputFormat": {"type": "json"},
+                },
+            },
+        },
+        "compact": {"type": "compact", "dataSource": "w", "interval": "2024-01-01/2024-01-02"},
+        "kill": {"type": "kill", "dataSource": "w", "interval": "2024-01-01/2024-01-02"},
+    }[raw_type if raw_type != "index" else "index_parallel"]
+    validated = validate_task_spec(raw, input_roots=[])
+    assert validated.type in locking.TASK_TYPES
+    assert validated.type == (locking.INDEX_TASK if raw_type == locking.INDEX_ALIAS else raw_type)

@@ -131,3 +131,47 @@ def test_kill_task_deletes_unused_segments_rows_and_files_but_keeps_shared_ones(
     entry = CommitLogEntry.objects.get(kind=CommitKind.KILL)
     assert entry.removed and entry.task_id == kill.id
     assert not TaskLock.objects.exists()
+
+
+def _append_lock_held(datasource: str) -> None:
+    """A claimed appending task of another group holds an APPEND lock on DAY."""
+    append = services.task_create(
+        spec={"context": {"useConcurrentLocks": True}},
+        task_type=locking.INDEX_TASK,
+        datasource=datasource,
+        enqueue=False,
+    )
+    assert services.task_claim(task_id=append.id, worker=TEST_WORKER)
+    assert services.lock_try_acquire(task=append, interval=DAY, lock_type=locking.APPEND)
+
+
+def _run_kill(datasource: str, context: dict):
+    with transaction.atomic():  # claimed before any worker could see the message
+        kill = services.task_submit(
+            spec={
+                "type": locking.KILL_TASK,
+                "dataSource": datasource,
+                "interval": str(DAY),
+                "context": {"taskLockTimeout": 1500, **context},
+            }
+        )
+        assert services.task_claim(task_id=kill.id, worker="test")
+    run_task(kill.id)
+    kill.refresh_from_db()
+    return kill
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kill_with_concurrent_locks_takes_a_replace_lock_beside_an_append(strata_dirs):
+    """Druid 30 (apache/druid#16362, KillUnusedSegmentsTask): a kill takes EXCLUSIVE
+    locks by default and REPLACE locks when `useConcurrentLocks` is true, the rule
+    of `locking.lock_mode`. A REPLACE lock coexists with an APPEND lock; an
+    EXCLUSIVE one waits for it (and here times out)."""
+    _append_lock_held("kc")
+    kill = _run_kill("kc", {"useConcurrentLocks": True})
+    assert kill.status == TaskStatus.SUCCESS, kill.error
+    assert kill.report["segmentsKilled"] == 0
+    exclusive = _run_kill("kc", {})
+    assert exclusive.status == TaskStatus.FAILED
+    assert "timed out" in exclusive.error and "EXCLUSIVE lock" in exclusive.error
+    assert TaskLock.objects.filter(type=locking.APPEND).count() == 1

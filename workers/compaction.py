@@ -161,19 +161,11 @@ def _lock_time_chunks(
 
 
 def _lock_segments(task: Task, refs: Sequence[SegmentRef], timeout_ms: int) -> list[TaskLock]:
-    """EXCLUSIVE segment locks on every input segment."""
-    return [
-        services.lock_acquire(
-            task=task,
-            interval=ref.interval,
-            lock_type=locking.EXCLUSIVE,
-            granularity=locking.SEGMENT,
-            partition=ref.partition,
-            version=ref.version,
-            timeout_ms=timeout_ms,
-        )
-        for ref in refs
-    ]
+    """EXCLUSIVE segment locks on every input segment, decided at once (all or
+    nothing): the task never holds some while it waits for others."""
+    return services.segment_locks_acquire(
+        task=task, segments=refs, lock_type=locking.EXCLUSIVE, timeout_ms=timeout_ms
+    )
 
 
 _MAX_RESOLVES = 8  # each round needs another task's publish in the meantime

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from metastore import locking, selectors, services
+from metastore import selectors, services
 from metastore.intervals import is_open_ended
 from metastore.models import Task
 
@@ -27,10 +27,14 @@ def run_kill(task: Task) -> dict:
         )
         if interval is None:
             return _nothing_to_kill(validated)
+    # EXCLUSIVE, or REPLACE under useConcurrentLocks or taskLockType (Druid 30's
+    # KillUnusedSegmentsTask, apache/druid#16362): the one lock-mode rule decides.
+    mode = services.task_lock_mode(validated)
     services.lock_acquire(
         task=task,
         interval=interval,
-        lock_type=locking.EXCLUSIVE,
+        lock_type=mode.type,
+        granularity=mode.granularity,
         timeout_ms=validated.context.task_lock_timeout_ms,
     )
     marked = None

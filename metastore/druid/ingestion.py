@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from metastore import locking
 from metastore.druid.dimensions import Dimension, DimensionsSpec, dimensions_spec
 from metastore.druid.errors import SpecError
 from metastore.druid.fields import allow, bool_at, no_projections, object_at
@@ -250,7 +251,10 @@ def drop_existing_chunks(raw: Any, locked: Sequence[Interval] = ()) -> list[Inte
     submitted; one that no longer parses asks for nothing here. An open-ended
     interval (Druid's ETERNITY) asks only for the chunks inside the task's
     `locked` intervals: the task clipped it to what exists before locking."""
-    if not isinstance(raw, dict) or raw.get("type") not in ("index_parallel", "index"):
+    if not isinstance(raw, dict) or raw.get("type") not in (
+        locking.INDEX_TASK,
+        locking.INDEX_ALIAS,
+    ):
         return []
     try:
         spec = object_at(raw.get("spec"), "spec")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from metastore import locking
 from metastore.druid.compaction import CompactionSpec, compaction_spec
 from metastore.druid.context import Context, task_context
 from metastore.druid.errors import SpecError
@@ -16,7 +17,7 @@ from metastore.druid.ingestion import IngestionSpec, ingestion_spec
 from metastore.druid.names import datasource_name
 from metastore.intervals import Interval
 
-TASK_TYPES = ("index_parallel", "index", "compact", "kill")
+TASK_TYPES = locking.SPEC_TASK_TYPES  # index is Druid's alias of index_parallel
 INDEX_TOP_LEVEL = {"type", "id", "spec", "context", "groupId", "resource", "dataSource"}
 KILL_TOP_LEVEL = {
     "type",
@@ -73,22 +74,22 @@ def validate_task_spec(raw: Any, *, input_roots) -> TaskSpec:
     if kind not in TASK_TYPES:
         raise SpecError("type", f"unknown task type {kind!r}; accepted: {', '.join(TASK_TYPES)}")
     context = task_context(raw.get("context"))
-    if kind in ("index_parallel", "index"):
+    if kind in (locking.INDEX_TASK, locking.INDEX_ALIAS):
         allow(raw, "", INDEX_TOP_LEVEL)
         ingestion = ingestion_spec(raw, input_roots)
         return TaskSpec(
-            type="index_parallel",
+            type=locking.INDEX_TASK,
             datasource=ingestion.datasource,
             context=context,
             ingestion=ingestion,
             raw=raw,
             ignored=ingestion.ignored,
         )
-    if kind == "kill":
+    if kind == locking.KILL_TASK:
         return _kill_task(raw, context)
     compaction = compaction_spec(raw)
     return TaskSpec(
-        type="compact",
+        type=locking.COMPACT_TASK,
         datasource=compaction.datasource,
         context=context,
         interval=compaction.interval,
@@ -143,7 +144,7 @@ def _kill_task(raw: dict, context: Context) -> TaskSpec:
             "(the lock box is not held by the deletion)"
         )
     return TaskSpec(
-        type="kill",
+        type=locking.KILL_TASK,
         datasource=datasource_name(raw.get("dataSource"), "dataSource"),
         context=context,
         interval=interval_at(raw.get("interval"), "interval"),

@@ -38,16 +38,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from metastore import locking
 from metastore.compaction_state import (
     CompactionConfigSpec,
     compaction_mismatch,
+    compaction_task_context,
     compaction_task_spec,
     desired_state,
 )
 from metastore.intervals import Granularity, Interval, format_ts
 
 COMPACTED, AWAITING, RUNNING, SKIPPED = "compacted", "awaiting", "running", "skipped"
-APPEND = "APPEND"
 # A failed interval waits this long after its first failure, doubling per
 # further consecutive failure, at most MAX_RETRY_WAIT.
 MAX_RETRY_WAIT = timedelta(hours=1)
@@ -190,10 +191,14 @@ def _duty_history(
 
 
 def _blocking_lock(
-    locks: Sequence[LockFact], interval: Interval, concurrent: bool
+    locks: Sequence[LockFact], interval: Interval, ignores_appends: bool
 ) -> LockFact | None:
+    """A lock the compaction's locks would wait on: any overlapping lock, but an
+    APPEND one only when its locks are not REPLACE (`locking.ignores_append_locks`)."""
     for lock in locks:
-        if lock.interval.overlaps(interval) and not (concurrent and lock.type == APPEND):
+        if lock.interval.overlaps(interval) and not (
+            ignores_appends and lock.type == locking.APPEND
+        ):
             return lock
     return None
 
@@ -234,8 +239,8 @@ def _judge(
         return status(
             RUNNING, "TASK_RUNNING", f"compaction task {running.id} works on it", task_id=running.id
         )
-    concurrent = bool((config.task_context or {}).get("useConcurrentLocks", True))
-    lock = _blocking_lock(facts.locks, interval, concurrent)
+    ignores_appends = locking.ignores_append_locks(compaction_task_context(config))
+    lock = _blocking_lock(facts.locks, interval, ignores_appends)
     if lock is not None:
         return status(
             SKIPPED,

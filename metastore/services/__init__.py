@@ -56,6 +56,7 @@ from metastore.services.locks import (
     locks_acquire,
     locks_release_all,
     locks_try_acquire,
+    segment_locks_acquire,
 )
 from metastore.services.publish import (
     NewSegment,
@@ -128,6 +129,7 @@ __all__ = [
     "lock_try_acquire",
     "locks_acquire",
     "locks_try_acquire",
+    "segment_locks_acquire",
     "lock_release",
     "locks_release_all",
     "Allocation",

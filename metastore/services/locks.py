@@ -33,6 +33,7 @@ from metastore.services._common import (
     lock_spec,
     lock_spec_of,
 )
+from metastore.timeline import SegmentRef
 
 # --- locks --------------------------------------------------------------------
 
@@ -81,6 +82,27 @@ def lock_acquire(
     their `partition` and `version`)."""
     request = lock_request_of(task, interval, lock_type, granularity, partition, version)
     return _acquire(task, [request], timeout_ms)[0]
+
+
+def segment_locks_acquire(
+    *,
+    task: Task,
+    segments: Sequence[SegmentRef],
+    lock_type: str = locking.EXCLUSIVE,
+    timeout_ms: int | None = None,
+) -> list[TaskLock]:
+    """Segment locks for `task` on every one of `segments` (each names its
+    interval, partition and version) in one decision: all or nothing, as
+    `locks_acquire`. The task never holds some of them while it waits for the
+    others, so two tasks asking for overlapping sets, in whatever order, never
+    wait on each other. The locks come back in the order of `segments`."""
+    if not segments:
+        return []
+    requests = [
+        lock_request_of(task, s.interval, lock_type, locking.SEGMENT, s.partition, s.version)
+        for s in segments
+    ]
+    return _acquire(task, requests, timeout_ms)
 
 
 @dataclass(frozen=True)

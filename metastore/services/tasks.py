@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 # --- tasks --------------------------------------------------------------------
 
-SUPPORTED_TASK_TYPES = ("index_parallel", "compact", "kill")
+SUPPORTED_TASK_TYPES = locking.TASK_TYPES
 
 
 class TaskIdTaken(SpecError):
@@ -61,7 +61,7 @@ def task_validate(*, spec: dict) -> TaskSpec:
         raise SpecError(
             "type",
             f"{validated.type} tasks are not available yet; accepted: "
-            f"{', '.join(SUPPORTED_TASK_TYPES)} (alias index)",
+            f"{', '.join(SUPPORTED_TASK_TYPES)} (alias {locking.INDEX_ALIAS})",
         )
     task_lock_mode(validated)  # a context whose locks mean nothing is refused now
     return validated
