@@ -855,9 +855,6 @@ def pending_insert(
 
 # --- pending segments of ended tasks --------------------------------------------------
 
-_ROOT_SIDE = f"(%s >= {allocation_rules.NON_ROOT_PARTITION_START})"
-
-
 def pending_prune(task_id: str, final_statuses: Sequence[str]) -> int:
     """Delete the published allocations of `task_id`, and of tasks that ended, in
     the chunks `task_id` allocated in, unless one is its chunk's highest root (or
@@ -878,7 +875,7 @@ def pending_prune(task_id: str, final_statuses: Sequence[str]) -> int:
         "ON d.id = s.datasource_id WHERE d.name = p.datasource AND s.start = p.start "
         'AND s."end" = p."end" AND s.version = p.version AND s.partition = p.partition) '
         f"AND EXISTS (SELECT 1 FROM metastore_pendingsegment q WHERE {same} "
-        f"AND q.partition > p.partition AND {_ROOT_SIDE % 'q.partition'} = "
-        f"{_ROOT_SIDE % 'p.partition'}))"
+        "AND q.partition > p.partition AND (q.partition >= %s) = (p.partition >= %s)))"
     )
-    return run(Query(sql, [task_id, task_id, *final_statuses]))[0]
+    top = NON_ROOT_PARTITION_START  # (bound, as every constant of the core)
+    return run(Query(sql, [task_id, task_id, *final_statuses, top, top]))[0]
