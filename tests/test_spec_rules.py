@@ -383,11 +383,22 @@ def test_kill_with_max_used_status_last_updated_time_spares_later_ones(run_spec,
         ({"batchSize": 0}, "batchSize"),
         ({"maxUsedStatusLastUpdatedTime": "yesterday"}, "maxUsedStatusLastUpdatedTime"),
         ({"markAsUnused": True, "versions": ["v"]}, "markAsUnused"),
+        # Under a REPLACE lock, appends commit beside the kill: marked unused, they
+        # would be deleted (Druid removed markAsUnused with apache/druid#16362).
+        ({"markAsUnused": True, "context": {"useConcurrentLocks": True}}, "markAsUnused"),
+        ({"markAsUnused": True, "context": {"taskLockType": "REPLACE"}}, "markAsUnused"),
     ],
 )
 def test_bad_kill_fields_are_named(fields, field):
     body = {"type": "kill", "dataSource": KILL_DS, "interval": "2024-03-01/P1D", **fields}
     assert refusal(body).field == field
+
+
+@pytest.mark.parametrize("context", [{}, {"taskLockType": "EXCLUSIVE"}])
+def test_mark_as_unused_kills_under_an_exclusive_lock(context):
+    body = {"type": "kill", "dataSource": KILL_DS, "interval": "2024-03-01/P1D"}
+    spec = validate_task_spec({**body, "markAsUnused": True, "context": context}, input_roots=[])
+    assert spec.mark_as_unused
 
 
 # --- the rest of the reference: supported when cheap, else refused with the reason ----------

@@ -128,6 +128,19 @@ def _cutoff(raw: dict) -> datetime | None:
     return cutoff
 
 
+def _kill_lock_type(context: Context) -> str | None:
+    """The lock type the one lock-mode rule gives a kill of `context` (None if its
+    taskLockType is refused: that is reported where the context is checked)."""
+    try:
+        return locking.lock_mode(
+            task_type=locking.KILL_TASK,
+            use_concurrent_locks=context.use_concurrent_locks,
+            task_lock_type=context.task_lock_type,
+        ).type
+    except ValueError:
+        return None
+
+
 def _kill_task(raw: dict, context: Context) -> TaskSpec:
     """Druid's kill task (data-management/delete.md): interval, versions, batchSize,
     limit, maxUsedStatusLastUpdatedTime, and the deprecated markAsUnused."""
@@ -136,6 +149,15 @@ def _kill_task(raw: dict, context: Context) -> TaskSpec:
     mark_as_unused = bool_at(raw, "markAsUnused", "", False)
     if mark_as_unused and versions is not None:
         raise SpecError("markAsUnused", "cannot be used with versions (as in Druid)")
+    if mark_as_unused and _kill_lock_type(context) not in (None, locking.EXCLUSIVE):
+        # Under a REPLACE lock appends commit beside the kill: it would mark them
+        # unused and delete them. Druid removed markAsUnused when it let kill take
+        # REPLACE locks (apache/druid#16362).
+        raise SpecError(
+            "markAsUnused",
+            "cannot be used with a REPLACE lock (context useConcurrentLocks or taskLockType "
+            "REPLACE): appends running beside the kill would be marked unused and deleted",
+        )
     cutoff = _cutoff(raw)
     ignored = []
     if raw.get("batchSize") is not None:
