@@ -855,6 +855,7 @@ def pending_insert(
 
 # --- pending segments of ended tasks --------------------------------------------------
 
+
 def pending_prune(task_id: str, final_statuses: Sequence[str]) -> int:
     """Delete the published allocations of `task_id`, and of tasks that ended, in
     the chunks `task_id` allocated in, unless one is its chunk's highest root (or

@@ -39,21 +39,28 @@ def remove_task_leftovers(task_id: str) -> bool:
     while work_dir is not None and work_dir.exists() and time.monotonic() < deadline:
         shutil.rmtree(work_dir, ignore_errors=True)  # again if a dying writer raced it
         removed = True
-    deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
     for pending in selectors.unpublished_allocations_of(task_id=task_id):
-        folder = deep_storage_dir(
-            pending.datasource,
-            Interval(pending.start, pending.end),
-            pending.version,
-            pending.partition,
-        ).resolve()
-        if (
-            deep in folder.parents
-            and folder.exists()
-            and not selectors.locations_under(directory=str(folder))
-        ):
-            shutil.rmtree(folder, ignore_errors=True)
+        remove_unpublished_folder(pending)
     return removed
+
+
+def remove_unpublished_folder(pending) -> str | None:
+    """Remove the deep-storage folder of a pending segment (an allocation never
+    published), unless it is outside deep storage, gone already, or a segment's
+    location points into it; the folder removed, or None."""
+    deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
+    folder = deep_storage_dir(
+        pending.datasource,
+        Interval(pending.start, pending.end),
+        pending.version,
+        pending.partition,
+    ).resolve()
+    if deep not in folder.parents or not folder.exists():
+        return None
+    if selectors.locations_under(directory=str(folder)):
+        return None
+    shutil.rmtree(folder, ignore_errors=True)
+    return str(folder)
 
 
 def remove_old_task_logs(*, now: datetime | None = None) -> list[Path]:

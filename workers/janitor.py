@@ -14,17 +14,14 @@ import logging
 import shutil
 import time
 from datetime import timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
 
 from metastore import selectors
-from metastore.intervals import Interval
 from metastore.last_runs import last_run_mark
 from metastore.models import Task, TaskStatus
-from workers.cleanup import remove_old_task_logs
-from workers.paths import deep_storage_dir
+from workers.cleanup import remove_old_task_logs, remove_unpublished_folder
 from workers.reaper import dead_before, reap_dead_tasks
 
 log = logging.getLogger("workers.tasks")
@@ -69,23 +66,13 @@ def remove_unpublished_files(*, ended_before) -> list[str]:
     deep storage and publishing it leaves the file behind. Partition numbers are
     never reused, so such a folder belongs to nobody else; a folder a segment's
     location still points into is kept all the same."""
-    deep = Path(settings.STRATA_DEEP_STORAGE).resolve()
     removed = []
     for pending in selectors.unpublished_allocations(
         ended_after=ended_before - UNPUBLISHED_LOOKBACK, ended_before=ended_before
     ):
-        folder = deep_storage_dir(
-            pending.datasource,
-            Interval(pending.start, pending.end),
-            pending.version,
-            pending.partition,
-        ).resolve()
-        if deep not in folder.parents or not folder.exists():
-            continue
-        if selectors.locations_under(directory=str(folder)):
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        removed.append(str(folder))
+        folder = remove_unpublished_folder(pending)
+        if folder is not None:
+            removed.append(folder)
     if removed:
         log.info("janitor removed %d unpublished segment folders: %s", len(removed), removed)
     return removed

@@ -14,7 +14,7 @@ from django.db.models import Sum
 from metastore.intervals import Interval
 from metastore.models import CommitLogEntry, Segment
 from metastore.selectors import _cache
-from metastore.selectors.timeline import segment_refs, timeline_for
+from metastore.selectors.timeline import apply_change, segment_refs, timeline_for
 from metastore.timeline_view import (
     Follow,
     Spans,
@@ -158,17 +158,9 @@ def _state_undone(
         back.update(removed or ())
         gone.difference_update(removed or ())
     timeline = current.timeline.copy()
-    spans: list[tuple[datetime, datetime]] = []
-    for sid in gone:
-        ref = timeline.get(sid)
-        if ref is not None:
-            spans.append((ref.interval.start, ref.interval.end))
-            timeline.remove(sid)
-    missing = {sid for sid in back if timeline.get(sid) is None}
-    for ref in segment_refs(datasource=datasource, ids=missing).values() if missing else ():
-        spans.append((ref.interval.start, ref.interval.end))
-        timeline.add(ref)
-    touched = Spans(spans)
+    missing = {sid for sid in back if timeline.get(sid) is None}  # (none of them is gone)
+    came = list(segment_refs(datasource=datasource, ids=missing).values()) if missing else []
+    touched = Spans(apply_change(timeline, gone, came))
     state = state_redone(current, timeline, as_of, touched)
     rows = state_rows(datasource=datasource, state=current)
     state.rows = {k: v for k, v in rows.items() if not touched.overlap(k[0], k[1])}

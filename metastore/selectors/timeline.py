@@ -314,7 +314,7 @@ def _applied(datasource: str, cached: tuple[int, Timeline], seq: int) -> Timelin
     came = _still_used(datasource, change.added)
     timeline = base.copy()  # `base` never changes: readers in other threads may hold it
     try:
-        spans = _apply_change(timeline, change.removed, came)
+        spans = apply_change(timeline, change.removed, came)
     except (KeyError, ValueError):
         timeline = spans = None
     with _cache.lock:
@@ -342,11 +342,11 @@ def _still_used(datasource: str, ids) -> list[SegmentRef]:
     return [ref for ref in refs if ref.id in used]
 
 
-def _apply_change(
+def apply_change(
     timeline: Timeline, removed: set[str], came: list[SegmentRef]
 ) -> list[tuple[datetime, datetime]]:
     """Remove `removed` from `timeline` (those in it) and add `came`; the spans of
-    time they touched."""
+    time they touched. `timeline` must be one nobody else holds (a fresh copy)."""
     spans: list[tuple[datetime, datetime]] = []
     for sid in removed:
         ref = timeline.get(sid)
