@@ -72,9 +72,8 @@ def _assert_reads_equal_a_full_replay(seq: int) -> None:
 
 @pytest.mark.parametrize("bad", list(UNREADABLE), ids=list(UNREADABLE))
 def test_reads_skip_an_unreadable_newest_checkpoint_and_a_fresh_one_is_stored(
-    bad, publish, monkeypatch, caplog, django_capture_on_commit_callbacks
+    bad, publish, monkeypatch, caplog, django_capture_on_commit_callbacks, no_enqueue
 ):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     monkeypatch.setattr(checkpoints, "CHECKPOINT_AFTER", 2)
     _history(publish, django_capture_on_commit_callbacks, 5)
     stored = list(
@@ -102,10 +101,9 @@ def test_reads_skip_an_unreadable_newest_checkpoint_and_a_fresh_one_is_stored(
 
 
 def test_an_unreadable_checkpoint_at_the_last_commit_is_replaced(
-    publish, monkeypatch, caplog, django_capture_on_commit_callbacks
+    publish, monkeypatch, caplog, django_capture_on_commit_callbacks, no_enqueue
 ):
     """In a process that never read it, too: the service checks what it counts on."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     monkeypatch.setattr(checkpoints, "CHECKPOINT_AFTER", 2)
     seqs = _history(publish, django_capture_on_commit_callbacks, 4)
     newest = TimelineCheckpoint.objects.filter(datasource=DS).order_by("-seq").first().seq
@@ -120,9 +118,8 @@ def test_an_unreadable_checkpoint_at_the_last_commit_is_replaced(
 
 
 def test_only_unreadable_checkpoints_means_the_whole_log(
-    publish, monkeypatch, django_capture_on_commit_callbacks
+    publish, monkeypatch, django_capture_on_commit_callbacks, no_enqueue
 ):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     monkeypatch.setattr(checkpoints, "CHECKPOINT_AFTER", 2)
     seqs = _history(publish, django_capture_on_commit_callbacks, 5)
     for seq in TimelineCheckpoint.objects.filter(datasource=DS).values_list("seq", flat=True):

@@ -39,12 +39,7 @@ def logged_in(client, user):
 
 
 @pytest.fixture
-def off_queue(monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-
-
-@pytest.fixture
-def busy(publish, claimed_task, inline_spec, off_queue):
+def busy(publish, claimed_task, inline_spec, no_enqueue):
     """wiki published twice (day 2 replaced); a RUNNING task holding a lock, one
     WAITING for it, two PENDING; one FAILED today and one FAILED two days ago;
     a live worker of 2 slots."""

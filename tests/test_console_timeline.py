@@ -53,8 +53,7 @@ def logged_in(client, user):
 
 
 @pytest.fixture
-def states(inline_spec, user, monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def states(inline_spec, user, no_enqueue):
     return console_states.build(inline_spec, user=user)
 
 
@@ -575,7 +574,7 @@ def _random_history(rng, datasource, publish, user, steps: int) -> list[int]:
 
 
 def test_checkpointed_timelines_equal_rebuilds_over_random_histories(
-    publish, user, monkeypatch, django_capture_on_commit_callbacks
+    publish, user, monkeypatch, django_capture_on_commit_callbacks, no_enqueue
 ):
     import os
     import random
@@ -583,7 +582,6 @@ def test_checkpointed_timelines_equal_rebuilds_over_random_histories(
     from metastore.services import checkpoints
     from metastore.timeline import Timeline
 
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     # checkpoint often and keep few, so replays, checkpoints and thinning all happen
     monkeypatch.setattr(checkpoints, "CHECKPOINT_AFTER", 2)
     monkeypatch.setattr(checkpoints, "CHECKPOINTS_KEPT", 4)
@@ -676,8 +674,7 @@ def test_checkpoint_bytes_round_trip_every_field():
     assert decode_refs(encode_refs([])) == []
 
 
-def test_time_travel_from_a_checkpoint_leaves_out_segments_killed_since(states, user, monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def test_time_travel_from_a_checkpoint_leaves_out_segments_killed_since(states, user, no_enqueue):
     selectors.timeline_caches_clear()
     seq = services.timeline_checkpoint_save(datasource=DS)  # a checkpoint at the last commit
     assert seq == TimelineCheckpoint.objects.get(datasource=DS).seq
