@@ -1,7 +1,7 @@
 """The console's timeline state, computed per chunk (`Timeline.chunk_visibility`),
 against the per-segment reading it replaced: each segment's share of its chunk
 in a lookup of the chunk's interval. Random timelines, then random commits moved
-into the state through only the chunks they touched (`states._state_moved`)."""
+into the state through only the chunks they touched (`states.state_moved`)."""
 
 from __future__ import annotations
 
@@ -108,8 +108,8 @@ def test_a_state_moved_through_the_touched_chunks_equals_a_fresh_one(history):
         state.pending_seq = seq
         if moved_now:
             old = state
-            state = state_reads._state_moved(old, seq)
+            state = state_reads.state_moved(old, seq)
             assert_state_reads(state, changed)
             assert_state_reads(old, old.timeline)  # the old state still reads its own timeline
-    state = state_reads._state_moved(state, len(steps) + 2)
+    state = state_reads.state_moved(state, len(steps) + 2)
     assert_state_reads(state, Timeline.build(live.values()))

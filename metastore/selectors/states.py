@@ -247,7 +247,7 @@ def state_of(timeline: Timeline, seq: int | None = None) -> TimelineState:
     return _state_from(timeline, seq, [ChunkInfo(c) for c in timeline.chunk_visibility()])
 
 
-def _state_moved(old: TimelineState, seq: int, datasource: str | None = None) -> TimelineState:
+def state_moved(old: TimelineState, seq: int, datasource: str | None = None) -> TimelineState:
     """`old` brought to `seq`: only chunks overlapping the changed spans are redone
     (visibility elsewhere cannot have changed; every segment added or removed lies
     in a span)."""
@@ -308,7 +308,7 @@ def timeline_state(*, datasource: str, as_of: int | None = None) -> TimelineStat
             if found.timeline is timeline and found.seq == seq:
                 return found
             if seq is not None and found.pending_seq == seq:
-                state = _state_moved(found, seq, datasource)
+                state = state_moved(found, seq, datasource)
                 _cache.states[datasource] = state
                 return state
     state = state_of(timeline, seq)
