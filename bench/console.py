@@ -170,7 +170,7 @@ def main() -> None:
         t = time.perf_counter()
         timeline = selectors.timeline_for(datasource="bench")
         applied.append(time.perf_counter() - t)
-    rebuilt = Timeline.build(timeline_reads._segment_refs("bench"))
+    rebuilt = Timeline.build(timeline_reads.segment_row_refs("bench"))
     assert {s.id for s in timeline.segments()} == {s.id for s in rebuilt.segments()}
     print(f"timeline_for cold from the rows, no checkpoint (the baseline): {_ms(rows_cold)}")
     print(

@@ -97,9 +97,9 @@ def ingest_flights(work: Path) -> str:
     from metastore.models import Task
     from workers.runner import run_task
 
-    services.tasks._enqueue = lambda task_id: None  # no broker: this process runs it
     extract_flights(work / "input" / "flights")
-    with transaction.atomic():
+    # no broker: this process runs it
+    with services.task_enqueuer(None), transaction.atomic():
         task = services.task_submit(spec=flights_spec(str(work / "input" / "flights")))
         assert services.task_claim(task_id=task.id, worker="bench")
     run_task(task.id)

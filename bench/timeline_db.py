@@ -131,7 +131,7 @@ def main() -> None:
     # the rows path (no checkpoint): the baseline
     rows_read, refs = [], []
     for _ in range(args.runs if args.shape == "day" else 1):
-        elapsed, refs = timed(lambda: timeline_reads._segment_refs("bench"))
+        elapsed, refs = timed(lambda: timeline_reads.segment_row_refs("bench"))
         rows_read.append(elapsed)
     # what a publish does once it commits (here from the rows again: none exists yet)
     write, written = timed(lambda: services.timeline_checkpoint_save(datasource="bench"))

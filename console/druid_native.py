@@ -58,7 +58,7 @@ _schemas_lock = threading.Lock()
 _schemas: dict[str, tuple[object, dict[str, str]]] = {}  # dataSource -> (its files, columns)
 
 
-def _schema(datasource: str, commits: dict[str, int]) -> dict[str, str] | None:
+def table_kinds(datasource: str, commits: dict[str, int]) -> dict[str, str] | None:
     """The dataSource's columns (name -> kind), or None if there is no such table;
     kept while its visible files (kept per commit, metastore.sql_sources) stay.
     `commits`: every dataSource's newest commit, just read (`latest_commits`)."""
@@ -69,7 +69,7 @@ def _schema(datasource: str, commits: dict[str, int]) -> dict[str, str] | None:
         cached = _schemas.get(datasource)
     if cached is not None and cached[0] is source:
         return cached[1]
-    probe = f"SELECT * FROM {native._q(datasource)} LIMIT 0"
+    probe = f"SELECT * FROM {query.quote_name(datasource)} LIMIT 0"
     result = query.run_query(sql=probe, commits=commits)
     kinds = native.column_kinds(result.columns, result.types)
     with _schemas_lock:
@@ -94,7 +94,7 @@ def _segments(datasource: str) -> list[tuple[str, Interval, list[Interval], dict
     ]
 
 
-class _FooterTimes:
+class FooterTimes:
     """`compile_query`'s `times` (native.TableTimes): from the Parquet footers of the
     visible files (metastore.time_stats) as of `commits`, which the query runs on."""
 
@@ -134,13 +134,13 @@ class NativeQueryView(DruidView):
         kind, datasource = native.query_datasource(request.data)
         commits = latest_commits()  # one read of the metastore for the whole request
         names = native.datasource_names(request.data.get("dataSource"))
-        tables = {name: _schema(name, commits) for name in names}
+        tables = {name: table_kinds(name, commits) for name in names}
         if names and all(s is None for s in tables.values()):
             # Druid answers a dataSource with no segments with no rows
             return HttpResponse("[]", content_type="application/json")
         segments = _segments(datasource) if kind == "segmentMetadata" else None
         plan = native.compile_query(
-            request.data, None, segments=segments, tables=tables, times=_FooterTimes(commits)
+            request.data, None, segments=segments, tables=tables, times=FooterTimes(commits)
         )
         result = _run(plan.sql, plan.timeout_ms, commits, plan.cuts)
         # NaN and Infinity are written as Druid's Jackson writes them.

@@ -108,7 +108,7 @@ def tasks_page(request):
             **filters, sort=sort, after=after, limit=TASKS_PER_PAGE
         )
         page = {
-            "total": selectors.tasks_table(**filters).count(),
+            "total": selectors.tasks_count(**filters),
             "after": request.GET.get("after") if after is not None else "",
             "next": _task_cursor_text(next_after),
         }

@@ -119,7 +119,8 @@ FOLLOWUPS = (
 COMPACT_INTERVAL = "2013-01-07/2013-01-14"
 
 
-def _flight(ts: str, carrier: str, flight: int, dep_delay: int) -> dict:
+def flight_row(ts: str, carrier: str, flight: int, dep_delay: int) -> dict:
+    """One row in the flights schema, as the follow-ups' inline data holds it."""
     return {
         "time_hour": ts,
         "carrier": carrier,
@@ -162,19 +163,22 @@ def followup_specs(datasource: str = DATASOURCE) -> list[tuple[str, dict]]:
         return s
 
     replace = spec(
-        [_flight("2013-12-30T08:00:00Z", "B6", 1, 0), _flight("2013-12-30T09:00:00Z", "B6", 2, 5)],
+        [
+            flight_row("2013-12-30T08:00:00Z", "B6", 1, 0),
+            flight_row("2013-12-30T09:00:00Z", "B6", 2, 5),
+        ],
         {"intervals": ["2013-12-30/2014-01-01"]},
         {"appendToExisting": False, "dropExisting": True},
     )
     hour = spec(
-        [_flight("2013-07-04T12:00:00Z", "DL", 4, -3)],
+        [flight_row("2013-07-04T12:00:00Z", "DL", 4, -3)],
         {"segmentGranularity": "HOUR", "intervals": ["2013-07-04T12:00:00Z/2013-07-04T13:00:00Z"]},
         {"appendToExisting": False},
     )
     late = spec(
         [
-            _flight("2013-03-15T23:00:00Z", "AA", 7, 120),
-            _flight("2013-03-15T22:00:00Z", "AA", 9, 95),
+            flight_row("2013-03-15T23:00:00Z", "AA", 7, 120),
+            flight_row("2013-03-15T22:00:00Z", "AA", 9, 95),
         ],
         {"intervals": None},
         {"appendToExisting": True},

@@ -172,8 +172,9 @@ def _json(value):
 # --- statements -------------------------------------------------------------------
 
 
-# Advisory-lock key space of the lock box (first of the two int4 keys).
-_ADVISORY_CLASS = 0x5354
+# Advisory-lock key space of the lock box (first of the two int4 keys; the second
+# is the dataSource id mod 2^31 - 1). Public: a test gate holds the same lock.
+ADVISORY_CLASS = 0x5354
 
 
 def _locked(
@@ -228,7 +229,7 @@ def _locked(
                 Query(
                     "SELECT pg_advisory_xact_lock(%s, CAST(MOD(id, 2147483647) AS integer))"
                     f"{settings} FROM metastore_datasource WHERE name = %s",
-                    [_ADVISORY_CLASS, name],
+                    [ADVISORY_CLASS, name],
                 )
             ]
         elif settings:

@@ -191,7 +191,7 @@ def sources_for(sql: str, *, as_of: int | None = None) -> list[TableSource]:
     binds them); every visible file of each dataSource it names if it cannot be bound."""
     from django.conf import settings
 
-    con = _database(str(settings.STRATA_DEEP_STORAGE)).cursor()
+    con = duckdb_database(str(settings.STRATA_DEEP_STORAGE)).cursor()
     try:
         return bind_query(con, sql, as_of=as_of).sources
     except QueryError:
@@ -206,7 +206,7 @@ _db_lock = threading.Lock()
 _db: tuple[str, object] | None = None
 
 
-def _database(root: str):
+def duckdb_database(root: str):
     """One in-memory DuckDB per process (its Parquet metadata cache stays warm), with
     file access limited to deep storage; each query runs on its own connection
     (cursor), whose temporary views no other query sees."""
@@ -232,7 +232,8 @@ def _database(root: str):
         return db
 
 
-def _quote(name: str) -> str:
+def quote_name(name: str) -> str:
+    """A table or column name quoted for DuckDB (as `run_query` reads it)."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -735,7 +736,7 @@ def _register(
                 f"a segment file of dataSource {source.name!r} is missing from deep storage; "
                 "the dataSource cannot be read until it is restored or its segments reingested"
             ) from None
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {_quote(source.name)} AS {view}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {quote_name(source.name)} AS {view}")
         if views is not None:
             views[source.name] = source
     for view, table in (system or {}).items():
@@ -755,12 +756,28 @@ _idle: list[tuple[object, object, dict[str, TableSource]]] = []  # (database, cu
 
 
 def _lease(root: str) -> tuple[object, object, dict[str, TableSource]]:
-    db = _database(root)
+    db = duckdb_database(root)
     with _idle_lock:
         for i, lease in enumerate(_idle):
             if lease[0] is db:
                 return _idle.pop(i)
     return db, db.cursor(), {}
+
+
+def kept_views() -> list[dict[str, TableSource]]:
+    """The views each kept connection holds (by table name), oldest first: what
+    the next queries over the same files reuse instead of binding again."""
+    with _idle_lock:
+        return [views for _, _, views in _idle]
+
+
+def kept_connections_close() -> None:
+    """Close every kept connection: the next query starts on a fresh one."""
+    with _idle_lock:
+        leases = list(_idle)
+        _idle.clear()
+    for lease in leases:
+        lease[1].close()
 
 
 def _release(lease, ok: bool) -> None:
@@ -941,7 +958,7 @@ def duckdb_query(
     as every query is (metastore.sql_guard), within the bounds (time, size,
     concurrency) every query has."""
     limit = timeout_for(timeout_ms)
-    con = _database(root).cursor()
+    con = duckdb_database(root).cursor()
     try:
         text = _guarded(con, sql, _given_tables(sources))
         _register(con, sources)

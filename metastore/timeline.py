@@ -665,16 +665,16 @@ class _Chunk:
         return ids
 
 
-# Ordered sequences are kept in blocks of about _BLOCK items (the layout of
+# Ordered sequences are kept in blocks of about BLOCK items (the layout of
 # the sortedcontainers package): finding an instant is two bisections, and an
-# insertion or a splice moves O(_BLOCK + n / _BLOCK) references rather than n,
+# insertion or a splice moves O(BLOCK + n / BLOCK) references rather than n,
 # so a chunk added in the middle of a minute-grain year (525,600 chunks) costs
 # what it costs at the end.
-_BLOCK = 512
+BLOCK = 512
 
 
 def _blocked(items: list) -> list[list]:
-    return [items[i : i + _BLOCK] for i in range(0, len(items), _BLOCK)]
+    return [items[i : i + BLOCK] for i in range(0, len(items), BLOCK)]
 
 
 class _Blocks:
@@ -751,7 +751,7 @@ class _Blocks:
         if b0 == b1:
             merged = blocks[b0]
             merged[k0:k1] = new
-            if 0 < len(merged) <= 2 * _BLOCK and (len(merged) >= _BLOCK // 4 or len(blocks) == 1):
+            if 0 < len(merged) <= 2 * BLOCK and (len(merged) >= BLOCK // 4 or len(blocks) == 1):
                 block_starts = starts[b0]
                 block_starts[k0:k1] = [x.start for x in new]
                 if k0 == 0:
@@ -759,7 +759,7 @@ class _Blocks:
                 return
         else:
             merged = blocks[b0][:k0] + new + blocks[b1][k1:]
-        if len(merged) < _BLOCK // 4 and b1 + 1 < len(blocks):  # too small: join the next block
+        if len(merged) < BLOCK // 4 and b1 + 1 < len(blocks):  # too small: join the next block
             b1 += 1
             merged = merged + blocks[b1]
         pieces = _blocked(merged)

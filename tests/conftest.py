@@ -523,13 +523,22 @@ def claimed_task(inline_spec) -> Callable:
 
 
 @pytest.fixture
-def run_spec(transactional_db, monkeypatch, settings) -> Callable:
+def no_enqueue() -> Iterator[None]:
+    """Tasks submitted during the test are recorded PENDING and never queued: no
+    worker runs them unless the test does (`workers.runner.run_task`)."""
+    from metastore import services
+
+    with services.task_enqueuer(None):
+        yield
+
+
+@pytest.fixture
+def run_spec(transactional_db, no_enqueue, settings) -> Callable:
     """`run_spec(spec)` -> the Task after the runner ran it here, on real Spark."""
     from metastore import services
     from metastore.models import Task
     from workers import runner
 
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     settings.STRATA_HEARTBEAT_SECONDS = 0.2
 
     def run(spec: dict) -> Task:

@@ -160,7 +160,7 @@ class Gate:
 
         if connection.vendor != "postgresql":
             pytest.skip("the scenario driver's gate is a PostgreSQL advisory lock")
-        self.key = (lockbox_sql._ADVISORY_CLASS, DataSource.objects.get(name=datasource).id)
+        self.key = (lockbox_sql.ADVISORY_CLASS, DataSource.objects.get(name=datasource).id)
         self.key = (self.key[0], self.key[1] % 2147483647)
         self.conn = psycopg.connect(_database_url(connection.settings_dict), autocommit=True)
         self.held = False

@@ -2,7 +2,7 @@
 (from PyPI) generates one into a tmp dir from the live server's `/api/schema/`;
 through it, a typed task spec is submitted, polled, listed and canceled.
 
-The live server runs in this process; `services.tasks._enqueue` is a no-op, so
+The live server runs in this process; tasks are not queued (`no_enqueue`), so
 the task stays PENDING until the client cancels it (no worker, no Spark)."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from metastore import services
 from metastore.models import Task, TaskStatus
 
 
@@ -52,11 +51,10 @@ def generated_client(live_server, tmp_path, monkeypatch):
 
 
 def test_a_generated_client_submits_polls_lists_and_cancels_a_task(
-    generated_client, live_server, user, inline_spec, monkeypatch
+    generated_client, live_server, user, inline_spec, no_enqueue
 ):
     from metastore.services import api_token_issue
 
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     token = api_token_issue(user=user)[1]
     api = importlib.import_module("strata_client.api.api")
     models = importlib.import_module("strata_client.models")

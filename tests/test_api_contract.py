@@ -5,7 +5,7 @@ authenticated as an operator, and the test fails on any failure it reports.
 
 The server is pytest-django's live server, in this process, on the test
 PostgreSQL database. Tasks that generated specs submit are recorded PENDING but
-never queued (`services.tasks._enqueue` is a no-op here), so no Spark work
+never queued (the `no_enqueue` fixture), so no Spark work
 starts and nothing outlives the test.
 
 The database holds one dataSource in every state the console draws
@@ -158,11 +158,6 @@ def operator_token(user) -> str:
     return api_token_issue(user=user)[1]
 
 
-@pytest.fixture
-def no_queue(monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-
-
 @dataclass
 class Seeded:
     datasource: str
@@ -172,7 +167,7 @@ class Seeded:
 
 
 @pytest.fixture
-def seeded(user, inline_spec, no_queue) -> Seeded:
+def seeded(user, inline_spec, no_enqueue) -> Seeded:
     from metastore.models import Task
 
     states = console_states.build(inline_spec, user=user)
@@ -256,7 +251,7 @@ def test_a_spec_whose_input_source_type_is_an_object_is_a_400(api_client, inline
         assert response.json()["field"] == "spec.ioConfig.inputSource.delegates[0].type"
 
 
-def test_a_taken_task_id_is_a_409(api_client, inline_spec, no_queue):
+def test_a_taken_task_id_is_a_409(api_client, inline_spec, no_enqueue):
     spec = {**inline_spec("wiki"), "id": "my-task"}
     assert api_client.post("/api/v1/tasks", spec, format="json").status_code == 201
     again = api_client.post("/api/v1/tasks", spec, format="json")
@@ -265,7 +260,7 @@ def test_a_taken_task_id_is_a_409(api_client, inline_spec, no_queue):
 
 
 def test_every_request_body_is_required_and_a_post_without_one_is_a_400(
-    api_client, publish, no_queue
+    api_client, publish, no_enqueue
 ):
     """Found by the contract test: the schema left request bodies optional, while
     every view refuses a POST without one."""

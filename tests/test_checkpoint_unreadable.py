@@ -62,7 +62,7 @@ def _assert_reads_equal_a_full_replay(seq: int) -> None:
     selectors.timeline_caches_clear()
     expected_ids = _replayed_ids(seq)
     assert selectors.used_ids_as_of(datasource=DS, as_of=seq) == expected_ids
-    expected = Timeline.build(timeline_reads._segment_refs(DS, expected_ids))
+    expected = Timeline.build(timeline_reads.segment_row_refs(DS, expected_ids))
     for timeline in (
         selectors.timeline_for(datasource=DS, as_of=seq),
         selectors.timeline_for(datasource=DS),
@@ -73,9 +73,8 @@ def _assert_reads_equal_a_full_replay(seq: int) -> None:
 
 @pytest.mark.parametrize("bad", list(UNREADABLE), ids=list(UNREADABLE))
 def test_reads_skip_an_unreadable_newest_checkpoint_and_a_fresh_one_is_stored(
-    bad, publish, monkeypatch, caplog, django_capture_on_commit_callbacks
+    bad, publish, monkeypatch, caplog, django_capture_on_commit_callbacks, no_enqueue
 ):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     monkeypatch.setattr(checkpoints, "CHECKPOINT_AFTER", 2)
     _history(publish, django_capture_on_commit_callbacks, 5)
     stored = list(
@@ -91,22 +90,21 @@ def test_reads_skip_an_unreadable_newest_checkpoint_and_a_fresh_one_is_stored(
     with caplog.at_level(logging.WARNING, logger="metastore.selectors.timeline"):
         _assert_reads_equal_a_full_replay(last)
         # it starts from the readable checkpoint before the unreadable one
-        assert timeline_reads._checkpoint_at(DS, last)[0] == previous
+        assert timeline_reads.checkpoint_at(DS, last)[0] == previous
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(f"#{newest}" in m and DS in m for m in warned), warned
 
     # the service does not count it as the newest: a checkpoint is due, and stored
     assert services.timeline_checkpoint_save(datasource=DS) == last
     assert decode_refs(TimelineCheckpoint.objects.get(datasource=DS, seq=last).refs)
-    assert timeline_reads._checkpoint_at(DS, last)[0] == last
+    assert timeline_reads.checkpoint_at(DS, last)[0] == last
     _assert_reads_equal_a_full_replay(last)
 
 
 def test_an_unreadable_checkpoint_at_the_last_commit_is_replaced(
-    publish, monkeypatch, caplog, django_capture_on_commit_callbacks
+    publish, monkeypatch, caplog, django_capture_on_commit_callbacks, no_enqueue
 ):
     """In a process that never read it, too: the service checks what it counts on."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     monkeypatch.setattr(checkpoints, "CHECKPOINT_AFTER", 2)
     seqs = _history(publish, django_capture_on_commit_callbacks, 4)
     newest = TimelineCheckpoint.objects.filter(datasource=DS).order_by("-seq").first().seq
@@ -121,9 +119,8 @@ def test_an_unreadable_checkpoint_at_the_last_commit_is_replaced(
 
 
 def test_only_unreadable_checkpoints_means_the_whole_log(
-    publish, monkeypatch, django_capture_on_commit_callbacks
+    publish, monkeypatch, django_capture_on_commit_callbacks, no_enqueue
 ):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     monkeypatch.setattr(checkpoints, "CHECKPOINT_AFTER", 2)
     seqs = _history(publish, django_capture_on_commit_callbacks, 5)
     for seq in TimelineCheckpoint.objects.filter(datasource=DS).values_list("seq", flat=True):
@@ -131,4 +128,4 @@ def test_only_unreadable_checkpoints_means_the_whole_log(
     _assert_reads_equal_a_full_replay(seqs[-1])
     for seq in seqs:
         assert selectors.used_ids_as_of(datasource=DS, as_of=seq) == _replayed_ids(seq)
-    assert timeline_reads._checkpoint_at(DS, seqs[-1]) == (0, None)
+    assert timeline_reads.checkpoint_at(DS, seqs[-1]) == (0, None)

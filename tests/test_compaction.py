@@ -616,8 +616,7 @@ def test_bad_compact_specs_are_refused_naming_the_field(spec, field):
     assert not Task.objects.exists()
 
 
-def test_druid_compaction_tutorial_specs_are_accepted_unchanged(transactional_db, monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def test_druid_compaction_tutorial_specs_are_accepted_unchanged(transactional_db, no_enqueue):
     specs = Path("/work/shared/druid_specs")
     if not specs.is_dir():  # the corpus lives next to the project in development
         specs = Path(__file__).resolve().parents[2] / "shared" / "druid_specs"

@@ -100,7 +100,7 @@ def test_datasource_page_links_to_its_compaction_status(client, user, publish):
 
 
 def test_overview_shows_each_duty_last_run_what_it_did_and_next_run(
-    client, user, publish, settings, monkeypatch
+    client, user, publish, settings, no_enqueue
 ):
     import re
     import uuid
@@ -109,7 +109,6 @@ def test_overview_shows_each_duty_last_run_what_it_did_and_next_run(
     from workers.history_duty import run_history_duty
 
     settings.STRATA_LAST_RUN_PREFIX = f"test:{uuid.uuid4().hex}:last-run:"
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
     services.compaction_config_set(data={"dataSource": "wiki", "skipOffsetFromLatest": "PT0S"})
     client.force_login(user)

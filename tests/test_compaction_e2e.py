@@ -131,7 +131,7 @@ def test_a_month_of_flights_compacted_keeping_day_with_hashed_partitioning(
 
 
 def test_a_compaction_preempted_by_a_priority_50_ingestion_fails_and_publishes_nothing(
-    api_client, worker, wait_for_task, january_csv, monkeypatch
+    api_client, worker, wait_for_task, january_csv
 ):
     week = "2013-01-01/2013-01-08"
     source = ingest(api_client, wait_for_task, january_csv, "flights_preempted", week)
@@ -156,11 +156,11 @@ def test_a_compaction_preempted_by_a_priority_50_ingestion_fails_and_publishes_n
         time.sleep(0.05)
 
     # A priority-50 replace of the week, run here through the same services.
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     spec = flights_spec(str(january_csv.parent))
     spec["spec"]["dataSchema"]["dataSource"] = "flights_preempted"
     spec["spec"]["dataSchema"]["granularitySpec"]["intervals"] = [week]
-    preemptor = services.task_submit(spec=spec)
+    with services.task_enqueuer(None):  # not queued: this process runs it
+        preemptor = services.task_submit(spec=spec)
     assert preemptor.priority == 50
     assert services.task_claim(task_id=preemptor.id, worker="test-preemptor")
     run_in_process(preemptor.id)
@@ -180,7 +180,7 @@ def test_a_compaction_preempted_by_a_priority_50_ingestion_fails_and_publishes_n
 
 
 def test_a_concurrent_compaction_carries_an_append_committed_during_it(
-    api_client, worker, wait_for_task, january_csv, monkeypatch
+    api_client, worker, wait_for_task, january_csv
 ):
     days = "2013-01-01/2013-01-04"
     ingest(api_client, wait_for_task, january_csv, "flights_concurrent", days)
@@ -204,7 +204,6 @@ def test_a_concurrent_compaction_carries_an_append_committed_during_it(
         time.sleep(0.05)
 
     # An append of one more day's worth of the 2nd, under an APPEND lock, while it runs.
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     extra = january_csv.parent.parent / "flights-extra"
     extra.mkdir(exist_ok=True)
     with open(january_csv, newline="") as src, open(extra / "flights.csv", "w", newline="") as out:
@@ -218,7 +217,8 @@ def test_a_concurrent_compaction_carries_an_append_committed_during_it(
     spec["spec"]["dataSchema"]["granularitySpec"]["intervals"] = [days]
     spec["spec"]["ioConfig"]["appendToExisting"] = True
     spec["context"] = {"useConcurrentLocks": True}
-    append = services.task_submit(spec=spec)
+    with services.task_enqueuer(None):  # not queued: this process runs it
+        append = services.task_submit(spec=spec)
     assert services.task_claim(task_id=append.id, worker="test-append")
     run_in_process(append.id)
     append.refresh_from_db()

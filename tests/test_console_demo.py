@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from metastore import selectors, services
-from metastore.demo import COMPACT_INTERVAL, FOLLOWUPS, _flight, followup_specs
+from metastore.demo import COMPACT_INTERVAL, FOLLOWUPS, flight_row, followup_specs
 from metastore.intervals import Interval
 from metastore.models import Segment, TaskStatus
 
@@ -48,7 +48,7 @@ def test_followups_show_tombstones_partial_overshadowing_and_late_data(worker, w
     assert [name for name, _ in specs] == [name for name, _ in FOLLOWUPS]
     # a small "flights": one hour of 15 Mar, 4 Jul, 30 and 31 Dec
     rows = [
-        _flight(ts, "UA", i, 1)
+        flight_row(ts, "UA", i, 1)
         for i, ts in enumerate(
             [
                 "2013-03-15T10:00:00Z",

@@ -22,9 +22,8 @@ DAY = "2024-01-02/2024-01-03"
 
 
 @pytest.fixture
-def waiting(claimed_task, monkeypatch):
+def waiting(claimed_task, no_enqueue):
     """(holder, waiter): the holder locks a day of the hostile dataSource, the waiter waits for it."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     holder = claimed_task(HOSTILE)
     services.lock_acquire(task=holder, interval=Interval.parse(DAY))
     waiter = claimed_task(HOSTILE)

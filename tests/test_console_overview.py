@@ -39,12 +39,7 @@ def logged_in(client, user):
 
 
 @pytest.fixture
-def off_queue(monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-
-
-@pytest.fixture
-def busy(publish, claimed_task, inline_spec, off_queue):
+def busy(publish, claimed_task, inline_spec, no_enqueue):
     """wiki published twice (day 2 replaced); a RUNNING task holding a lock, one
     WAITING for it, two PENDING; one FAILED today and one FAILED two days ago;
     a live worker of 2 slots."""
@@ -229,6 +224,6 @@ def test_the_one_pass_read_gives_each_used_segment_its_rows_and_bytes(busy):
     )
     by_id = {k: v[:2] for k, v in selectors.segment_facts(ids=ids).items()}
 
-    assert visibility._used_facts("wiki", None) == by_id and len(by_id) == 4
-    day2 = visibility._used_facts("wiki", Interval.parse("2024-01-02/2024-01-03"))
+    assert visibility.used_segment_facts("wiki", None) == by_id and len(by_id) == 4
+    day2 = visibility.used_segment_facts("wiki", Interval.parse("2024-01-02/2024-01-03"))
     assert len(day2) == 2 and all(by_id[k] == v for k, v in day2.items())

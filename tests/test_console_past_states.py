@@ -67,12 +67,11 @@ def rows_of(datasource: str, state) -> dict:
 
 @pytest.mark.parametrize("undo_max", [state_reads.UNDO_MAX, 1])
 def test_past_states_equal_rebuilt_ones_over_random_histories(
-    publish, user, monkeypatch, django_capture_on_commit_callbacks, undo_max
+    publish, user, monkeypatch, django_capture_on_commit_callbacks, undo_max, no_enqueue
 ):
     """Publishes, marks, unmarks and kills in random order; every past commit's
     state, asked for in random order with the current state cached or not, equals
     the one rebuilt as of it (UNDO_MAX 1: most are rebuilt from the checkpoint)."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     monkeypatch.setattr(state_reads, "UNDO_MAX", undo_max)
     for h in range(2):
         rng = random.Random(100 + h)
@@ -90,10 +89,9 @@ def test_past_states_equal_rebuilt_ones_over_random_histories(
             assert selectors.timeline_state(datasource=ds, as_of=seq) is past  # kept
 
 
-def test_a_past_state_follows_a_kill_after_it(publish, user, monkeypatch):
+def test_a_past_state_follows_a_kill_after_it(publish, user, no_enqueue):
     """A kill after the commit is a new current seq: the state kept as of it is not
     served again, and the killed segments leave it (their files are gone)."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     first = publish("killed", "2024-05-01/2024-05-03", {"2024-05-01/2024-05-02": 2})
     publish("killed", "2024-05-01/2024-05-03", {"2024-05-02/2024-05-03": 1})
     before = selectors.timeline_state(datasource="killed", as_of=first.commit_seq)
@@ -150,9 +148,8 @@ def _history(rng, publish, datasource: str, steps: int) -> list[int]:
 
 
 def test_the_page_as_of_a_commit_draws_what_it_drew_when_that_commit_was_the_newest(
-    logged_in, publish, monkeypatch
+    logged_in, publish, monkeypatch, no_enqueue
 ):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     rng = random.Random(7)
     ds = "travel"
     pages = ["", "&interval=2024-05-02/2024-05-04"]  # (unused=1 shows the unused of now)
@@ -178,11 +175,10 @@ def test_the_page_as_of_a_commit_draws_what_it_drew_when_that_commit_was_the_new
 
 
 def test_the_page_as_of_a_commit_is_the_page_from_the_state_rebuilt_as_of_it(
-    logged_in, publish, monkeypatch
+    logged_in, publish, monkeypatch, no_enqueue
 ):
     """Every page as of every commit, with unused segments shown or not, against the
     page drawn from the whole state rebuilt as of it (what the page did before)."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     rng = random.Random(11)
     ds = "travel"
     seqs = _history(rng, publish, ds, 12)

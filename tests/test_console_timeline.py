@@ -52,8 +52,7 @@ def logged_in(client, user):
 
 
 @pytest.fixture
-def states(inline_spec, user, monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def states(inline_spec, user, no_enqueue):
     return console_states.build(inline_spec, user=user)
 
 
@@ -273,7 +272,7 @@ def test_a_publish_stores_a_checkpoint_once_it_commits_when_one_is_due(
     assert newest.seq == last.commit_seq
     selectors.timeline_caches_clear()
     assert set(selectors.timeline_for(datasource=DS).segments()) == set(
-        timeline_reads._segment_refs(DS)
+        timeline_reads.segment_row_refs(DS)
     )
 
 
@@ -298,7 +297,7 @@ def test_mark_used_unused_and_admin_edits_store_a_checkpoint_when_one_is_due(
     assert newest.seq == entry.seq
     selectors.timeline_caches_clear()
     assert set(selectors.timeline_for(datasource=DS).segments()) == set(
-        timeline_reads._segment_refs(DS)
+        timeline_reads.segment_row_refs(DS)
     )
 
 
@@ -315,7 +314,7 @@ def test_cold_timeline_read_takes_the_same_queries_whatever_the_log_tail(
     # last seq, checkpoint, the log after it, the rows of the segments it added
     with django_assert_max_num_queries(4):
         timeline = selectors.timeline_for(datasource=DS)
-    assert set(timeline.segments()) == set(timeline_reads._segment_refs(DS))
+    assert set(timeline.segments()) == set(timeline_reads.segment_row_refs(DS))
 
 
 def test_shapes_are_bounded_whatever_the_size(logged_in, publish):
@@ -442,7 +441,7 @@ def test_timeline_follows_the_commit_log_incrementally(states, publish):
     # chunks no commit touched are shared; the cached one, in readers' hands, stays.
     assert now is not cached and len(cached) == before
     assert len(set(map(id, now._chunks.values())) & set(map(id, cached._chunks.values()))) > 0
-    fresh = Timeline.build(timeline_reads._segment_refs(DS))
+    fresh = Timeline.build(timeline_reads.segment_row_refs(DS))
     assert {s.id for s in now.segments()} == {s.id for s in fresh.segments()}
     assert all(now.status(s) == fresh.status(s) for s in added.segment_ids + states.ids["visible"])
     assert now.status(states.ids["visible"][0]) == "overshadowed"
@@ -574,7 +573,7 @@ def _random_history(rng, datasource, publish, user, steps: int) -> list[int]:
 
 
 def test_checkpointed_timelines_equal_rebuilds_over_random_histories(
-    publish, user, monkeypatch, django_capture_on_commit_callbacks
+    publish, user, monkeypatch, django_capture_on_commit_callbacks, no_enqueue
 ):
     import os
     import random
@@ -582,7 +581,6 @@ def test_checkpointed_timelines_equal_rebuilds_over_random_histories(
     from metastore.services import checkpoints
     from metastore.timeline import Timeline
 
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     # checkpoint often and keep few, so replays, checkpoints and thinning all happen
     monkeypatch.setattr(checkpoints, "CHECKPOINT_AFTER", 2)
     monkeypatch.setattr(checkpoints, "CHECKPOINTS_KEPT", 4)
@@ -601,7 +599,7 @@ def test_checkpointed_timelines_equal_rebuilds_over_random_histories(
             # a fresh process reads the timeline now ...
             selectors.timeline_caches_clear()
             current = selectors.timeline_for(datasource=ds)
-            rebuilt = Timeline.build(timeline_reads._segment_refs(ds))
+            rebuilt = Timeline.build(timeline_reads.segment_row_refs(ds))
             assert set(current.segments()) == set(rebuilt.segments()), (h, seqs)
             assert current.lookup(everything) == rebuilt.lookup(everything)
         assert TimelineCheckpoint.objects.filter(datasource=ds).count() <= 4 + 1
@@ -611,7 +609,7 @@ def test_checkpointed_timelines_equal_rebuilds_over_random_histories(
             assert selectors.used_ids_as_of(datasource=ds, as_of=seq) == expected_ids, (h, seq)
             past = selectors.timeline_for(datasource=ds, as_of=seq)
             # killed segments are gone from the table, so from time travel too
-            expected = Timeline.build(timeline_reads._segment_refs(ds, expected_ids))
+            expected = Timeline.build(timeline_reads.segment_row_refs(ds, expected_ids))
             assert set(past.segments()) == set(expected.segments()), (h, seq)
             assert past.lookup(everything) == expected.lookup(everything)
 
@@ -627,7 +625,7 @@ def test_a_checkpoint_is_never_served_past_a_commit_from_another_process(states,
     selectors.timeline_caches_clear()
     now = selectors.timeline_for(datasource=DS)
     assert TimelineCheckpoint.objects.get(datasource=DS).seq == checkpoint.seq
-    assert set(now.segments()) == set(timeline_reads._segment_refs(DS)) != set(before.segments())
+    assert set(now.segments()) == set(timeline_reads.segment_row_refs(DS)) != set(before.segments())
     assert all(sid in now for sid in added.segment_ids)
     assert states.ids["visible"][0] not in now
 
@@ -726,8 +724,7 @@ def test_checkpoints_of_the_first_layout_still_decode():
     ]
 
 
-def test_time_travel_from_a_checkpoint_leaves_out_segments_killed_since(states, user, monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def test_time_travel_from_a_checkpoint_leaves_out_segments_killed_since(states, user, no_enqueue):
     selectors.timeline_caches_clear()
     seq = services.timeline_checkpoint_save(datasource=DS)  # a checkpoint at the last commit
     assert seq == TimelineCheckpoint.objects.get(datasource=DS).seq

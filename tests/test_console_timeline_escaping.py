@@ -20,9 +20,8 @@ ESCAPED = "q&quot;&gt;&lt;script&gt;alert(&#x27;ds&#x27;) &amp; b"
 
 
 @pytest.fixture
-def hostile(publish, claimed_task, monkeypatch):
+def hostile(publish, claimed_task, no_enqueue):
     """Two chunks of the hostile dataSource (one overshadowed), and a lock held on it."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     publish(HOSTILE, "2024-01-01/2024-01-03", {"2024-01-01/2024-01-02": 2})
     publish(HOSTILE, "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
     from metastore.intervals import Interval

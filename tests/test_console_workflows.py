@@ -3,7 +3,7 @@ dataSource holding every state (tests/console_states.py): the timeline's marks
 per segment, zoom by dragging, segment and commit pages, time travel, the submit
 form's inline errors, cancel with confirmation, the waits-for graph, and an
 operator action recorded with its user. Screenshots go to tests/artifacts/.
-Tasks are kept off the queue (`services.tasks._enqueue`), so no worker runs them."""
+Tasks are kept off the queue (the `no_enqueue` fixture), so no worker runs them."""
 
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
 
 @pytest.fixture
-def states(inline_spec, user, monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def states(inline_spec, user, no_enqueue):
     return console_states.build(inline_spec, user=user)
 
 

@@ -21,12 +21,6 @@ DOC_EXAMPLE = {
 }
 
 
-@pytest.fixture
-def no_queue(monkeypatch):
-    """Tasks the duty submits are recorded PENDING; no worker runs them here."""
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-
-
 def test_documented_post_then_get_answers_in_druids_shape(api_client):
     r = api_client.post(f"{BASE}/config/compaction", DOC_EXAMPLE, format="json")
     assert r.status_code == 200 and r.content == b""
@@ -202,7 +196,7 @@ def test_autocompact_supervisor_maps_onto_the_config(api_client):
 
 
 def test_duty_submits_within_the_slot_budget_and_stops_at_once_when_turned_off(
-    api_client, publish, no_queue
+    api_client, publish, no_enqueue
 ):
     for d in (1, 2, 3, 4, 5):
         publish("wiki", f"2024-01-0{d}/2024-01-0{d + 1}", {f"2024-01-0{d}T00/2024-01-0{d}T01": 1})
@@ -249,7 +243,7 @@ def test_duty_submits_within_the_slot_budget_and_stops_at_once_when_turned_off(
     assert Task.objects.filter(type="compact").count() == 2
 
 
-def test_the_worker_entry_point_runs_one_duty_round(api_client, publish, no_queue, settings):
+def test_the_worker_entry_point_runs_one_duty_round(api_client, publish, no_enqueue, settings):
     from workers.compaction_duty import CompactionDutyThread
     from workers.tasks import compaction_duty
 
@@ -276,7 +270,9 @@ def test_the_worker_entry_point_runs_one_duty_round(api_client, publish, no_queu
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_freed_slot_is_taken_at_once_not_a_period_later(publish, no_queue, settings, monkeypatch):
+def test_a_freed_slot_is_taken_at_once_not_a_period_later(
+    publish, no_enqueue, settings, monkeypatch
+):
     import time
 
     from workers import compaction_duty
@@ -324,7 +320,7 @@ def test_druid_fields_strata_cannot_take_are_refused_by_name(api_client):
 
 @pytest.mark.django_db(transaction=True)
 def test_new_data_is_compacted_at_once_while_a_slot_is_free_not_a_period_later(
-    publish, no_queue, settings, monkeypatch
+    publish, no_enqueue, settings, monkeypatch
 ):
     import time
 

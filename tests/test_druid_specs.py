@@ -83,9 +83,8 @@ def _druid_sources(src, out: set[str]) -> None:
 @needs_corpus
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", SPEC_NAMES)
-def test_corpus_spec_is_accepted_or_refused_as_documented(name, input_root, settings, monkeypatch):
+def test_corpus_spec_is_accepted_or_refused_as_documented(name, input_root, settings, no_enqueue):
     settings.STRATA_INPUT_ROOTS = [input_root]
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda *a, **k: None)
     spec = load(name, input_root)
     read: set[str] = set()
     _druid_sources(((spec.get("spec") or {}).get("ioConfig") or {}).get("inputSource"), read)

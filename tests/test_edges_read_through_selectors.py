@@ -31,6 +31,8 @@ _QUERYSET_METHODS = {
     "defer",
     "extra",
     "raw",
+    "count",  # (a selector returns the count: `selectors.tasks_count`)
+    "exists",
 }
 
 
@@ -46,6 +48,7 @@ def _orm_reads(source: str) -> list[int]:
 def test_the_check_sees_a_queryset_refined_in_an_edge():
     assert _orm_reads("x = selectors.tasks_list().filter(status='RUNNING')") == [1]
     assert _orm_reads("x = sorted(rows.values())") == []
+    assert _orm_reads("total = selectors.tasks_table().count()") == [1]
 
 
 @pytest.mark.parametrize("name", EDGES)

@@ -33,8 +33,7 @@ PHASE_TIMEOUT_S = 300
 
 
 @pytest.fixture
-def run_spec(transactional_db, monkeypatch, settings):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def run_spec(transactional_db, settings, no_enqueue):
     settings.STRATA_HEARTBEAT_SECONDS = 0.2
 
     def run(spec: dict) -> Task:
@@ -287,11 +286,10 @@ def wait_for_phase(task_id: str, phases: tuple[str, ...], proc=None) -> Task:
 
 
 def test_worker_killed_in_phase_2_leaves_data_the_janitor_removes_and_locks_it_releases(
-    transactional_db, monkeypatch, settings, strata_dirs, january_csv, tmp_path
+    transactional_db, settings, strata_dirs, january_csv, tmp_path, no_enqueue
 ):
     from django.db import connection
 
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     task = claim(hashed_flights(january_csv, "2013-01-01/2013-02-01", target_rows=100))
     env = {
         **os.environ,

@@ -320,7 +320,7 @@ def test_is_aligned():
     assert ALL.is_aligned(ETERNITY)
 
 
-bucketed = [g for g in iv._ORDERED if g not in (ALL, NONE)]
+bucketed = [Granularity.from_name(n) for n in GRANULARITY_NAMES if n not in ("ALL", "NONE")]
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

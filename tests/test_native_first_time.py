@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from console.druid_native import _FooterTimes, _schema
+from console.druid_native import FooterTimes, table_kinds
 from metastore import query, time_stats
 from metastore.druid import native as compiler
 from metastore.druid.native_results import shape
@@ -109,7 +109,7 @@ def test_a_partial_file_counts_within_its_visible_intervals_and_no_statistics_re
 
 def _scanned(body: dict) -> list:
     """The result as the plan that reads `__time` from the rows gives it."""
-    tables = {"wiki": _schema("wiki", latest_commits())}
+    tables = {"wiki": table_kinds("wiki", latest_commits())}
     plan = compiler.compile_query(body, None, tables=tables)
     return shape(plan, query.run_query(sql=plan.sql).rows)
 
@@ -141,7 +141,7 @@ def test_all_granularity_timestamp_is_druids(native_wiki, api_client, intervals,
     """Druid's stamp whether the filter matches rows or none; the values are the
     same as the plan that reads the rows gives (groupBy: the whole result)."""
     ivs = [Interval.parse(i) for i in intervals]
-    times = _FooterTimes(latest_commits())
+    times = FooterTimes(latest_commits())
     assert times.stamp(("wiki",), ivs) == ((None,) if stamp is None else (_ms(stamp),))
     assert times.within(("wiki",), ivs) == unfiltered
     expected = f"{stamp}:00.000Z" if stamp else None
@@ -206,8 +206,8 @@ def test_a_join_reads_its_table_filtered_by_time(native_wiki):
         "dimensions": ["page"],
         "aggregations": [{"type": "count", "name": "rows"}],
     }
-    tables = {"wiki": _schema("wiki", latest_commits())}
-    plan = compiler.compile_query(body, None, tables=tables, times=_FooterTimes(latest_commits()))
+    tables = {"wiki": table_kinds("wiki", latest_commits())}
+    plan = compiler.compile_query(body, None, tables=tables, times=FooterTimes(latest_commits()))
     assert plan.cuts == {}
     series = {
         "queryType": "timeseries",
@@ -216,6 +216,6 @@ def test_a_join_reads_its_table_filtered_by_time(native_wiki):
         "granularity": "all",
         "aggregations": [{"type": "count", "name": "rows"}],
     }
-    plan = compiler.compile_query(series, None, tables=tables, times=_FooterTimes(latest_commits()))
+    plan = compiler.compile_query(series, None, tables=tables, times=FooterTimes(latest_commits()))
     assert plan.cuts == {"wiki": [Interval.parse("2024-01-03/2024-01-04")]}
     assert "2024-01-03" not in plan.sql

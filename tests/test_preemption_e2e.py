@@ -25,7 +25,7 @@ def _spec(base_dir, priority: int, datasource: str = "flights_preempt") -> dict:
 
 
 def test_high_priority_ingestion_preempts_a_running_low_priority_task(
-    worker, wait_for_task, strata_dirs, monkeypatch
+    worker, wait_for_task, strata_dirs
 ):
     base = strata_dirs.input_root / "preempt"
     extract_flights(base)
@@ -40,8 +40,8 @@ def test_high_priority_ingestion_preempts_a_running_low_priority_task(
         time.sleep(0.1)
 
     # The preemptor runs in this process (its own SparkSession), through the same services.
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-    preemptor = services.task_submit(spec=_spec(base, 75))
+    with services.task_enqueuer(None):  # not queued: this process runs it
+        preemptor = services.task_submit(spec=_spec(base, 75))
     assert services.task_claim(task_id=preemptor.id, worker="test-preemptor")
     run_in_process(preemptor.id)
 

@@ -85,7 +85,7 @@ def test_as_of_reads_the_past_while_the_latest_list_is_kept(history):  # noqa: F
 
 
 def bound_files(sql: str, as_of: int | None = None) -> list[str]:
-    con = query._database(str(settings.STRATA_DEEP_STORAGE)).cursor()
+    con = query.duckdb_database(str(settings.STRATA_DEEP_STORAGE)).cursor()
     try:
         (source,) = query.bind_query(con, sql, as_of=as_of).sources
         return source.files
@@ -268,8 +268,7 @@ ENDLESS = "SELECT count(*) FROM range(10000000000000)"  # ten trillion rows: nev
 
 @pytest.fixture
 def no_kept_connections():
-    while query._idle:
-        query._idle.pop()[1].close()
+    query.kept_connections_close()
 
 
 def test_a_kept_connection_keeps_its_view_until_the_files_change(
@@ -278,7 +277,7 @@ def test_a_kept_connection_keeps_its_view_until_the_files_change(
     no_kept_connections,
 ):
     assert query.run_query(sql=SUM).rows == [[404]]
-    ((_, _, kept),) = query._idle
+    (kept,) = query.kept_views()
     source = kept["wiki"]
 
     assert query.run_query(sql=SUM).rows == [[404]]  # the same view, not bound again
@@ -301,7 +300,7 @@ def test_a_connection_whose_query_timed_out_or_failed_is_not_kept(
         query.run_query(sql=ENDLESS, timeout_ms=200)
     with pytest.raises(query.QueryError):
         query.run_query(sql="SELECT no_such_column FROM wiki")
-    assert query._idle == []  # both closed
+    assert query.kept_views() == []  # both closed
 
     assert query.run_query(sql=SUM).rows == [[404]]
-    assert len(query._idle) == 1
+    assert len(query.kept_views()) == 1

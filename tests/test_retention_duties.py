@@ -51,11 +51,6 @@ def run_task_here(task_id: str) -> Task:
     return Task.objects.get(id=task_id)
 
 
-@pytest.fixture
-def no_queue(monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-
-
 def test_a_rule_drop_is_a_commit_that_time_travel_sees(publish):
     days = [publish(DS, d, {d: 1}) for d in (D1, D2, D3)]
     services.rules_set(
@@ -176,7 +171,7 @@ def test_a_running_tasks_read_point_is_retained(publish, claimed_task):
     assert services.history_apply(datasource=DS, now=far).removed == s1.segment_ids
 
 
-def test_kill_never_deletes_a_segment_a_retained_as_of_shows(publish, no_queue):
+def test_kill_never_deletes_a_segment_a_retained_as_of_shows(publish, no_enqueue):
     a = publish(DS, D1, {D1: 1})
     b = publish(DS, D2, {D2: 1})
     services.rules_set(datasource=DS, rules=[{"type": "dropByInterval", "interval": D1}])
@@ -196,7 +191,7 @@ def test_kill_never_deletes_a_segment_a_retained_as_of_shows(publish, no_queue):
     assert task.spec["context"] == {"strataDuty": "kill"}
 
 
-def test_kill_duty_honours_buffer_and_duration_to_retain(publish, no_queue):
+def test_kill_duty_honours_buffer_and_duration_to_retain(publish, no_enqueue):
     publish(DS, D1, {D1: 1})
     services.segments_mark_used(datasource=DS, used=False, interval=Interval.parse(D1))
     later = timezone.now() + timedelta(days=8)
@@ -214,7 +209,7 @@ def test_kill_duty_honours_buffer_and_duration_to_retain(publish, no_queue):
     assert run_kill_duty(config=KillConfig(on=False), now=later) == {}
 
 
-def test_kill_duty_leaves_intervals_a_running_task_holds(publish, claimed_task, no_queue):
+def test_kill_duty_leaves_intervals_a_running_task_holds(publish, claimed_task, no_enqueue):
     publish(DS, D1, {D1: 1})
     publish(DS, D2, {D2: 1})
     services.segments_mark_used(
@@ -234,7 +229,7 @@ def test_kill_duty_leaves_intervals_a_running_task_holds(publish, claimed_task, 
     assert not Segment.objects.filter(start__date="2024-01-02").exists()
 
 
-def test_kill_max_interval_whitelist_and_slot_budget(publish, no_queue):
+def test_kill_max_interval_whitelist_and_slot_budget(publish, no_enqueue):
     day0 = timezone.now() - timedelta(days=400)
     unused = [
         UnusedSegment(
@@ -257,7 +252,7 @@ def test_kill_max_interval_whitelist_and_slot_budget(publish, no_queue):
     assert run_kill_duty(config=KillConfig(**{**EAGER.__dict__, "datasources": (DS,)}), now=later)
 
 
-def test_a_segment_marked_unused_after_the_plan_is_not_killed(publish, no_queue):
+def test_a_segment_marked_unused_after_the_plan_is_not_killed(publish, no_enqueue):
     publish(DS, D1, {D1: 1})
     c = publish(DS, D2, {D2: 1})
     services.segments_mark_used(datasource=DS, used=False, interval=Interval.parse(D1))
@@ -332,7 +327,7 @@ def test_the_api_the_sql_endpoint_and_the_console_refuse_expired_as_of(
 
 
 def test_time_travel_before_a_hand_kill_is_refused_not_shown_without_its_files(
-    publish, api_client, no_queue
+    publish, api_client, no_enqueue
 ):
     first = publish(DS, D1, {D1: 1})
     other = publish(DS, D2, {D2: 1})

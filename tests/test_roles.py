@@ -50,8 +50,7 @@ def client_for(user) -> APIClient:
 
 
 @pytest.fixture
-def world(publish, claimed_task, monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def world(publish, claimed_task, no_enqueue):
     published = publish("wiki", "2024-01-01/2024-01-02", {"2024-01-01/2024-01-02": 1})
     running = claimed_task("wiki")
     return {"published": published, "running": running}

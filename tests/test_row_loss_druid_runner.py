@@ -9,8 +9,8 @@ before it reads its input (`source_pieces`, after its locks are granted),
 before it allocates (`allocate_segments`, after Spark wrote its files) or before it
 publishes (`publish_once`, after allocation) — and let it go on later. A
 compaction (`workers/compaction.py`) stops at its own steps: before it reads
-(`_read_locked`, after its locks are granted), before its Spark job
-(`_run_job`) or before it publishes (its `publish_once`). The steps run
+(`read_locked`, after its locks are granted), before its Spark job
+(`run_job`) or before it publishes (its `publish_once`). The steps run
 unchanged: a pause only waits before calling the real function. Each scenario
 asserts the exact visible row ids (duplicates count) and that no lock outlives
 its task.
@@ -50,15 +50,14 @@ STEPS = {
     "source_pieces": (runner,),
     "allocate_segments": (runner,),
     "publish_once": (runner, compaction),  # compaction imports it by name
-    "_read_locked": (compaction,),
-    "_run_job": (compaction,),
+    "read_locked": (compaction,),
+    "run_job": (compaction,),
 }
 WAIT_S = 600
 
 
 @pytest.fixture
-def no_queue(monkeypatch, settings):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def no_queue(settings, no_enqueue):
     settings.STRATA_HEARTBEAT_SECONDS = 0.2
 
 
@@ -498,7 +497,7 @@ def test_druid_17852_month_compacted_to_day_while_an_append_commits_into_a_day(i
     ds = "d17852a"
     m = _month_seed(inline_spec, ds)
     c = _claim(inline_spec, _month_to_day(ds))
-    paused = pause(c.id, "_read_locked")
+    paused = pause(c.id, "read_locked")
     j = ok(run(inline_spec, append(inline_spec, ds, "j", [5, 20], day=2)))
     assert {s.end - s.start for s in Segment.objects.filter(created_by=j)} == {timedelta(days=31)}
     assert visible_pages(ds, Interval.parse(MONTH)) == sorted(m + ids("j", [5, 20], day=2))

@@ -67,8 +67,7 @@ def _claim(inline_spec, spec: dict) -> Task:
 
 
 @pytest.fixture
-def no_queue(monkeypatch, settings):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
+def no_queue(settings, no_enqueue):
     settings.STRATA_HEARTBEAT_SECONDS = 0.2
 
 

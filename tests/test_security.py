@@ -112,7 +112,7 @@ def test_console_500_shows_no_traceback(user, monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("secret internals: password=hunter2")
 
-    monkeypatch.setattr(selectors, "tasks_table", broken)  # what the tasks page reads
+    monkeypatch.setattr(selectors, "tasks_count", broken)  # what the tasks page reads
     response = client.get("/tasks")
     assert response.status_code == 500
     body = response.content.decode()

@@ -144,13 +144,12 @@ def test_range_partitioning_on_another_metric_names_it(spec):
 
 
 @pytest.fixture
-def run_spec(transactional_db, monkeypatch, settings):
+def run_spec(transactional_db, settings, no_enqueue):
     """`run_spec(spec)` -> the Task after the runner ran it here (Spark for ingestion)."""
     from metastore import services
     from metastore.models import Task
     from workers import runner
 
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
     settings.STRATA_HEARTBEAT_SECONDS = 0.2
 
     def run(body: dict) -> Task:

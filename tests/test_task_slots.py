@@ -26,11 +26,6 @@ DAY = Interval.parse("2024-01-01/2024-01-02")
 
 
 @pytest.fixture
-def off_queue(monkeypatch):
-    monkeypatch.setattr(services.tasks, "_enqueue", lambda task_id: None)
-
-
-@pytest.fixture
 def workers():
     """`workers(*capacities)`: live workers registered through their heartbeat; the
     first one runs the tasks the tests claim themselves (`worker` "pytest")."""
@@ -51,7 +46,7 @@ def workers():
 
 
 @pytest.fixture
-def busy(claimed_task, inline_spec, off_queue):
+def busy(claimed_task, inline_spec, no_enqueue):
     """A RUNNING task holding a lock, a RUNNING one WAITING for that lock, and two
     PENDING tasks: (running, waiting, [pending...])."""
     running = claimed_task("wiki")

@@ -1,6 +1,6 @@
 """Property tests: many small chunks against the brute-force reading of SPEC §3 (issue 16).
 
-The timeline keeps its runs and its chunk index in blocks (``_BLOCK`` items);
+The timeline keeps its runs and its chunk index in blocks (``BLOCK`` items);
 these tests shrink the blocks to a few items so that a timeline of a few dozen
 chunks already spans many blocks, and its splits, joins and cross-block
 searches are exercised. The shapes: long runs of adjacent one-minute chunks
@@ -53,12 +53,12 @@ def at(a: int, b: int) -> Interval:
 @contextmanager
 def small_blocks(size: int):
     """Run with the timeline's blocks holding ``size`` items instead of hundreds."""
-    saved = timeline_module._BLOCK
-    timeline_module._BLOCK = size
+    saved = timeline_module.BLOCK
+    timeline_module.BLOCK = size
     try:
         yield
     finally:
-        timeline_module._BLOCK = saved
+        timeline_module.BLOCK = saved
 
 
 def roots_chunk(interval: Interval, version: str, prefix: str, n: int) -> list[SegmentRef]:

@@ -86,18 +86,16 @@ def running_with_lock(task_id: str):
     return task if task.status == TaskStatus.RUNNING and has_lock and phase_started else None
 
 
-def run_on_own_worker(own_worker_and_beat, monkeypatch, spec: dict) -> tuple[Task, Task]:
+def run_on_own_worker(own_worker_and_beat, spec: dict) -> tuple[Task, Task]:
     """Submit `spec` routed to the test's own worker's queue; return the task and
     its row once it runs holding its lock."""
     from console.celery import app
 
     queue = own_worker_and_beat["queue"]
-    monkeypatch.setattr(
-        services.tasks,
-        "_enqueue",
-        lambda task_id: app.send_task(services.tasks.RUN_TASK, args=[task_id], queue=queue),
-    )
-    task = services.task_submit(spec=spec)
+    with services.task_enqueuer(
+        lambda task_id: app.send_task(services.tasks.RUN_TASK, args=[task_id], queue=queue)
+    ):
+        task = services.task_submit(spec=spec)
     seen = wait_until(
         lambda: running_with_lock(task.id), PHASE_TIMEOUT_S, "the task to lock and run"
     )
@@ -181,15 +179,12 @@ def own_worker_and_beat(request, transactional_db, redis_url, strata_dirs, tmp_p
 @pytest.mark.parametrize(
     "own_worker_and_beat", [("prefork", 1), ("threads", 2)], indirect=True, ids=str
 )
-def test_a_sigkilled_worker_costs_seconds(
-    own_worker_and_beat, strata_dirs, tmp_path_factory, monkeypatch
-):
+def test_a_sigkilled_worker_costs_seconds(own_worker_and_beat, strata_dirs, tmp_path_factory):
     """SIGKILL to the process running the task: a prefork pool child, or, with
     the thread pool `make run` and docker-compose use, the worker itself (its
     Spark driver goes with it)."""
     task, seen = run_on_own_worker(
         own_worker_and_beat,
-        monkeypatch,
         slow_spec(flights_january(strata_dirs, tmp_path_factory), "loss"),
     )
     host, pid = seen.worker.rsplit(":", 1)
@@ -283,7 +278,7 @@ def test_sigterm_fails_the_running_task_deliberately(worker, strata_dirs, tmp_pa
     "own_worker_and_beat", [("prefork", 1), ("threads", 2)], indirect=True, ids=str
 )
 def test_sigterm_to_the_worker_process_fails_its_running_task(
-    own_worker_and_beat, strata_dirs, tmp_path_factory, monkeypatch
+    own_worker_and_beat, strata_dirs, tmp_path_factory
 ):
     """A warm shutdown of the worker itself (SIGTERM to its main process, as a
     supervisor or `make run`'s Ctrl-C sends): the running ingestion is failed
@@ -291,7 +286,6 @@ def test_sigterm_to_the_worker_process_fails_its_running_task(
     whole ingestion (or leaving it RUNNING when the supervisor's patience ends)."""
     task, seen = run_on_own_worker(
         own_worker_and_beat,
-        monkeypatch,
         slow_spec(flights_january(strata_dirs, tmp_path_factory), "warm"),
     )
     main = own_worker_and_beat["procs"]["worker"]

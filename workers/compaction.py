@@ -241,7 +241,7 @@ def _time_chunk_locked(run: _Run, lock_type: str) -> dict:
     read = _Read([], [], set())
     for lock in locks:
         as_of = selectors.timeline_for(datasource=spec.datasource, as_of=lock.granted_seq)
-        _read_locked(as_of, lock.interval, run.named, gran, read)
+        read_locked(as_of, lock.interval, run.named, gran, read)
     intervals = [lock.interval for lock in locks]
     if not read.pieces and not read.keep:
         return run.nothing("no visible data in the locked intervals")
@@ -256,7 +256,7 @@ def _time_chunk_locked(run: _Run, lock_type: str) -> dict:
         return run.nothing(
             "already compacted: every chunk is in the requested shape", inputs=sorted(inputs)
         )
-    result = _run_job(task, spec, monitor, plan, read.pieces, inputs, intermediary_dir(task.id))
+    result = run_job(task, spec, monitor, plan, read.pieces, inputs, intermediary_dir(task.id))
     monitor.check()
 
     monitor.set_phase("publishing", 0.9, 0.0)
@@ -351,7 +351,7 @@ def _kept_segment(
     )
 
 
-def _read_locked(
+def read_locked(
     timeline: Timeline,
     interval: Interval,
     named: dict[str, Segment],
@@ -427,7 +427,7 @@ def _segment_locked(run: _Run) -> dict:
             "already compacted: one segment per chunk in the requested shape",
             inputs=sorted(inputs),
         )
-    result = _run_job(task, spec, monitor, plan, pieces, inputs, intermediary_dir(task.id))
+    result = run_job(task, spec, monitor, plan, pieces, inputs, intermediary_dir(task.id))
     monitor.check()
 
     monitor.set_phase("publishing", 0.9, 0.0)
@@ -598,7 +598,7 @@ def _segments_by_id(ids: set[str]) -> dict[str, Segment]:
     return {s.id: s for s in Segment.objects.filter(id__in=ids)}
 
 
-def _run_job(task, spec, monitor, plan: Plan, pieces, inputs, work_dir: Path):
+def run_job(task, spec, monitor, plan: Plan, pieces, inputs, work_dir: Path):
     source = [
         SourcePiece(
             location=inputs[ref.id].location,

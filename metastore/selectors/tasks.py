@@ -121,6 +121,16 @@ def task_order(sort: str | None) -> tuple[tuple[str, ...], bool]:
     return TASK_SORTS[sort.lstrip("-")], sort.startswith("-")
 
 
+def tasks_count(
+    *,
+    status: str | None = None,
+    type: str | None = None,
+    datasource: str | None = None,
+) -> int:
+    """How many tasks `tasks_table` lists for these filters (the pages' total)."""
+    return tasks_table(status=status, type=type, datasource=datasource).count()
+
+
 def tasks_page(
     *,
     status: str | None = None,

@@ -49,7 +49,7 @@ SELECT s.id,
 """
 
 
-def _segment_refs(datasource: str, ids: set[str] | None = None) -> list[SegmentRef]:
+def segment_row_refs(datasource: str, ids: set[str] | None = None) -> list[SegmentRef]:
     if connection.vendor == "postgresql":
         params: list = [datasource]
         if ids is None:
@@ -77,7 +77,7 @@ def _segment_refs(datasource: str, ids: set[str] | None = None) -> list[SegmentR
 
 def segment_refs(*, datasource: str, ids: set[str]) -> dict[str, SegmentRef]:
     """The SegmentRefs of those of `ids` that still exist in `datasource`, by id."""
-    return {ref.id: ref for ref in _segment_refs(datasource, ids)}
+    return {ref.id: ref for ref in segment_row_refs(datasource, ids)}
 
 
 def last_commit_seq(*, datasource: str) -> int:
@@ -95,7 +95,7 @@ def last_commit_seq(*, datasource: str) -> int:
 def used_ids_as_of(*, datasource: str, as_of: int) -> set[str]:
     """The ids of the segments that were used right after commit `as_of`: the
     newest checkpoint at or before it, then the log entries after that."""
-    base_seq, base = _checkpoint_at(datasource, as_of)
+    base_seq, base = checkpoint_at(datasource, as_of)
     used = {ref.id for ref in base} if base is not None else set()
     change = _log_change(datasource, base_seq, as_of)
     used.difference_update(change.removed)
@@ -103,7 +103,7 @@ def used_ids_as_of(*, datasource: str, as_of: int) -> set[str]:
     return used
 
 
-def _checkpoint_at(datasource: str, seq: int) -> tuple[int, list[SegmentRef] | None]:
+def checkpoint_at(datasource: str, seq: int) -> tuple[int, list[SegmentRef] | None]:
     """(its seq, its refs) of the newest readable checkpoint at or before `seq`, or
     (0, None). One whose bytes do not decode is skipped, with a warning, for the
     one before it: it is never where a read starts (nor, for the service, the newest)."""
@@ -220,9 +220,9 @@ def _refs_at(datasource: str, seq: int, *, latest: bool) -> list[SegmentRef]:
     checkpoint the used segment rows are read instead of the whole log (they
     agree for everything written through the services, and rows written around
     them, as benchmarks do, are then seen too)."""
-    base_seq, base = _checkpoint_at(datasource, seq)
+    base_seq, base = checkpoint_at(datasource, seq)
     if base is None and latest:
-        return _segment_refs(datasource)
+        return segment_row_refs(datasource)
     change = _log_change(datasource, base_seq, seq)
     refs = base if base is not None else []
     if change.removed:  # (in C: the checkpoint may hold hundreds of thousands)
@@ -231,7 +231,7 @@ def _refs_at(datasource: str, seq: int, *, latest: bool) -> list[SegmentRef]:
     if change.added:
         missing = _not_among(refs, change.added)
         if missing:
-            refs += _segment_refs(datasource, missing)
+            refs += segment_row_refs(datasource, missing)
     if not latest and base is not None:
         refs = _without_killed_after(datasource, seq, refs)
     return refs
@@ -333,7 +333,7 @@ def _applied(datasource: str, cached: tuple[int, Timeline], seq: int) -> Timelin
 def _still_used(datasource: str, ids) -> list[SegmentRef]:
     """The refs of those of `ids` still used now, in their order: a later unmark
     already shows in `used`."""
-    refs = _segment_refs(datasource, set(ids)) if ids else []
+    refs = segment_row_refs(datasource, set(ids)) if ids else []
     if not refs:
         return []
     used = set(

@@ -98,7 +98,7 @@ def _visibility_counts(
     if len(mixed) <= MIXED_BY_ID_MAX:
         facts = {sid: (rows, size) for sid, (rows, size, _) in segment_facts(ids=mixed).items()}
     else:  # most chunks mixed (compacted with appends): one pass over the used rows
-        facts = _used_facts(datasource, interval)
+        facts = used_segment_facts(datasource, interval)
         missing = [sid for sid in mixed if sid not in facts]  # unused since (a past state)
         for sid, (rows, size, _) in segment_facts(ids=missing).items():
             facts[sid] = (rows, size)
@@ -113,7 +113,9 @@ def _visibility_counts(
 MIXED_BY_ID_MAX = 5_000
 
 
-def _used_facts(datasource: str, interval: Interval | None) -> dict[str, tuple[int, int]]:
+def used_segment_facts(datasource: str, interval: Interval | None) -> dict[str, tuple[int, int]]:
+    """Rows and bytes of the used segments (those overlapping `interval`), by id, in
+    one pass over the rows: what visibility counts read when most chunks are mixed."""
     qs = Segment.objects.filter(datasource__name=datasource, used=True)
     if interval is not None:
         qs = qs.filter(start__lt=interval.end, end__gt=interval.start)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from celery import current_app
@@ -130,8 +132,34 @@ def task_submit(*, spec: dict, user=None) -> Task:
 RUN_TASK = "workers.tasks.run_task"
 
 
-def _enqueue(task_id: str) -> None:
+def _broker_send(task_id: str) -> None:
     current_app.send_task(RUN_TASK, args=[task_id])
+
+
+def _no_send(task_id: str) -> None:
+    pass
+
+
+# How `task_enqueue` sends a task's message; `task_enqueuer` swaps it.
+_sender: list[Callable[[str], None]] = [_broker_send]
+
+
+@contextmanager
+def task_enqueuer(send: Callable[[str], None] | None) -> Iterator[None]:
+    """Within the block, `task_enqueue` hands each task id to `send` instead of the broker.
+
+    `send=None` keeps tasks off the queue: they are recorded PENDING and nothing
+    runs them unless the caller does (`workers.runner.run_task`), which is how
+    tests, benchmarks and one-process scripts run a task without a worker. The
+    swap is process-wide (a live test server's threads see it too) and is undone
+    when the block ends. A `send` that raises is a broker outage to `task_enqueue`.
+    """
+    previous = _sender[0]
+    _sender[0] = send if send is not None else _no_send
+    try:
+        yield
+    finally:
+        _sender[0] = previous
 
 
 def task_enqueue(*, task_id: str) -> bool:
@@ -142,7 +170,7 @@ def task_enqueue(*, task_id: str) -> bool:
     once the broker answers (`workers.reaper.requeue_lost_tasks`). A duplicate
     message is harmless: the worker claims a task once."""
     try:
-        _enqueue(task_id)
+        _sender[0](task_id)
     except Exception as exc:  # kombu's OperationalError, a socket error, a timeout
         log.warning(
             "could not queue task %s (%s: %s); it stays PENDING and is queued again "
