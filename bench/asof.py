@@ -169,24 +169,15 @@ def _fixture(scale: int) -> None:
 def _metric_types_per_segment() -> dict[str, dict[str, str]]:
     """The baseline: every used segment's schema folded in Python (the read before)."""
     from metastore.models import Segment
+    from metastore.selectors.datasources import fold_metric_types
 
-    out: dict[str, dict[str, str]] = {}
     rows = (
         Segment.objects.filter(used=True)
         .exclude(schema={})
         .order_by("datasource__name", "created_at")
         .values_list("datasource__name", "schema")
     )
-    for name, schema in rows:
-        for metric in (schema or {}).get("metrics") or ():
-            if isinstance(metric, dict) and metric.get("name"):
-                out.setdefault(name, {})[metric["name"]] = metric.get("type")
-        for dim in (schema or {}).get("dimensions") or ():
-            if isinstance(dim, dict) and dim.get("name") and dim.get("type") == "json":
-                out.setdefault(name, {})[dim["name"]] = "json"
-            elif isinstance(dim, dict) and out.get(name, {}).get(dim.get("name")) == "json":
-                del out[name][dim["name"]]
-    return out
+    return fold_metric_types(rows)
 
 
 def _metric_types(args) -> None:

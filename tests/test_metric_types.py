@@ -13,6 +13,7 @@ import pytest
 from metastore import selectors
 from metastore.intervals import Interval
 from metastore.models import DataSource, Segment
+from metastore.selectors.datasources import fold_metric_types
 
 pytestmark = pytest.mark.django_db
 
@@ -37,23 +38,13 @@ POOL = [
 
 def folded_per_segment() -> dict[str, dict[str, str]]:
     """The reference: every used segment's schema, oldest first, folded in Python."""
-    out: dict[str, dict[str, str]] = {}
     rows = (
         Segment.objects.filter(used=True)
         .exclude(schema={})
         .order_by("datasource__name", "created_at")
         .values_list("datasource__name", "schema")
     )
-    for name, schema in rows:
-        for metric in (schema or {}).get("metrics") or ():
-            if isinstance(metric, dict) and metric.get("name"):
-                out.setdefault(name, {})[metric["name"]] = metric.get("type")
-        for dim in (schema or {}).get("dimensions") or ():
-            if isinstance(dim, dict) and dim.get("name") and dim.get("type") == "json":
-                out.setdefault(name, {})[dim["name"]] = "json"
-            elif isinstance(dim, dict) and out.get(name, {}).get(dim.get("name")) == "json":
-                del out[name][dim["name"]]
-    return out
+    return fold_metric_types(rows)
 
 
 def segments(ds: DataSource, schemas: list[dict], *, used: list[bool] | None = None) -> None:

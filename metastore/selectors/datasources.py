@@ -3,6 +3,7 @@ page's rows (counts by visibility, from the per-commit timeline states)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -75,7 +76,6 @@ def metric_types() -> dict[str, dict[str, str]]:
     segment in creation order gives, as a column's type is decided by the last
     segment naming it (its schema is then the newest of those naming it) and, for
     a json dimension's, by whether a later one names it otherwise."""
-    out: dict[str, dict[str, str]] = {}
     rows = (
         Segment.objects.filter(used=True)
         .exclude(schema={})
@@ -83,7 +83,14 @@ def metric_types() -> dict[str, dict[str, str]]:
         .annotate(newest=Max("created_at"))
         .order_by("datasource__name", "newest")
     )
-    for name, schema, _ in rows:
+    return fold_metric_types((name, schema) for name, schema, _ in rows)
+
+
+def fold_metric_types(schemas: Iterable[tuple[str, dict]]) -> dict[str, dict[str, str]]:
+    """`metric_types` of (dataSource, segment schema) pairs, oldest first: a later
+    schema's type of a column replaces an earlier one's."""
+    out: dict[str, dict[str, str]] = {}
+    for name, schema in schemas:
         for metric in (schema or {}).get("metrics") or ():
             if isinstance(metric, dict) and metric.get("name"):
                 out.setdefault(name, {})[metric["name"]] = metric.get("type")
