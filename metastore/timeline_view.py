@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from operator import attrgetter
-from typing import Any
 
 from metastore.intervals import Interval
 from metastore.timeline import ChunkVisibility, SegmentRef, Timeline
@@ -40,7 +39,7 @@ class Follow:
 
     seq: int
     spans: tuple[tuple[datetime, datetime], ...]
-    timeline: Any  # Timeline
+    timeline: Timeline
 
 
 _partition_of = attrgetter("partition")
